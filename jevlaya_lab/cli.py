@@ -1,0 +1,35 @@
+"""The ``jevlaya-lab`` command.
+
+Each subcommand lives next to the code it drives; this module only maps names to
+``module:function`` entries that take the remaining argv and return an exit code, so importing
+the CLI stays cheap and adding a subcommand is one line here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+# subcommand -> (entry point "module:function", one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in {"-h", "--help", "help"}:
+        print("usage: jevlaya-lab <command> [options]\n\ncommands:")
+        for name, (_, text) in sorted(COMMANDS.items()):
+            print(f"  {name:<12} {text}")
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(f"jevlaya-lab: unknown command {name!r}; choose one of: {', '.join(sorted(COMMANDS))}",
+              file=sys.stderr)
+        return 2
+    module, func = COMMANDS[name][0].split(":")
+    return int(getattr(importlib.import_module(module), func)(rest) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
