@@ -1,0 +1,76 @@
+"""``PredictContext``: the one object that travels through start, error and end of a call.
+
+The field order is part of the public contract (the lifecycle page lists it); equality and
+hashing are by identity, so a hook may keep contexts in a set or as dict keys even though
+their fields change during the call.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def aggregate_usage(results: list[dict] | None) -> dict[str, int]:
+    """Sum ``input_tokens`` / ``output_tokens`` over the ``usage`` of each result."""
+    total = {"input_tokens": 0, "output_tokens": 0}
+    for result in results or ():
+        usage = result.get("usage") if isinstance(result, dict) else None
+        if isinstance(usage, dict):
+            for key in total:
+                total[key] += int(usage.get(key) or 0)
+    return total
+
+
+@dataclass(eq=False)
+class PredictContext:
+    """State of one predict call as hooks see it.
+
+    A start hook may rewrite ``states`` / ``questions``, set ``max_len`` / ``head_max_len``
+    or call :meth:`skip`; an end hook reads ``results``, ``usage``, ``elapsed_ms`` and
+    ``error``. ``started_at`` is a ``time.perf_counter()`` reading.
+    """
+
+    states: list[Any]
+    questions: Any
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    results: list[dict] | None = None
+    decision: dict | None = None
+    model: str | None = None
+    agent: Any = None
+    router: Any = None
+    max_len: int | None = None
+    head_max_len: int | None = None
+    usage: dict[str, int] | None = None
+    started_at: float = field(default_factory=time.perf_counter)
+    elapsed_ms: float | None = None
+    error: BaseException | None = None
+
+    def skip(self, results: dict | list[dict]) -> None:
+        """Supply the results yourself; tokenisation and the forward pass are skipped.
+
+        Pass one result per state (a list as long as ``ctx.states``), or a single result
+        dict when the call has exactly one state. Anything else is a ``ValueError``, because
+        a result that belongs to no state, or a state without a result, would be lost.
+        """
+        n_states = len(self.states) if isinstance(self.states, (list, tuple)) else 1
+        if isinstance(results, dict):
+            results = [results]
+        if not isinstance(results, (list, tuple)):
+            raise ValueError(
+                f"skip(results): expected a list of result dicts, got {type(results).__name__}; "
+                f"pass one result per state (a list of {n_states})"
+            )
+        if len(results) != n_states:
+            raise ValueError(
+                f"skip(results): got {len(results)} result(s) for {n_states} state(s); "
+                f"pass exactly one result per state (a list of {n_states})"
+            )
+        self.results = list(results)
+
+    def __repr__(self) -> str:
+        n = len(self.states) if isinstance(self.states, (list, tuple)) else "?"
+        err = f", error={type(self.error).__name__}" if self.error is not None else ""
+        return f"<PredictContext run_id={self.run_id[:8]} model={self.model!r} states={n}{err}>"

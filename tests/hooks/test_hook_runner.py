@@ -1,0 +1,245 @@
+"""The hooks core on its own: validation, ordering, failure and locking rules."""
+
+import threading
+import warnings
+
+import pytest
+
+from jevlaya_lab.hooks import HOOK_EVENTS, BaseHook, HookRunner, PredictContext, aggregate_usage
+
+
+class Log(BaseHook):
+    def __init__(self, name, log):
+        self.name, self.log = name, log
+
+    def on_predict_start(self, ctx):
+        self.log.append(("start", self.name))
+
+    def on_predict_end(self, ctx):
+        self.log.append(("end", self.name))
+
+
+def test_hook_events_are_the_six_of_the_lifecycle_page():
+    assert HOOK_EVENTS == ("on_route", "on_load", "on_evict", "on_predict_start", "on_predict_end", "on_error")
+    hook = BaseHook()
+    for event in HOOK_EVENTS:
+        assert callable(getattr(hook, event))
+
+
+def test_context_fields_in_the_documented_order():
+    names = list(PredictContext.__dataclass_fields__)
+    assert names == ["states", "questions", "run_id", "results", "decision", "model", "agent", "router",
+                     "max_len", "head_max_len", "usage", "started_at", "elapsed_ms", "error"]
+
+
+def test_context_identity_equality_and_hashing():
+    a, b = PredictContext(["x"], {}), PredictContext(["x"], {})
+    a.run_id = b.run_id
+    assert a != b and a == a
+    assert len({a, b}) == 2
+    a.results = [{}]  # hash stays stable while fields change
+    assert a in {a}
+
+
+def test_run_id_is_uuid4_hex_and_unique():
+    ids = {PredictContext([], {}).run_id for _ in range(100)}
+    assert len(ids) == 100 and all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
+
+
+def test_skip_accepts_one_result_per_state_or_a_lone_dict_for_one_state():
+    ctx = PredictContext(["a", "b"], {})
+    ctx.skip([{"answers": {}}, {"answers": {}}])
+    assert len(ctx.results) == 2
+    one = PredictContext(["a"], {})
+    one.skip({"answers": {}})
+    assert one.results == [{"answers": {}}]
+
+
+@pytest.mark.parametrize("results", [[], [{}], [{}, {}, {}]])
+def test_skip_with_the_wrong_count_names_the_counts(results):
+    ctx = PredictContext(["a", "b"], {})
+    with pytest.raises(ValueError, match=r"got \d+ result\(s\) for 2 state\(s\)"):
+        ctx.skip(results)
+    assert ctx.results is None
+
+
+def test_aggregate_usage_sums_input_and_output_tokens():
+    results = [{"usage": {"input_tokens": 3, "output_tokens": 0}}, {"usage": {"input_tokens": 4}}, {}]
+    assert aggregate_usage(results) == {"input_tokens": 7, "output_tokens": 0}
+
+
+def test_installed_before_per_call_and_list_order_within():
+    log = []
+    runner = HookRunner([Log("A", log), Log("B", log)])
+    active = runner.active([Log("C", log)])
+    runner.emit(active, "on_predict_start", None)
+    runner.emit(active, "on_predict_end", None)
+    assert log == [("start", "A"), ("start", "B"), ("start", "C"), ("end", "A"), ("end", "B"), ("end", "C")]
+
+
+def test_none_and_empty_list_add_nothing():
+    runner = HookRunner([BaseHook()])
+    assert runner.active(None) is runner.installed
+    assert runner.active([]) == runner.installed
+
+
+def test_plain_callables_go_on_the_event_keywords():
+    seen = []
+    runner = HookRunner(on_predict_start=lambda ctx: seen.append("s"))
+    active = runner.active(on_predict_end=lambda ctx: seen.append("e"))
+    runner.emit(active, "on_predict_start", None)
+    runner.emit(active, "on_predict_end", None)
+    assert seen == ["s", "e"]
+
+
+def test_misuse_raises_clear_type_errors():
+    with pytest.raises(TypeError, match="not an instance; pass Log()"):
+        HookRunner([Log])
+    with pytest.raises(TypeError, match="bare function"):
+        HookRunner([lambda ctx: None])
+
+    class NotCallable:
+        on_predict_end = 3
+
+    with pytest.raises(TypeError, match="not callable"):
+        HookRunner([NotCallable()])
+    with pytest.raises(TypeError, match="implements no hook event"):
+        HookRunner([object()])
+    with pytest.raises(TypeError, match="hooks=\\[hook\\]"):
+        HookRunner(BaseHook())
+    with pytest.raises(TypeError, match="on_predict_start="):
+        HookRunner(on_predict_start=3)
+
+
+def test_add_remove_and_hooks_installed():
+    runner = HookRunner()
+    a, b = BaseHook(), BaseHook()
+    runner.add_hook(a)
+    with runner.hooks_installed(b):
+        assert runner.installed == (a, b)
+    assert runner.installed == (a,)
+    runner.remove_hook(a)
+    assert runner.installed == ()
+    with pytest.raises(ValueError, match="not installed"):
+        runner.remove_hook(a)
+
+
+class Boom(BaseHook):
+    def on_predict_start(self, ctx):
+        raise KeyError("boom")
+
+
+def test_hooks_raise_stops_at_the_first_failure_and_names_the_hook():
+    log = []
+    runner = HookRunner([Boom(), Log("after", log)])
+    with pytest.raises(KeyError) as info:
+        runner.emit(runner.installed, "on_predict_start", None)
+    assert any("Boom.on_predict_start" in note for note in info.value.__notes__)
+    assert log == []
+
+
+def test_hooks_raise_false_warns_once_per_failure_and_continues():
+    log = []
+    runner = HookRunner([Boom(), Boom(), Log("after", log)], hooks_raise=False)
+    with pytest.warns(RuntimeWarning) as record:
+        runner.emit(runner.installed, "on_predict_start", None)
+    assert len([w for w in record if "Boom.on_predict_start" in str(w.message)]) == 2
+    assert log == [("start", "after")]
+
+
+def test_per_call_hooks_raise_overrides_the_runner_setting():
+    runner = HookRunner([Boom()], hooks_raise=True)
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        runner.emit(runner.installed, "on_predict_start", None, hooks_raise=False)
+
+
+def test_emit_each_runs_all_and_returns_the_first_failure():
+    class EndBoom(BaseHook):
+        def __init__(self, tag):
+            self.tag = tag
+
+        def on_predict_end(self, ctx):
+            raise RuntimeError(self.tag)
+
+    log = []
+    runner = HookRunner([EndBoom("first"), Log("x", log), EndBoom("second")])
+    failure = runner.emit_each(runner.installed, "on_predict_end", None)
+    assert str(failure) == "first" and log == [("end", "x")]
+
+
+def test_a_failing_on_error_never_masks_the_original_error():
+    class BadOnError(BaseHook):
+        def on_error(self, ctx):
+            raise ValueError("hook broke")
+
+    seen = []
+
+    class GoodOnError(BaseHook):
+        def on_error(self, ctx):
+            seen.append(type(ctx.error))
+
+    runner = HookRunner([BadOnError(), GoodOnError()])
+    ctx = PredictContext(["s"], {})
+    ctx.error = ZeroDivisionError("original")
+    runner.emit_error(runner.installed, ctx)  # does not raise
+    assert seen == [ZeroDivisionError]
+    assert any("BadOnError.on_error raised ValueError: hook broke" in n for n in ctx.error.__notes__)
+    assert isinstance(ctx.error.__context__, ValueError)
+
+
+def test_hooks_concurrent_false_serialises_each_invocation_but_allows_reentry():
+    runner = HookRunner(hooks_concurrent=False)
+    inside, overlap = [0], []
+    barrier = threading.Barrier(4)
+
+    class Slow(BaseHook):
+        def on_predict_start(self, ctx):
+            inside[0] += 1
+            overlap.append(inside[0])
+            threading.Event().wait(0.01)
+            # re-entrant: a hook may dispatch again on the same runner without deadlock
+            runner.emit((Inner(),), "on_predict_end", ctx)
+            inside[0] -= 1
+
+    class Inner(BaseHook):
+        def on_predict_end(self, ctx):
+            pass
+
+    runner.add_hook(Slow())
+
+    def call():
+        barrier.wait()
+        runner.emit(runner.installed, "on_predict_start", None)
+
+    threads = [threading.Thread(target=call) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert overlap == [1, 1, 1, 1]
+
+
+def test_hooks_concurrent_true_lets_hooks_overlap():
+    runner = HookRunner()
+    inside, peak = [0], [0]
+    lock = threading.Lock()
+    barrier = threading.Barrier(3)
+
+    class Slow(BaseHook):
+        def on_predict_start(self, ctx):
+            with lock:
+                inside[0] += 1
+                peak[0] = max(peak[0], inside[0])
+            barrier.wait(5)  # all three must be inside at once
+            with lock:
+                inside[0] -= 1
+
+    runner.add_hook(Slow())
+    threads = [threading.Thread(target=runner.emit, args=(runner.installed, "on_predict_start", None))
+               for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert peak[0] == 3
