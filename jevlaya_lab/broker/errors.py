@@ -1,0 +1,102 @@
+"""The Broker's exceptions, one documented hierarchy (spec §4).
+
+    LLMRequestError                      anything that kept a call from giving an answer
+    ├── NoLLMAvailableError(reason, retry_at)
+    ├── LLMTimeoutError                  ``wait`` ran out after the first delta
+    ├── StreamInterruptedError           a stream broke after its first delta
+    ├── StreamReplacementError           a race was won by a lane other than the one shown
+    ├── ToolLoopLimitError               ``run_tool_loop`` needed more than ``max_steps`` rounds
+    └── ProviderError(status)            the provider answered with an error
+        ├── AuthError                    401 / 403
+        ├── RateLimitError               429 (and 503 with Retry-After)
+        └── InvalidProviderResponseError a 200 that is not a usable completion
+
+Messages never contain an API key; provider text is redacted before it lands here.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+NO_LLM_REASONS = ("timeout", "excluded", "empty_pool", "no_keys", "all_disabled")
+
+
+class LLMRequestError(Exception):
+    """Base class: a broker call ended without an answer."""
+
+
+class NoLLMAvailableError(LLMRequestError):
+    """No model could answer within this call.
+
+    ``reason`` is one of ``timeout`` (models exist but are cooling, busy or ran out of time;
+    ``retry_at`` says when the first one returns), ``excluded`` (every candidate was ruled out
+    for this call), ``empty_pool``, ``no_keys`` and ``all_disabled``.
+    """
+
+    def __init__(self, message: str, *, reason: str, retry_at: datetime | None = None,
+                 errors: tuple[BaseException, ...] = ()) -> None:
+        if reason not in NO_LLM_REASONS:
+            raise ValueError(f"reason={reason!r}: must be one of {NO_LLM_REASONS}")
+        super().__init__(message)
+        self.reason = reason
+        self.retry_at = retry_at
+        self.errors = errors
+
+
+class LLMTimeoutError(LLMRequestError):
+    """``wait`` ran out after the first delta; the deltas already delivered stand."""
+
+
+class StreamInterruptedError(LLMRequestError):
+    """The answer broke after its first delta; the deltas already delivered stand."""
+
+
+class StreamReplacementError(LLMRequestError):
+    """A race was won by another lane: replace everything shown with ``replacement.text``.
+
+    ``replacement`` is the winning answer (``text``, ``llm_name``, ``call_id``, ``usage``,
+    ``record_quality``); the stream is exhausted but stays open for ``another()``.
+    """
+
+    def __init__(self, message: str, *, replacement: Any) -> None:
+        super().__init__(message)
+        self.replacement = replacement
+
+
+class ToolLoopLimitError(LLMRequestError):
+    """The tool loop did not finish within ``max_steps`` rounds."""
+
+    def __init__(self, message: str, *, messages: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(message)
+        self.messages = messages or []
+
+
+class ProviderError(LLMRequestError):
+    """The provider answered with an error; ``status`` is the HTTP status (None: transport)."""
+
+    def __init__(self, message: str, *, status: int | None = None, llm_name: str | None = None,
+                 retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.llm_name = llm_name
+        self.retry_after = retry_after
+
+
+class AuthError(ProviderError):
+    """401/403: the key was refused; the broker drops it for this caller."""
+
+
+class RateLimitError(ProviderError):
+    """429 (or 503): the model is cooling down; ``retry_after`` in seconds when sent."""
+
+
+class InvalidProviderResponseError(ProviderError):
+    """A 200 whose body is not a usable completion (garbage, or neither text nor tool calls)."""
+
+
+__all__ = [
+    "NO_LLM_REASONS", "LLMRequestError", "NoLLMAvailableError", "LLMTimeoutError",
+    "StreamInterruptedError", "StreamReplacementError", "ToolLoopLimitError", "ProviderError",
+    "AuthError", "RateLimitError", "InvalidProviderResponseError",
+]

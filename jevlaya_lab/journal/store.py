@@ -1,0 +1,120 @@
+"""The storage interface and ``open_store``: pick a backend from a source string or path.
+
+A backend keeps three things in one database: the model registry, stored keys and the
+append-only journal (attempt rows and rating rows). Keep it small so a PostgreSQL backend is one
+more class.
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+class JournalSchemaError(RuntimeError):
+    """The database was written by a different schema version of jevlaya_lab."""
+
+
+class UnsupportedSourceError(ValueError):
+    """The ``source`` names a backend this version cannot open (e.g. ``postgresql://``)."""
+
+
+def default_home() -> Path:
+    """``$JEVLAYA_HOME``, else the per-user cache directory (``~/.cache/jevlaya_lab`` on Linux)."""
+    if os.environ.get("JEVLAYA_HOME"):
+        return Path(os.environ["JEVLAYA_HOME"]).expanduser()
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches" / "jevlaya_lab"
+    if os.name == "nt":
+        return Path(os.environ.get("LOCALAPPDATA", Path.home())) / "jevlaya_lab" / "Cache"
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "jevlaya_lab"
+
+
+class Store(abc.ABC):
+    """What the broker needs from a database. Every method is thread-safe."""
+
+    location: str
+
+    # registry
+    @abc.abstractmethod
+    def registry(self) -> list[dict[str, Any]]:
+        """All model entries in registry order (user entries first, then catalog order)."""
+
+    @abc.abstractmethod
+    def replace_catalog(self, entries: Sequence[Mapping[str, Any]]) -> None:
+        """Replace the catalog's entries; the user's own entries are never touched."""
+
+    @abc.abstractmethod
+    def put_user_models(self, entries: Sequence[Mapping[str, Any]]) -> None:
+        """Add or update the user's own entries."""
+
+    # keys the user chose to store here (never copied from the environment)
+    @abc.abstractmethod
+    def get_key(self, ref: str) -> str | None: ...
+
+    @abc.abstractmethod
+    def set_key(self, ref: str, value: str | None) -> None:
+        """Store a key under ``ref`` (``None`` deletes it)."""
+
+    # journal
+    @abc.abstractmethod
+    def append(self, attempts: Iterable[Mapping[str, Any]],
+               ratings: Iterable[Mapping[str, Any]] = ()) -> None:
+        """Append attempt rows and rating rows in one transaction."""
+
+    @abc.abstractmethod
+    def attempts(self, *, call_id: str | None = None, trace_id: str | None = None,
+                 llm_name: str | None = None, operation: str | None = None,
+                 scope: str | None = None, status: str | None = None,
+                 since: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+        """Attempt rows matching every given filter, oldest first."""
+
+    @abc.abstractmethod
+    def ratings(self, *, call_id: str | None = None, trace_id: str | None = None,
+                limit: int | None = None) -> list[dict[str, Any]]: ...
+
+    @abc.abstractmethod
+    def rating_totals(self) -> dict[tuple[str, str], tuple[int, float]]:
+        """(llm_name, operation or "") -> (number of ratings, sum of scores)."""
+
+    @abc.abstractmethod
+    def purge(self, retention_days: float, *, min_interval_s: float = 3600.0) -> int:
+        """Delete journal rows older than the retention, at most once per ``min_interval_s``."""
+
+    @abc.abstractmethod
+    def close(self) -> None: ...
+
+
+def open_store(source: str | os.PathLike[str] | None = None, *, home: str | os.PathLike[str] | None
+               = None) -> Store:
+    """Open the database ``source`` names.
+
+    ``None`` -> ``<home>/broker.db`` (home: ``$JEVLAYA_HOME`` or the user cache dir); a path or
+    ``sqlite:///path`` -> that SQLite file; ``postgresql://...`` -> not yet supported.
+    """
+    from jevlaya_lab.journal.sqlite import SQLiteStore
+
+    if source is None:
+        base = Path(home).expanduser() if home is not None else default_home()
+        return SQLiteStore(base / "broker.db")
+    text = os.fspath(source)
+    if text.startswith(("postgresql://", "postgres://")):
+        raise UnsupportedSourceError(
+            f"source={text.split('@')[-1]!r}: the PostgreSQL backend is not available in this "
+            "version; use a SQLite file (a path ending in .db/.sqlite or sqlite:///path) for now")
+    if text.startswith("sqlite:///"):
+        return SQLiteStore(Path(text[len("sqlite:///"):]))
+    if "://" in text:
+        raise UnsupportedSourceError(
+            f"source={text!r}: unknown database scheme; use a .db/.sqlite path or sqlite:///path")
+    if not text.endswith((".db", ".sqlite", ".sqlite3")) and text != ":memory:":
+        raise UnsupportedSourceError(
+            f"source={text!r}: a SQLite path must end in .db, .sqlite or .sqlite3 (or use "
+            "sqlite:///path) so a typo cannot create a stray file")
+    return SQLiteStore(Path(text) if text != ":memory:" else text)
