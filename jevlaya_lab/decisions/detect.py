@@ -1,0 +1,410 @@
+"""Offline script and language detection over the string leaves of a state.
+
+The Router uses this to choose between an English and a multilingual checkpoint, so what it
+must get right is "is every part of this state English?", and it must say "undecided" rather
+than guess when the evidence is thin.
+
+- **Script profile**: only letters count (``\\p{L}``), grouped by their Unicode script property;
+  digits, punctuation, emoji and combining marks are ignored. Keys of dicts are ignored; values
+  of nested dicts, lists and tuples are read; ``bytes`` are decoded as UTF-8 (bad bytes become
+  U+FFFD, which is not a letter); other scalars (numbers, booleans, ``None``) carry no language.
+- **Language**: a non-Latin script names its language directly where one language dominates it
+  (Hangul → ``ko``, kana → ``ja``, Greek → ``el``, ...), refined by telltale letters for Cyrillic
+  and Arabic. Latin text is scored offline against stop-word lists of 27 languages plus letters
+  that only some languages use (``ñ``, ``ß``, ``ł``, ``ř``, ``ő``, ...). Fewer than
+  ``MIN_WORDS`` words, or no clear winner, is *undecided*: ``language`` is ``None``.
+- **Mixed segments**: each string leaf, and each sentence or line inside it, is judged on its
+  own. A segment written in another script family than the state, or a Latin segment whose
+  language is decided and is not the state's language, is reported as ``mixed_segment`` (a dict
+  with the JSONPath-like ``path``, the ``script``, the ``language`` and the start of the
+  ``text``). One Spanish field in an English state is such a segment.
+
+Nothing here downloads anything or imports torch; a call costs microseconds for short states.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from typing import Any, Iterator
+
+import regex
+
+__all__ = [
+    "MIN_WORDS",
+    "detect",
+    "guess_language",
+    "script_profile",
+    "string_leaves",
+]
+
+MIN_WORDS = 3  # fewer Latin words than this is too little evidence to name a language
+
+# Scripts told apart; letters of any other script are counted as "Other".
+SCRIPTS: tuple[str, ...] = (
+    "Latin", "Cyrillic", "Greek", "Arabic", "Hebrew", "Han", "Hiragana", "Katakana", "Hangul",
+    "Devanagari", "Bengali", "Gurmukhi", "Gujarati", "Oriya", "Tamil", "Telugu", "Kannada",
+    "Malayalam", "Sinhala", "Thai", "Lao", "Tibetan", "Myanmar", "Khmer", "Georgian", "Armenian",
+    "Ethiopic", "Mongolian", "Thaana", "Syriac", "Bopomofo", "Cherokee",
+)
+_LETTER_RUN = regex.compile(r"\p{L}+")
+_SCRIPT_RUN = regex.compile(
+    "(?V1)" + "|".join(f"([\\p{{sc={name}}}&&\\p{{L}}]+)" for name in SCRIPTS) + r"|(\p{L}+)"
+)
+_WORD = regex.compile(r"\p{L}+")
+# Sentence or line boundaries used to find a foreign sentence inside one long string.
+_SEGMENT_SPLIT = regex.compile(r"(?<=[.!?。！？])\s+|\n+")
+
+# Scripts that one language (practically) owns.
+SCRIPT_LANGUAGE: dict[str, str] = {
+    "Greek": "el", "Hebrew": "he", "Hangul": "ko", "Hiragana": "ja", "Katakana": "ja",
+    "Devanagari": "hi", "Bengali": "bn", "Gurmukhi": "pa", "Gujarati": "gu", "Oriya": "or",
+    "Tamil": "ta", "Telugu": "te", "Kannada": "kn", "Malayalam": "ml", "Sinhala": "si",
+    "Thai": "th", "Lao": "lo", "Tibetan": "bo", "Myanmar": "my", "Khmer": "km",
+    "Georgian": "ka", "Armenian": "hy", "Ethiopic": "am", "Mongolian": "mn", "Thaana": "dv",
+    "Syriac": "syr", "Bopomofo": "zh", "Cherokee": "chr", "Han": "zh",
+}
+# Scripts written together by one language count as one family when looking for mixing.
+_FAMILY: dict[str, str] = {"Han": "CJK", "Hiragana": "CJK", "Katakana": "CJK", "Bopomofo": "CJK",
+                           "Hangul": "CJK"}
+
+_STOPWORDS_TEXT: dict[str, str] = {
+    "en": "the and is are was were of to in that it for on with as at by this be have has not "
+          "you my your from or but will would can please what which we they he she an me there "
+          "been do does did if about our their any should could just need hello thanks thank "
+          "how when who why where these those its him her them us am",
+    "es": "el la los las de del que y en un una es por con para no se su al lo como más pero "
+          "sus le ya fue este esta ha muy también mi porque cuando hola gracias sí estoy tengo "
+          "qué está son nos yo usted hay dos veces me",
+    "fr": "le la les de des du et est un une que qui en dans pour pas sur au aux avec ce cette "
+          "il elle nous vous je mon ma mes votre ne se sont été mais ou bonjour merci très être "
+          "avoir ai suis fait deux fois",
+    "de": "der die das und ist nicht ein eine einen ich sie es mit den dem zu von auf für im "
+          "sich auch wir ihr mein meine bitte danke haben wurde wird oder aber wie bei noch nach "
+          "kann hallo sind dass ihre uns zweimal",
+    "it": "il lo la gli le di che e è un una per non con del della sono mi ho ha questo questa "
+          "come ma anche più nel alla al grazie ciao buongiorno perché sei suo loro essere stato "
+          "vorrei due volte",
+    "pt": "o os as de do da dos das que e é um uma em no na para com não por se mais como mas "
+          "ao foi ele ela isso este esta obrigado obrigada olá você meu minha está são tem muito "
+          "também duas vezes",
+    "nl": "de het een en van is dat niet ik je op te zijn met voor er maar om hij ze wij we heb "
+          "heeft mijn naar ook als bij dit nog wel geen kan hallo bedankt alstublieft graag "
+          "worden twee keer",
+    "sv": "och att det som en ett är på för med jag inte av till den har de om var men vi kan "
+          "min mitt hej tack från eller så han hon också ska skulle två gånger",
+    "da": "og at det som en et er på for med jeg ikke af til den har de om var men vi kan min "
+          "mit hej tak fra eller så han hun også skal meget være to gange",
+    "no": "og at det som en et er på for med jeg ikke av til den har de om var men vi kan min "
+          "mitt hei takk fra eller så han hun også skal være ble hva meg dere to ganger",
+    "fi": "ja on ei se että hän oli ovat tämä mutta kun niin minä sinä me te he olen olla mitä "
+          "myös kanssa joka jos vain hyvä kiitos moi minun sinun tai kuin ole kaksi kertaa",
+    "pl": "i w z na się nie do to że jest jak co ale po od za dla tak jestem mam mój moja "
+          "proszę dziękuję czy są być był tylko przez ten ta już cześć dwa razy",
+    "cs": "a je se na v že to s z do jsem není jak ale pro by jsou tak co od po jeho které "
+          "který děkuji prosím ahoj mám být byl také nebo už dvakrát",
+    "sk": "a je sa na v že to s z do som nie ako ale pre by sú tak čo od po jeho ktoré ktorý "
+          "ďakujem prosím ahoj mám byť bol tiež alebo už dvakrát",
+    "hu": "a az és hogy nem egy is van meg de ez azt már csak mint volt vagy még kell köszönöm "
+          "szia vagyok nekem engem ki mi el fel lesz nagyon kétszer",
+    "ro": "și în de la cu nu pe o un este sunt că ce care pentru mai din se am mulțumesc bună "
+          "vă rog eu tu el ea noi acest această fost sau ori",
+    "tr": "ve bir bu da de için ile ne çok ben sen o var yok değil gibi daha ama merhaba "
+          "teşekkür ederim lütfen mi mı benim olan olarak şey kadar her iki kez",
+    "id": "yang dan di ke dari ini itu dengan untuk tidak ada saya kamu anda akan pada juga "
+          "bisa sudah atau karena terima kasih apa kami mereka dalam adalah belum tolong dua kali",
+    "vi": "và của là có không một những các cho được tôi bạn này với trong đã để người khi rất "
+          "cảm ơn xin chào chúng thì làm nhưng như hai lần",
+    "ca": "el la els les de i que en un una és per amb no es als del al com més però molt això "
+          "aquest aquesta sóc gràcies hola bon dia seu seva dues vegades",
+    "hr": "i je u na da se su za od to ne s sa kao ali ili što sam smo bio koji koja hvala "
+          "molim bok ja ti on ona mi vi još samo dva puta",
+    "sl": "in je v na da se za so od to ne s z kot ali ki sem smo bil hvala prosim živjo jaz "
+          "ti on ona mi vi še samo tudi dvakrat",
+    "et": "ja on ei see et oli mis kui ka aga ma sa ta me nad olen tänan tere palun või ning "
+          "kes seda veel siis väga kaks korda",
+    "lv": "un ir ka no uz par ar kas bet es tu viņš viņa mēs jūs nav paldies lūdzu sveiki tas "
+          "tā arī vai būt divas reizes",
+    "lt": "ir kad su iš į ne tai kas bet aš tu jis ji mes jūs yra buvo ačiū prašau labas taip "
+          "kaip arba dar už apie du kartus",
+    "sw": "na ya wa ni kwa katika za la hii kuwa hapa mimi wewe sana asante habari tafadhali "
+          "lakini pia hiyo kama kutoka nini mara mbili",
+    "tl": "ang ng mga sa na ay at ko mo siya ako ikaw hindi po salamat para kung ito iyon may "
+          "lang dalawang beses",
+}
+STOPWORDS: dict[str, frozenset[str]] = {
+    lang: frozenset(words.split()) for lang, words in _STOPWORDS_TEXT.items()
+}
+# Letters that only a few Latin-script languages use; each occurrence is weak evidence.
+_HINT_LETTERS: dict[str, str] = {
+    "es": "ñ", "de": "ßäöü", "fr": "çèêàùœëîïûâ", "pt": "ãõçâêô", "it": "àèìòù",
+    "pl": "ąęłńśźżć", "cs": "řěůčšžďťň", "sk": "ľĺŕôäčšžďťň", "hu": "őűáéíóöü",
+    "ro": "șțăâîşţ", "tr": "ğışçöü", "vi": "ơưđạảấầẩẫậắằẳẵặẹẻẽếềểễệỉịọỏốồổỗộớờởỡợụủứừửữựỳỵỷỹ",
+    "sv": "åäö", "da": "æøå", "no": "æøå", "fi": "äö", "et": "õäöüšž", "lv": "āēīūģķļņčšž",
+    "lt": "ąčęėįšųūž", "hr": "čćđšž", "sl": "čšž", "ca": "çàèéíïòóú",
+}
+_HINT_WEIGHT = 0.25
+_HINT_CAP = 2.0  # hint letters alone never outweigh a couple of stop words
+_INVERTED = {"es": "¿¡"}  # punctuation unique to one language
+
+
+def string_leaves(state: Any, path: str = "$") -> Iterator[tuple[str, str]]:
+    """Yield ``(path, text)`` for every string (or decoded bytes) inside ``state``.
+
+    Dict keys are not read; values are visited in order. The walk is iterative, so deeply
+    nested states cannot hit the recursion limit, and a container seen twice is read once.
+    """
+    stack: list[tuple[str, Any]] = [(path, state)]
+    seen: set[int] = set()
+    while stack:
+        where, node = stack.pop()
+        if isinstance(node, str):
+            yield where, node
+        elif isinstance(node, (bytes, bytearray)):
+            yield where, bytes(node).decode("utf-8", errors="replace")
+        elif isinstance(node, (dict, list, tuple)):
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            if isinstance(node, dict):
+                children = [(f"{where}{_key_path(k)}", v) for k, v in node.items()]
+            else:
+                children = [(f"{where}[{i}]", v) for i, v in enumerate(node)]
+            stack.extend(reversed(children))
+
+
+def _key_path(key: Any) -> str:
+    text = str(key)
+    return f".{text}" if text.isidentifier() else f"[{text!r}]"
+
+
+def _count_scripts(text: str, counts: dict[str, int]) -> None:
+    for run in _LETTER_RUN.finditer(text):
+        letters = run.group()
+        if letters.isascii():  # the common case, without the per-script pattern
+            counts["Latin"] = counts.get("Latin", 0) + len(letters)
+            continue
+        for piece in _SCRIPT_RUN.finditer(letters):
+            index = piece.lastindex or 0
+            name = SCRIPTS[index - 1] if index <= len(SCRIPTS) else "Other"
+            counts[name] = counts.get(name, 0) + len(piece.group())
+
+
+def script_letters(state: Any) -> dict[str, int]:
+    """Letters per Unicode script over the string leaves of ``state`` (largest first)."""
+    counts: dict[str, int] = {}
+    for _, text in string_leaves(state):
+        _count_scripts(text, counts)
+    return dict(sorted(counts.items(), key=lambda item: -item[1]))
+
+
+def script_profile(state: Any) -> dict[str, float]:
+    """Share of letters per script, largest first, rounded to 4 decimals (``{}`` if no letters)."""
+    counts = script_letters(state)
+    total = sum(counts.values())
+    return {name: round(n / total, 4) for name, n in counts.items()} if total else {}
+
+
+def _latin_scores(text: str) -> tuple[dict[str, float], int]:
+    words = [w.lower() for w in _WORD.findall(text)]
+    scores = {lang: 0.0 for lang in STOPWORDS}
+    for word in words:
+        for lang, stop in STOPWORDS.items():
+            if word in stop:
+                scores[lang] += 1.0
+        if not word.isascii():
+            scores["en"] -= 0.5  # English words almost never carry diacritics
+    lowered = text.lower()
+    for lang, letters in _HINT_LETTERS.items():
+        hits = sum(lowered.count(ch) for ch in letters)
+        scores[lang] += min(_HINT_CAP, hits * _HINT_WEIGHT)
+    for lang, marks in _INVERTED.items():
+        if any(ch in text for ch in marks):
+            scores[lang] += 1.0
+    return scores, len(words)
+
+
+def guess_language(text: str) -> tuple[str | None, str]:
+    """Guess the language of Latin-script ``text``: ``(code, why)``, code ``None`` if undecided.
+
+    A language is named only with at least ``MIN_WORDS`` words, at least two points of
+    evidence and a lead of at least one point over the runner-up (stop words count one point,
+    language-specific letters a quarter each, capped).
+    """
+    scores, n_words = _latin_scores(text)
+    if n_words < MIN_WORDS:
+        return None, f"only {n_words} word(s), too few to tell the language"
+    ranked = sorted(scores.items(), key=lambda item: -item[1])
+    (best, top), (runner, second) = ranked[0], ranked[1]
+    if top < 2.0:
+        return None, f"no language has enough common words among {n_words} words"
+    if top - second < 1.0:
+        return None, f"{_name(best)} and {_name(runner)} are about as likely"
+    return best, f"{_name(best)} common words ({top:g} points, next {_name(runner)} {second:g})"
+
+
+def _script_language(script: str, text: str, counts: dict[str, int]) -> str | None:
+    """The language a non-Latin script implies, refined by telltale letters."""
+    if script in {"Han", "Hiragana", "Katakana"}:
+        if counts.get("Hiragana", 0) + counts.get("Katakana", 0):
+            return "ja"
+        return "zh"
+    if script == "Cyrillic":
+        lowered = text.lower()
+        for lang, letters in (("uk", "їєґ"), ("be", "ў"), ("kk", "әғқңөұүһ"),
+                              ("mk", "ќѓѕ"), ("sr", "ђћ")):
+            if any(ch in lowered for ch in letters):
+                return lang
+        if any(ch in lowered for ch in "ыэё"):
+            return "ru"
+        if "і" in lowered:
+            return "uk"
+        if any(ch in lowered for ch in "јљњџ"):
+            return "sr"
+        if "ъ" in lowered:
+            return "bg"
+        return "ru" if sum(counts.values()) >= 20 else None
+    if script == "Arabic":
+        if any(ch in text for ch in "ٹڈڑںے"):
+            return "ur"
+        if any(ch in text for ch in "پچژگی"):
+            return "fa"
+        return "ar"
+    return SCRIPT_LANGUAGE.get(script)
+
+
+def _judge(text: str) -> dict[str, Any]:
+    """Script and language of one piece of text (no mixing analysis)."""
+    counts: dict[str, int] = {}
+    _count_scripts(text, counts)
+    letters = sum(counts.values())
+    if not letters:
+        return {"script": None, "language": None, "letters": 0, "why": "no letters"}
+    script = max(counts, key=counts.__getitem__)
+    if script == "Han" and counts.get("Hangul", 0):
+        script = "Hangul"  # Korean written with some Hanja
+    if script == "Latin":
+        latin = "".join(run for run in _latin_runs(text))
+        language, why = guess_language(latin)
+    else:
+        language = _script_language(script, text, counts)
+        why = f"{script} script" + (f" → {_name(language)}" if language else "")
+    return {"script": script, "language": language, "letters": letters, "why": why}
+
+
+def _latin_runs(text: str) -> Iterator[str]:
+    for run in _LETTER_RUN.finditer(text):
+        word = run.group()
+        if word.isascii() or all(_is_latin(ch) for ch in word):
+            yield word + " "
+    for marks in _INVERTED.values():  # keep ¿ ¡ evidence
+        for mark in marks:
+            if mark in text:
+                yield mark
+
+
+def _is_latin(ch: str) -> bool:
+    return unicodedata.name(ch, "").startswith("LATIN")
+
+
+def _family(script: str | None) -> str | None:
+    return _FAMILY.get(script, script) if script else None
+
+
+def detect(state: Any) -> dict[str, Any]:
+    """Detect script, language and mixed segments of ``state`` (a str, dict, list or bytes).
+
+    Returns a JSON-ready dict: ``script`` (dominant script or ``None``), ``script_profile``
+    (share of letters per script), ``language`` (ISO 639-1 code or ``None``), ``is_english``,
+    ``language_undecided``, ``mixed_segment`` (``None`` or the first foreign segment), ``letters``
+    and ``evidence`` (a short phrase on how the language was decided).
+    """
+    leaves = list(string_leaves(state))
+    whole = "\n".join(text for _, text in leaves)
+    verdict = _judge(whole)
+    counts: dict[str, int] = {}
+    _count_scripts(whole, counts)
+    total = sum(counts.values())
+    profile = {name: round(n / total, 4) for name, n in
+               sorted(counts.items(), key=lambda item: -item[1])} if total else {}
+    mixed = _find_mixed(leaves, verdict) if total else None
+    language = verdict["language"]
+    return {
+        "script": verdict["script"],
+        "script_profile": profile,
+        "language": language,
+        "is_english": language == "en" and mixed is None,
+        "language_undecided": language is None,
+        "mixed_segment": mixed,
+        "letters": total,
+        "evidence": verdict["why"],
+    }
+
+
+def _find_mixed(leaves: list[tuple[str, str]], overall: dict[str, Any]) -> dict[str, Any] | None:
+    family = _family(overall["script"])
+    for path, text in _segments_of(leaves):
+        judged = _judge(text)
+        if judged["letters"] < 4:
+            continue
+        other_script = _family(judged["script"]) != family
+        other_language = (
+            judged["script"] == "Latin" and judged["language"] is not None
+            and judged["language"] != overall["language"]
+            # in a state of undecided language only a non-English part is news
+            and (overall["language"] is not None or judged["language"] != "en")
+        )
+        if other_script or other_language:
+            return {
+                "path": path,
+                "script": judged["script"],
+                "language": judged["language"],
+                "text": text[:60],
+            }
+    return None
+
+
+def _segments_of(leaves: list[tuple[str, str]]) -> Iterator[tuple[str, str]]:
+    for path, text in leaves:
+        parts = [p for p in _SEGMENT_SPLIT.split(text) if p and p.strip()]
+        yield path, text
+        if len(parts) > 1:
+            for i, part in enumerate(parts):
+                yield f"{path}#{i}", part
+        # a run of another script family inside one sentence ("Hello Иван Петров")
+        counts: dict[str, int] = {}
+        _count_scripts(text, counts)
+        for script, n in counts.items():
+            if n >= 4 and _family(script) != _family(max(counts, key=counts.__getitem__)):
+                run = _first_run(text, script)
+                yield path, run
+
+
+def _first_run(text: str, script: str) -> str:
+    index = SCRIPTS.index(script) + 1 if script in SCRIPTS else len(SCRIPTS) + 1
+    pieces = [m.group() for m in _SCRIPT_RUN.finditer(text) if (m.lastindex or 0) == index]
+    return " ".join(pieces)
+
+
+_NAMES = {
+    "en": "English", "es": "Spanish", "fr": "French", "de": "German", "it": "Italian",
+    "pt": "Portuguese", "nl": "Dutch", "sv": "Swedish", "da": "Danish", "no": "Norwegian",
+    "fi": "Finnish", "pl": "Polish", "cs": "Czech", "sk": "Slovak", "hu": "Hungarian",
+    "ro": "Romanian", "tr": "Turkish", "id": "Indonesian", "vi": "Vietnamese", "ca": "Catalan",
+    "hr": "Croatian", "sl": "Slovenian", "et": "Estonian", "lv": "Latvian", "lt": "Lithuanian",
+    "sw": "Swahili", "tl": "Tagalog", "ru": "Russian", "uk": "Ukrainian", "be": "Belarusian",
+    "bg": "Bulgarian", "sr": "Serbian", "mk": "Macedonian", "kk": "Kazakh", "ar": "Arabic",
+    "fa": "Persian", "ur": "Urdu", "zh": "Chinese", "ja": "Japanese", "ko": "Korean",
+    "el": "Greek", "he": "Hebrew", "hi": "Hindi", "bn": "Bengali", "pa": "Punjabi",
+    "gu": "Gujarati", "or": "Odia", "ta": "Tamil", "te": "Telugu", "kn": "Kannada",
+    "ml": "Malayalam", "si": "Sinhala", "th": "Thai", "lo": "Lao", "bo": "Tibetan",
+    "my": "Burmese", "km": "Khmer", "ka": "Georgian", "hy": "Armenian", "am": "Amharic",
+    "mn": "Mongolian", "dv": "Dhivehi", "syr": "Syriac", "chr": "Cherokee",
+}
+
+
+def language_name(code: str | None) -> str:
+    """English name of a language code known to this module (the code itself otherwise)."""
+    return _NAMES.get(code or "", code or "unknown")
+
+
+_name = language_name

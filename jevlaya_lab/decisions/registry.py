@@ -1,0 +1,392 @@
+"""Checkpoint names for the Router: the registry (names, aliases, sources) and the LRU of loaded Agents.
+
+A **source** says where a checkpoint comes from:
+
+- a local directory (``str`` or ``os.PathLike``),
+- ``(directory_or_repo, subfolder)`` for one checkpoint inside a bundle,
+- a Hugging Face hub id ``"org/name"`` (loads only when the hub is reachable; offline the
+  checkpoint loader fails fast and names the local alternatives),
+- ``Bundled("mini-en")`` (or the string ``"bundled:mini-en"``) for a checkpoint shipped with
+  jevlaya_lab, assembled by :func:`jevlaya_lab.decisions.bundled.checkpoint_dir` on first load.
+
+Names and aliases are matched case-insensitively. Registering a name or alias one edit away
+from an existing one warns (``NearTypoWarning``), because it is usually a typo that would
+otherwise silently create a second checkpoint; resolving an unknown name raises a
+``ValueError`` that lists every name and alias and suggests the closest one, but never
+auto-corrects.
+
+:class:`LoadedAgents` keeps at most ``max_loaded`` Agents resident, least recently used first.
+Concurrent loads of one name share a single build, and a failed build raises in every waiter.
+It only does bookkeeping under its lock; the Router fires ``on_evict`` / ``on_load`` after the
+lock is released. Unlike the lifecycle page's sketch, the build itself also runs outside the
+lock, so loading one checkpoint (seconds) never blocks threads that use a resident one.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import warnings
+from collections import OrderedDict
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Union
+
+__all__ = [
+    "DEFAULT_MODELS",
+    "LAYA_MODELS",
+    "LAYA_TASKS",
+    "Bundled",
+    "LoadedAgents",
+    "NearTypoWarning",
+    "Registry",
+    "RegistryEntry",
+    "agent_source",
+]
+
+
+@dataclass(frozen=True)
+class Bundled:
+    """A checkpoint shipped with jevlaya_lab (``"mini-en"`` or ``"mini-multi"``)."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return f"bundled:{self.name}"
+
+
+Source = Union[str, os.PathLike, tuple, Bundled, None]
+
+
+class NearTypoWarning(UserWarning):
+    """A registered name or alias is one edit away from another one."""
+
+
+@dataclass(frozen=True)
+class RegistryEntry:
+    """One registered checkpoint: canonical ``name``, its ``source``, aliases and description.
+
+    ``source`` is ``None`` for a name that only exists because an Agent was attached to it.
+    """
+
+    name: str
+    source: Source
+    description: str | None = None
+    aliases: tuple[str, ...] = field(default=())
+
+    @property
+    def kind(self) -> str:
+        """``"bundled"``, ``"subfolder"``, ``"local"``, ``"hub"`` or ``"attached"``."""
+        source = self.source
+        if source is None:
+            return "attached"
+        if isinstance(source, Bundled):
+            return "bundled"
+        if isinstance(source, tuple):
+            return "subfolder"
+        text = os.fspath(source)
+        if isinstance(source, os.PathLike) or not _HUB_ID.match(text) or Path(text).expanduser().exists():
+            return "local"
+        return "hub"
+
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # "org/name"; anything else is a path
+
+
+def normalize_source(source: Any, where: str) -> Source:
+    """Check a source and return it in canonical form (``"bundled:x"`` becomes ``Bundled("x")``)."""
+    if isinstance(source, Bundled):
+        return source
+    if isinstance(source, str):
+        if not source.strip():
+            raise ValueError(f"{where}: the source is an empty string; pass a checkpoint "
+                             f"directory, a hub id 'org/name' or Bundled('mini-en')")
+        if source.startswith("bundled:"):
+            return Bundled(source.split(":", 1)[1])
+        return source
+    if isinstance(source, os.PathLike):
+        return Path(source)
+    if isinstance(source, tuple):
+        if len(source) == 2 and isinstance(source[0], (str, os.PathLike)) and isinstance(source[1], str):
+            return (source[0], source[1])
+        raise TypeError(f"{where}: a bundle source is (directory_or_repo, subfolder), got {source!r}")
+    raise TypeError(
+        f"{where}: expected a checkpoint directory, a hub id 'org/name', "
+        f"(directory_or_repo, subfolder) or Bundled('mini-en'), got {type(source).__name__} {source!r}"
+    )
+
+
+def agent_source(entry: RegistryEntry) -> Any:
+    """What to hand to the checkpoint loader for ``entry`` (a bundled name becomes its directory)."""
+    if isinstance(entry.source, Bundled):
+        from jevlaya_lab.decisions import bundled  # lazy: routing works without the bundle code
+
+        return bundled.checkpoint_dir(entry.source.name)
+    if entry.source is None:
+        raise ValueError(
+            f"model {entry.name!r} has no source: it was attached as an Agent and has since been "
+            f"unloaded; attach it again or register({entry.name!r}, <checkpoint directory>)"
+        )
+    return entry.source
+
+
+def one_edit_apart(a: str, b: str) -> bool:
+    """True when ``a`` and ``b`` differ by one insertion, deletion, substitution or swap."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i, (x, y) in enumerate(zip(a, b)) if x != y]
+        return len(diff) == 1 or (
+            len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]]
+        )
+    short, long_ = (a, b) if len(a) < len(b) else (b, a)
+    return any(long_[:i] + long_[i + 1:] == short for i in range(len(long_)))
+
+
+class Registry:
+    """Canonical checkpoint names, their aliases and sources. Thread-safe."""
+
+    def __init__(self, models: Mapping[str, Any] | Registry | None = None):
+        self._lock = threading.RLock()
+        self._entries: dict[str, RegistryEntry] = {}
+        self._lookup: dict[str, str] = {}  # casefolded name or alias -> canonical name
+        if isinstance(models, Registry):
+            models = models.registered
+        for name, spec in (models or {}).items():
+            if isinstance(spec, RegistryEntry):
+                self.register(name, spec.source, spec.description, aliases=spec.aliases)
+            elif isinstance(spec, Mapping):
+                unknown = set(spec) - {"source", "description", "aliases"}
+                if unknown or "source" not in spec:
+                    raise ValueError(
+                        f"models[{name!r}]: expected keys 'source' (required), 'description', "
+                        f"'aliases'; got {sorted(map(str, spec))}"
+                    )
+                self.register(name, spec["source"], spec.get("description"),
+                              aliases=spec.get("aliases", ()))
+            else:
+                self.register(name, spec)
+
+    def register(
+        self, name: str, source: Any, description: str | None = None, *, aliases: Iterable[str] = ()
+    ) -> RegistryEntry:
+        """Add (or replace) checkpoint ``name`` with ``source`` and optional ``aliases``."""
+        name = _check_name(name, "register(name)")
+        if isinstance(aliases, str):
+            aliases = (aliases,)
+        alias_list = tuple(_check_name(a, "register(aliases)") for a in aliases)
+        source = normalize_source(source, f"register({name!r}, source)") if source is not None else None
+        entry = RegistryEntry(name, source, description, alias_list)
+        with self._lock:
+            replaced = self._entries.get(self._lookup.get(name.casefold(), ""))
+            if replaced is not None and replaced.name.casefold() != name.casefold():
+                raise ValueError(
+                    f"register({name!r}): {name!r} is already an alias of {replaced.name!r}; "
+                    f"unregister({replaced.name!r}) first or choose another name"
+                )
+            for alias in alias_list:
+                owner = self._lookup.get(alias.casefold())
+                if owner is not None and owner.casefold() != name.casefold():
+                    raise ValueError(
+                        f"register({name!r}, aliases): alias {alias!r} already belongs to "
+                        f"{owner!r}; choose another alias or unregister({owner!r}) first"
+                    )
+            if replaced is not None:
+                self._drop(replaced)
+            self._warn_near(name, alias_list)
+            self._entries[name] = entry
+            for key in (name, *alias_list):
+                self._lookup[key.casefold()] = name
+        return entry
+
+    def _warn_near(self, name: str, aliases: tuple[str, ...]) -> None:
+        for new in (name, *aliases):
+            for known in self._lookup:
+                if len(new) >= 4 and one_edit_apart(new.casefold(), known):
+                    warnings.warn(
+                        f"register({name!r}): {new!r} is one edit away from the registered "
+                        f"{known!r} (checkpoint {self._lookup[known]!r}); if that is a typo, "
+                        f"use the existing name instead",
+                        NearTypoWarning,
+                        stacklevel=4,
+                    )
+
+    def _drop(self, entry: RegistryEntry) -> None:
+        del self._entries[entry.name]
+        for key in (entry.name, *entry.aliases):
+            self._lookup.pop(key.casefold(), None)
+
+    def unregister(self, name: str) -> RegistryEntry:
+        """Remove the checkpoint that ``name`` (a name or alias) refers to, with all its aliases."""
+        with self._lock:
+            entry = self._entries[self.resolve(name)]
+            self._drop(entry)
+            return entry
+
+    def resolve(self, name: str) -> str:
+        """The canonical name for ``name`` or an alias; a ``ValueError`` listing valid names otherwise."""
+        if not isinstance(name, str):
+            raise TypeError(f"model: expected a registered name (str), got {type(name).__name__} {name!r}")
+        canonical = self._lookup.get(name.casefold())
+        if canonical is None:
+            raise ValueError(self._unknown_message(name))
+        return canonical
+
+    def _unknown_message(self, name: str) -> str:
+        with self._lock:
+            listing = "; ".join(
+                f"{e.name}" + (f" (aliases: {', '.join(e.aliases)})" if e.aliases else "")
+                for e in self._entries.values()
+            ) or "none registered"
+            near = [k for k in self._lookup if one_edit_apart(name.casefold(), k)]
+        hint = f" Did you mean {near[0]!r}?" if near else ""
+        return (f"model: unknown checkpoint name {name!r}.{hint} Registered: {listing}. "
+                f"Use one of these or register({name!r}, <source>) first")
+
+    def entry(self, name: str) -> RegistryEntry:
+        """The entry for ``name`` or one of its aliases."""
+        with self._lock:
+            return self._entries[self.resolve(name)]
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name.casefold() in self._lookup
+
+    @property
+    def registered(self) -> dict[str, RegistryEntry]:
+        """A snapshot ``{name: RegistryEntry}`` in registration order."""
+        with self._lock:
+            return dict(self._entries)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        with self._lock:
+            return tuple(self._entries)
+
+    def __repr__(self) -> str:
+        return f"Registry({', '.join(self.names)})"
+
+
+def _check_name(name: Any, where: str) -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise TypeError(f"{where}: expected a non-empty string, got {name!r}")
+    if name != name.strip():
+        raise ValueError(f"{where}: {name!r} has leading or trailing spaces; pass {name.strip()!r}")
+    return name
+
+
+DEFAULT_MODELS: dict[str, dict[str, Any]] = {
+    "english": {
+        "source": Bundled("mini-en"),
+        "aliases": ("en", "eng", "mini-en"),
+        "description": "bundled English checkpoint (MiniLM encoder), works offline",
+    },
+    "multilingual": {
+        "source": Bundled("mini-multi"),
+        "aliases": ("ml", "multi", "mini-multi"),
+        "description": "bundled multilingual checkpoint, works offline",
+    },
+}
+"""The offline default registry: the two checkpoints that ship with jevlaya_lab."""
+
+LAYA_MODELS: dict[str, dict[str, Any]] = {
+    "english": {
+        "source": "convaiinnovations/laya",
+        "aliases": ("en", "eng", "laya"),
+        "description": "public Laya checkpoint for English (ModernBERT-large, hub download)",
+    },
+    "multilingual": {
+        "source": "convaiinnovations/laya-multilingual",
+        "aliases": ("ml", "multi", "laya-multilingual"),
+        "description": "public Laya checkpoint for 100+ languages (mmBERT-base, hub download)",
+    },
+    "typed-decisions": {
+        "source": "convaiinnovations/laya-typed-decisions",
+        "aliases": ("typed", "laya-typed-decisions"),
+        "description": "public Laya checkpoint for the typed-decisions workflows (hub download)",
+    },
+}
+"""The public Laya hub checkpoints (``Router.laya()``); loading them needs the hub."""
+
+LAYA_TASKS: dict[str, str] = {"typed-decisions": "typed-decisions"}
+
+
+class LoadedAgents:
+    """The resident Agents of one Router, least recently used first, at most ``max_loaded``.
+
+    ``build(name)`` makes an Agent for a canonical name. Methods return what was evicted so
+    the caller can fire hooks after the lock is released.
+    """
+
+    def __init__(self, build: Callable[[str], Any], max_loaded: int | None):
+        self._build = build
+        self.max_loaded = max_loaded
+        self._lock = threading.Lock()
+        self._agents: OrderedDict[str, Any] = OrderedDict()
+        self._building: dict[str, Future] = {}
+
+    def get(self, name: str) -> tuple[Any, bool, list[tuple[str, Any]]]:
+        """``(agent, built_now, evicted)`` for ``name``, building it if it is not resident."""
+        with self._lock:
+            if name in self._agents:
+                self._agents.move_to_end(name)
+                return self._agents[name], False, []
+            pending = self._building.get(name)
+            if pending is None:
+                pending = self._building[name] = Future()
+                owner = True
+            else:
+                owner = False
+        if not owner:
+            return pending.result(), False, []  # a failed build raises here in every waiter
+        try:
+            agent = self._build(name)
+        except BaseException as exc:
+            with self._lock:
+                del self._building[name]
+            pending.set_exception(exc)
+            raise
+        with self._lock:
+            del self._building[name]
+            self._agents[name] = agent
+            evicted = self._evict_over_limit(keep=name)
+        pending.set_result(agent)
+        return agent, True, evicted
+
+    def attach(self, name: str, agent: Any) -> list[tuple[str, Any]]:
+        """Make ``agent`` the resident Agent of ``name``; returns what was evicted or replaced."""
+        with self._lock:
+            previous = self._agents.pop(name, None)
+            self._agents[name] = agent
+            evicted = self._evict_over_limit(keep=name)
+        if previous is not None and previous is not agent:
+            evicted.insert(0, (name, previous))
+        return evicted
+
+    def remove(self, name: str | None = None) -> list[tuple[str, Any]]:
+        """Drop ``name`` (or every Agent, least recent first); returns what was dropped."""
+        with self._lock:
+            if name is None:
+                dropped = list(self._agents.items())
+                self._agents.clear()
+                return dropped
+            agent = self._agents.pop(name, None)
+        return [] if agent is None else [(name, agent)]
+
+    def _evict_over_limit(self, keep: str) -> list[tuple[str, Any]]:
+        evicted = []
+        while self.max_loaded is not None and len(self._agents) > self.max_loaded:
+            victim = next(n for n in self._agents if n != keep)
+            evicted.append((victim, self._agents.pop(victim)))
+        return evicted
+
+    def peek(self, name: str) -> Any | None:
+        with self._lock:
+            return self._agents.get(name)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Resident names, least recently used first."""
+        with self._lock:
+            return tuple(self._agents)
