@@ -1,0 +1,741 @@
+"""``Router``: pick a checkpoint per request, keep a few resident, run the hook lifecycle per request.
+
+Routing (``route`` / ``route_batch``) never loads a model. The first rule that applies wins:
+explicit ``model`` > ``task`` > workflow (question ids match a known workflow; opt-in with
+``auto_task_detection=True``) > ``lang`` > ``lang_guess`` (per call, then the Router's; a code
+or a callable that may return ``None`` to abstain) > detection of the state itself
+(:mod:`jevlaya_lab.decisions.detect`). Detection sends non-Latin text, Latin text that reads as
+another language, and states with a foreign segment to the multilingual checkpoint; English
+goes to the English one; no letters or an undecided language go to ``default``.
+
+``predict`` / ``predict_batch`` follow the lifecycle page (seed 000 wins over 002): every request
+gets its own ``PredictContext``; all requests are validated and routed (``on_route``) before
+anything loads; checkpoints are visited in order of first appearance; start hooks of a
+checkpoint's requests all run before its forward passes, which are grouped by (questions,
+``max_len``, ``head_max_len``) as the start hooks left them; ends run in reverse input order; a
+failure fails every started request of that checkpoint group (``on_error`` then
+``on_predict_end``, reverse input order) and stops the batch.
+
+Decisions the spec leaves open, written down here:
+- ``predict`` is ``predict_batch`` with one request, so both share one lifecycle implementation.
+- A request's own ``max_len`` / ``head_max_len`` wins over the call's; a start hook wins over both.
+- An end hook that raises stops the batch after every request of its checkpoint group has ended
+  (as a loop of ``predict`` calls would stop); later groups never start.
+- ``on_load`` / ``on_evict`` reach the Router's installed hooks and the call's hooks.
+- A hook on ``on_route`` may replace ``ctx.decision`` with a new decision, a plain dict with a
+  ``model`` key, or just a name/alias; aliases are resolved to the canonical name at once, so
+  requests pinned through an alias share the forward pass of that checkpoint.
+- Workflows are declared by the user (``workflows={"triage": question_ids}`` plus
+  ``tasks={"triage": "<model>"}``); a state's question-id set matches a workflow when every id
+  belongs to that workflow and to no other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from jevlaya_lab.decisions import detect as detection
+from jevlaya_lab.decisions.registry import (
+    DEFAULT_MODELS,
+    LAYA_MODELS,
+    LAYA_TASKS,
+    LoadedAgents,
+    Registry,
+    RegistryEntry,
+    agent_source,
+)
+from jevlaya_lab.hooks import HookRunner, PredictContext, aggregate_usage
+
+__all__ = ["Decision", "Router", "REQUEST_KEYS", "route_command"]
+
+REQUEST_KEYS = ("state", "questions", "model", "task", "lang", "lang_guess", "max_len", "head_max_len")
+_ENGLISH_CODES = {"en", "eng", "english"}
+
+
+class Decision(dict):
+    """A routing decision: a plain dict (JSON-ready) with attribute access to its main keys.
+
+    Keys: ``model`` (canonical checkpoint name), ``source`` (which rule decided: ``model``,
+    ``task``, ``workflow``, ``lang``, ``lang_guess``, ``detection`` or ``hook``), ``reason`` (a
+    sentence for people), ``detection`` (the detector's findings, ``None`` when an earlier rule
+    decided) and ``workflow`` (the matched workflow or ``None``); ``explain`` with ``explain=True``.
+    """
+
+    @property
+    def model(self) -> str:
+        return self["model"]
+
+    @property
+    def source(self) -> str:
+        return self["source"]
+
+    @property
+    def reason(self) -> str:
+        return self["reason"]
+
+    @property
+    def detection(self) -> dict | None:
+        return self.get("detection")
+
+    @property
+    def workflow(self) -> str | None:
+        return self.get("workflow")
+
+
+class Router:
+    """Routes each request to a registered checkpoint and runs it on a resident ``Agent``.
+
+    ``models`` is ``None`` (the offline default registry: ``english`` and ``multilingual``, both
+    bundled), a :class:`~jevlaya_lab.decisions.registry.Registry`, or a dict
+    ``name -> source`` / ``name -> {"source", "aliases", "description"}``. See
+    :meth:`laya` for the public Laya hub checkpoints. Use it as a context manager to unload
+    every checkpoint at the end.
+    """
+
+    def __init__(
+        self,
+        models: Mapping[str, Any] | Registry | None = None,
+        *,
+        max_loaded: int | None = 2,
+        default: str | None = None,
+        english: str = "english",
+        multilingual: str = "multilingual",
+        tasks: Mapping[str, str] | None = None,
+        workflows: Mapping[str, Iterable[str]] | None = None,
+        hooks: Sequence[Any] | None = None,
+        on_predict_start: Callable[[PredictContext], Any] | None = None,
+        on_predict_end: Callable[[PredictContext], Any] | None = None,
+        hooks_raise: bool = True,
+        hooks_concurrent: bool = True,
+        lang_guess: str | Callable[[Any], str | None] | None = None,
+        auto_task_detection: bool = False,
+        device: Any = None,
+        agent_kwargs: Mapping[str, Any] | None = None,
+    ):
+        self._registry = Registry(DEFAULT_MODELS if models is None else models)
+        if not self._registry.names:
+            raise ValueError("models: no checkpoint registered; pass models={'name': source, ...} or None")
+        if max_loaded is not None and (isinstance(max_loaded, bool) or not isinstance(max_loaded, int)
+                                       or max_loaded < 1):
+            raise ValueError(f"max_loaded: expected a positive int or None (no limit), got {max_loaded!r}")
+        if default is None:
+            default = english if english in self._registry else self._registry.names[0]
+        self.default = self._registry.resolve(default)
+        self.english = english
+        self.multilingual = multilingual
+        self.tasks: dict[str, str] = {}
+        for task, model in (tasks or {}).items():
+            self.tasks[str(task).casefold()] = self._registry.resolve(model)
+        self.workflows: dict[str, frozenset[str]] = {}
+        for name, ids in (workflows or {}).items():
+            if str(name).casefold() not in self.tasks:
+                raise ValueError(
+                    f"workflows[{name!r}]: no checkpoint for this workflow; add "
+                    f"tasks={{{name!r}: '<model>'}}"
+                )
+            self.workflows[str(name)] = frozenset(ids)
+        _check_lang_guess(lang_guess, "lang_guess")
+        self.lang_guess = lang_guess
+        self.auto_task_detection = bool(auto_task_detection)
+        self.device = device
+        self.agent_kwargs = dict(agent_kwargs or {})
+        self._hooks = HookRunner(
+            hooks, on_predict_start=on_predict_start, on_predict_end=on_predict_end,
+            hooks_raise=hooks_raise, hooks_concurrent=hooks_concurrent,
+        )
+        self._agents = LoadedAgents(self._build, max_loaded)
+        self._attach_lock = threading.Lock()
+
+    @classmethod
+    def laya(cls, **kwargs: Any) -> Router:
+        """A Router over the public Laya hub checkpoints (``english``, ``multilingual``,
+        ``typed-decisions``). Loading needs the hub; offline, loading fails fast and names the
+        local alternatives. Keyword arguments are passed to :class:`Router`."""
+        kwargs.setdefault("tasks", LAYA_TASKS)
+        return cls(LAYA_MODELS, **kwargs)
+
+    # -- hooks ----------------------------------------------------------------------------------
+    @property
+    def hooks(self) -> tuple[Any, ...]:
+        """The installed hooks, in the order they run."""
+        return self._hooks.installed
+
+    def add_hook(self, hook: Any) -> None:
+        self._hooks.add_hook(hook)
+
+    def remove_hook(self, hook: Any) -> None:
+        self._hooks.remove_hook(hook)
+
+    def hooks_installed(self, *hooks: Any):
+        """Context manager that installs ``hooks`` for the duration of a ``with`` block."""
+        return self._hooks.hooks_installed(*hooks)
+
+    # -- registry ------------------------------------------------------------------------------
+    def register(self, name: str, source: Any, description: str | None = None, *,
+                 aliases: Iterable[str] = ()) -> RegistryEntry:
+        """Register checkpoint ``name`` (a directory, ``(repo, subfolder)``, hub id or ``Bundled``)."""
+        return self._registry.register(name, source, description, aliases=aliases)
+
+    def unregister(self, name: str) -> RegistryEntry:
+        """Forget ``name`` (or the checkpoint an alias points to); unloads it first if resident."""
+        canonical = self._registry.resolve(name)
+        if canonical == self.default:
+            raise ValueError(f"unregister({name!r}): it is the Router's default; pass another default first")
+        self.unload(canonical)
+        return self._registry.unregister(canonical)
+
+    def resolve(self, name: str) -> str:
+        """The canonical checkpoint name for a name or alias."""
+        return self._registry.resolve(name)
+
+    @property
+    def registered(self) -> dict[str, RegistryEntry]:
+        """``{name: RegistryEntry}`` of every registered checkpoint."""
+        return self._registry.registered
+
+    # -- routing -------------------------------------------------------------------------------
+    def route(
+        self,
+        state: Any,
+        questions: Mapping[str, Any] | None = None,
+        *,
+        model: str | None = None,
+        task: str | None = None,
+        lang: str | None = None,
+        lang_guess: str | Callable[[Any], str | None] | None = None,
+        hooks: Sequence[Any] | None = None,
+        hooks_raise: bool | None = None,
+        explain: bool = False,
+    ) -> Decision:
+        """Decide which checkpoint answers ``state``; fires ``on_route``; never loads a model."""
+        request = {"state": state, "questions": questions, "model": model, "task": task,
+                   "lang": lang, "lang_guess": lang_guess}
+        self._check_request(request, "route", need_questions=False)
+        return self._route(request, self._hooks.active(hooks), hooks_raise, explain)
+
+    def route_batch(
+        self,
+        requests: Sequence[Mapping[str, Any]],
+        *,
+        hooks: Sequence[Any] | None = None,
+        hooks_raise: bool | None = None,
+        explain: bool = False,
+    ) -> list[Decision]:
+        """Route every request (dicts with the keys of :data:`REQUEST_KEYS`); all are checked first."""
+        self._check_requests(requests, need_questions=False)
+        active = self._hooks.active(hooks)
+        return [self._route(r, active, hooks_raise, explain) for r in requests]
+
+    def _route(self, request: Mapping[str, Any], active: tuple, hooks_raise: bool | None,
+               explain: bool) -> Decision:
+        started = time.perf_counter()
+        state, questions = request["state"], request.get("questions")
+        decision, steps = self._decide(request)
+        if explain:
+            found = decision["detection"] or detection.detect(state)
+            decision["explain"] = {
+                "steps": steps,
+                "detection": found,
+                "registered": list(self._registry.names),
+                "default": self.default,
+                "elapsed_us": round((time.perf_counter() - started) * 1e6, 1),
+            }
+        ctx = PredictContext(states=[state], questions=questions, decision=decision,
+                             model=decision.model, router=self)
+        self._hooks.emit(active, "on_route", ctx, hooks_raise=hooks_raise)
+        return self._settle(ctx.decision, decision)
+
+    def _settle(self, chosen: Any, original: Decision) -> Decision:
+        """Accept what an ``on_route`` hook left in ``ctx.decision``; aliases become canonical."""
+        if isinstance(chosen, str):
+            model = self._registry.resolve(chosen)
+            return Decision(model=model, source="hook", reason=f"A hook on on_route chose {model!r}.",
+                            detection=None, workflow=None)
+        if not isinstance(chosen, Mapping) or "model" not in chosen:
+            raise TypeError(
+                f"on_route: ctx.decision must be a decision dict with a 'model' key or a "
+                f"checkpoint name, got {type(chosen).__name__} {chosen!r}"
+            )
+        decision = chosen if isinstance(chosen, Decision) else Decision(chosen)
+        decision["model"] = self._registry.resolve(decision["model"])
+        if decision is not original:
+            decision.setdefault("source", "hook")
+            decision.setdefault("reason", f"A hook on on_route chose {decision['model']!r}.")
+            decision.setdefault("detection", None)
+            decision.setdefault("workflow", None)
+        return decision
+
+    def _decide(self, request: Mapping[str, Any]) -> tuple[Decision, list[dict]]:
+        """Walk the precedence chain; returns the decision and the steps considered (for explain)."""
+        steps: list[dict] = []
+
+        def decided(model: str, source: str, reason: str, *, found: dict | None = None,
+                    workflow: str | None = None) -> tuple[Decision, list[dict]]:
+            steps.append({"step": source, "outcome": "decided", "model": model})
+            return Decision(model=model, source=source, reason=reason, detection=found,
+                            workflow=workflow), steps
+
+        model = request.get("model")
+        if model is not None:
+            canonical = self._registry.resolve(model)
+            alias = f" (an alias of {canonical!r})" if canonical != model else ""
+            return decided(canonical, "model", f"The caller asked for the {model!r} checkpoint{alias}.")
+        steps.append({"step": "model", "outcome": "not given"})
+
+        task = request.get("task")
+        if task is not None:
+            target = self._task_model(task)
+            return decided(target, "task", f"The task {task!r} runs on the {target!r} checkpoint.")
+        steps.append({"step": "task", "outcome": "not given"})
+
+        if self.auto_task_detection:
+            workflow = self._match_workflow(request.get("questions"))
+            if workflow is not None:
+                target = self.tasks[workflow.casefold()]
+                return decided(target, "workflow",
+                               f"The question ids match the {workflow!r} workflow, which runs on "
+                               f"the {target!r} checkpoint.", workflow=workflow)
+            steps.append({"step": "workflow", "outcome": "no workflow matches the question ids"})
+        else:
+            steps.append({"step": "workflow", "outcome": "off (auto_task_detection=False)"})
+
+        lang = request.get("lang")
+        if lang is not None:
+            target, why = self._language_target(_primary_subtag(lang, "lang"))
+            return decided(target, "lang", f"The caller said the text is {why}.")
+        steps.append({"step": "lang", "outcome": "not given"})
+
+        for where, guesser in (("call", request.get("lang_guess")), ("router", self.lang_guess)):
+            if guesser is None:
+                continue
+            code = guesser(request["state"]) if callable(guesser) else guesser
+            if code is None:
+                steps.append({"step": "lang_guess", "outcome": f"the {where}'s guesser abstained"})
+                continue
+            target, why = self._language_target(_primary_subtag(code, f"lang_guess ({where})"))
+            return decided(target, "lang_guess", f"The language guesser says the text is {why}.")
+        if steps[-1]["step"] != "lang_guess":
+            steps.append({"step": "lang_guess", "outcome": "not given"})
+
+        found = detection.detect(request["state"])
+        target, reason = self._detection_target(found)
+        return decided(target, "detection", reason, found=found)
+
+    def _task_model(self, task: Any) -> str:
+        if not isinstance(task, str) or task.casefold() not in self.tasks:
+            known = ", ".join(repr(t) for t in self.tasks) or "none (pass tasks={...} to Router)"
+            raise ValueError(f"task: unknown task {task!r}; known tasks: {known}")
+        return self.tasks[task.casefold()]
+
+    def _match_workflow(self, questions: Any) -> str | None:
+        if not isinstance(questions, Mapping) or not questions:
+            return None
+        ids = set(questions)
+        matches = [name for name, known in self.workflows.items() if ids <= known]
+        return matches[0] if len(matches) == 1 else None
+
+    def _target(self, role: str) -> str | None:
+        name = self.english if role == "english" else self.multilingual
+        return self._registry.resolve(name) if name in self._registry else None
+
+    def _language_target(self, code: str) -> tuple[str, str]:
+        label = f"{detection.language_name(code)} ({code})"
+        if code in _ENGLISH_CODES:
+            target = self._target("english")
+            if target is not None:
+                return target, f"{label}, so the English checkpoint {target!r} reads it"
+            return self.default, f"{label}; no {self.english!r} checkpoint is registered, so the default {self.default!r} reads it"
+        target = self._target("multilingual")
+        if target is not None:
+            return target, f"{label}, so the multilingual checkpoint {target!r} reads it"
+        return self.default, f"{label}; no {self.multilingual!r} checkpoint is registered, so the default {self.default!r} reads it"
+
+    def _detection_target(self, found: dict) -> tuple[str, str]:
+        if found["script"] is None:
+            return self.default, f"The state has no letters to read, so the default checkpoint {self.default!r} answers."
+        mixed = found["mixed_segment"]
+        if mixed is not None and (mixed["script"] != "Latin" or mixed["language"] not in (None, "en")):
+            what = detection.language_name(mixed["language"]) if mixed["language"] else f"{mixed['script']} script"
+            target, _ = self._language_target(mixed["language"] or "und")
+            return target, (f"Part of the state ({mixed['path']}) is {what}, unlike the rest, so "
+                            f"the checkpoint {target!r} reads the whole state.")
+        if found["script"] != "Latin":
+            lang = found["language"] or "und"
+            target, _ = self._language_target(lang)
+            return target, (f"The text is written mostly in {found['script']} script"
+                            + (f" ({detection.language_name(lang)})" if found["language"] else "")
+                            + f", so the checkpoint {target!r} reads it.")
+        if found["language"] is None:
+            return self.default, (f"The language could not be decided ({found['evidence']}), so the "
+                                  f"default checkpoint {self.default!r} answers.")
+        target, why = self._language_target(found["language"])
+        return target, f"The text reads as {why}."
+
+    # -- validation ----------------------------------------------------------------------------
+    def _check_requests(self, requests: Any, *, need_questions: bool) -> None:
+        if isinstance(requests, (str, bytes, Mapping)) or not isinstance(requests, Sequence):
+            raise TypeError(
+                f"requests: expected a list of request dicts, got {type(requests).__name__}; "
+                f"write [{{'state': ..., 'questions': ...}}, ...] (or use predict for one state)"
+            )
+        parsed: dict[int, Any] = {}
+        for i, request in enumerate(requests):
+            self._check_request(request, f"requests[{i}]", need_questions=need_questions, parsed=parsed)
+
+    def _check_request(self, request: Any, where: str, *, need_questions: bool,
+                       parsed: dict[int, Any] | None = None) -> None:
+        if not isinstance(request, Mapping):
+            raise TypeError(f"{where}: expected a dict with 'state' and 'questions', got {type(request).__name__}")
+        unknown = [k for k in request if k not in REQUEST_KEYS]
+        if unknown:
+            raise ValueError(f"{where}: unknown key(s) {unknown}; a request may have {list(REQUEST_KEYS)}")
+        if request.get("state") is None:
+            raise TypeError(f"{where}['state']: missing or None; pass a str, dict or list to decide about")
+        questions = request.get("questions")
+        if questions is None and need_questions:
+            raise TypeError(f"{where}['questions']: missing; pass a dict question_id -> definition")
+        if questions is not None:
+            if not isinstance(questions, Mapping):
+                raise TypeError(f"{where}['questions']: expected a dict question_id -> definition, "
+                                f"got {type(questions).__name__}")
+            if need_questions:
+                _validate_questions(questions, where, parsed if parsed is not None else {})
+        for key in ("model", "task", "lang"):
+            value = request.get(key)
+            if value is not None and not isinstance(value, str):
+                raise TypeError(f"{where}['{key}']: expected a string, got {type(value).__name__} {value!r}")
+        if request.get("model") is not None:
+            self._registry.resolve(request["model"])
+        if request.get("task") is not None:
+            self._task_model(request["task"])
+        if request.get("lang") is not None:
+            _primary_subtag(request["lang"], f"{where}['lang']")
+        _check_lang_guess(request.get("lang_guess"), f"{where}['lang_guess']")
+        for key in ("max_len", "head_max_len"):
+            _check_budget(request.get(key), f"{where}['{key}']")
+
+    # -- loading -------------------------------------------------------------------------------
+    def _build(self, name: str) -> Any:
+        from jevlaya_lab.decisions import agent as agent_module  # torch is imported on first load
+
+        source = agent_source(self._registry.entry(name))
+        kwargs = {"device": self.device, **self.agent_kwargs, "model_id": name}
+        return agent_module.load(source, **kwargs)
+
+    def load(self, name: str, *, hooks: Sequence[Any] | None = None, hooks_raise: bool | None = None) -> Any:
+        """The resident Agent for ``name`` (or an alias), building it on first use.
+
+        Building may evict the least recently used checkpoint; ``on_evict`` then ``on_load``
+        fire after the Router's lock is released. Concurrent callers share one build.
+        """
+        return self._load(self._registry.resolve(name), self._hooks.active(hooks), hooks_raise)
+
+    def _load(self, name: str, active: tuple, hooks_raise: bool | None) -> Any:
+        agent, built, evicted = self._agents.get(name)
+        first = self._fire_evicted(evicted, active, hooks_raise)
+        if built:
+            first = first or self._hooks.emit_each(active, "on_load", name, agent, hooks_raise=hooks_raise)
+        if first is not None:
+            raise first
+        return agent
+
+    def _fire_evicted(self, evicted: list[tuple[str, Any]], active: tuple,
+                      hooks_raise: bool | None) -> BaseException | None:
+        first = None
+        for name, agent in evicted:
+            failure = self._hooks.emit_each(active, "on_evict", name, agent, hooks_raise=hooks_raise)
+            first = first or failure
+        return first
+
+    def unload(self, name: str | None = None, *, hooks: Sequence[Any] | None = None,
+               hooks_raise: bool | None = None) -> list[str]:
+        """Free ``name`` (or every resident checkpoint); fires ``on_evict``; returns the names freed."""
+        canonical = None if name is None else self._registry.resolve(name)
+        dropped = self._agents.remove(canonical)
+        first = self._fire_evicted(dropped, self._hooks.active(hooks), hooks_raise)
+        if first is not None:
+            raise first
+        return [n for n, _ in dropped]
+
+    def attach(self, name: str, agent: Any, *, hooks: Sequence[Any] | None = None,
+               hooks_raise: bool | None = None) -> None:
+        """Make an existing ``agent`` resident as ``name`` (registered on the fly if unknown).
+
+        No ``on_load`` fires, because no checkpoint was built; LRU eviction still applies.
+        """
+        if not callable(getattr(agent, "predict_batch", None)):
+            raise TypeError(f"attach({name!r}, agent): expected an Agent (with predict_batch), got {type(agent).__name__}")
+        with self._attach_lock:
+            if name not in self._registry:
+                self._registry.register(name, None, "attached Agent")
+            canonical = self._registry.resolve(name)
+        evicted = self._agents.attach(canonical, agent)
+        first = self._fire_evicted(evicted, self._hooks.active(hooks), hooks_raise)
+        if first is not None:
+            raise first
+
+    def preload(self, names: Iterable[str] | None = None) -> list[str]:
+        """Load ``names`` (default: every registered checkpoint) now; returns the canonical names."""
+        wanted = list(self._registry.names if names is None else [self._registry.resolve(n) for n in names])
+        limit = self._agents.max_loaded
+        if limit is not None and len(set(wanted)) > limit:
+            raise ValueError(
+                f"preload: {len(set(wanted))} checkpoints ({', '.join(wanted)}) exceed "
+                f"max_loaded={limit}; pass fewer names or create the Router with max_loaded={len(set(wanted))}"
+            )
+        active = self._hooks.active()
+        for name in wanted:
+            self._load(name, active, None)
+        return wanted
+
+    @property
+    def loaded(self) -> tuple[str, ...]:
+        """Resident checkpoint names, least recently used first."""
+        return self._agents.names
+
+    @property
+    def max_loaded(self) -> int | None:
+        return self._agents.max_loaded
+
+    def __enter__(self) -> Router:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.unload()
+
+    # -- prediction ----------------------------------------------------------------------------
+    def predict(
+        self,
+        state: Any,
+        questions: Mapping[str, Any],
+        *,
+        model: str | None = None,
+        task: str | None = None,
+        lang: str | None = None,
+        lang_guess: str | Callable[[Any], str | None] | None = None,
+        max_len: int | None = None,
+        head_max_len: int | None = None,
+        min_confidence: Any = None,
+        hooks: Sequence[Any] | None = None,
+        on_predict_start: Callable[[PredictContext], Any] | None = None,
+        on_predict_end: Callable[[PredictContext], Any] | None = None,
+        hooks_raise: bool | None = None,
+    ) -> dict:
+        """Route ``state`` and answer ``questions`` with the chosen checkpoint; adds ``routing``."""
+        request = {"state": state, "questions": questions, "model": model, "task": task,
+                   "lang": lang, "lang_guess": lang_guess, "max_len": max_len, "head_max_len": head_max_len}
+        self._check_request(request, "predict", need_questions=True)
+        return self._predict([request], min_confidence=min_confidence, hooks=hooks,
+                             on_predict_start=on_predict_start, on_predict_end=on_predict_end,
+                             hooks_raise=hooks_raise)[0]
+
+    def predict_batch(
+        self,
+        requests: Sequence[Mapping[str, Any]],
+        *,
+        batch_size: int | None = None,
+        max_len: int | None = None,
+        head_max_len: int | None = None,
+        min_confidence: Any = None,
+        sort_by_length: bool = False,
+        hooks: Sequence[Any] | None = None,
+        on_predict_start: Callable[[PredictContext], Any] | None = None,
+        on_predict_end: Callable[[PredictContext], Any] | None = None,
+        hooks_raise: bool | None = None,
+    ) -> list[dict]:
+        """Answer many requests (``{"state", "questions", "model"?, "task"?, "lang"?,
+        "lang_guess"?, "max_len"?, "head_max_len"?}``), sharing forward passes where possible.
+        Results come back in input order, each with ``routing``."""
+        self._check_requests(requests, need_questions=True)
+        _check_budget(max_len, "max_len")
+        _check_budget(head_max_len, "head_max_len")
+        return self._predict(requests, batch_size=batch_size, max_len=max_len, head_max_len=head_max_len,
+                             min_confidence=min_confidence, sort_by_length=sort_by_length, hooks=hooks,
+                             on_predict_start=on_predict_start, on_predict_end=on_predict_end,
+                             hooks_raise=hooks_raise)
+
+    def _predict(self, requests: Sequence[Mapping[str, Any]], *, hooks: Any, on_predict_start: Any,
+                 on_predict_end: Any, hooks_raise: bool | None, **call: Any) -> list[dict]:
+        active = self._hooks.active(hooks, on_predict_start, on_predict_end)
+        decisions = [self._route(r, active, hooks_raise, False) for r in requests]
+        by_model: dict[str, list[int]] = {}
+        for i, decision in enumerate(decisions):
+            by_model.setdefault(decision.model, []).append(i)
+        results: list[Any] = [None] * len(requests)
+        for name, indices in by_model.items():
+            agent = self._load(name, active, hooks_raise)
+            group = _CheckpointGroup(self, name, agent, active, hooks_raise, call)
+            for i, result in zip(indices, group.run([requests[i] for i in indices],
+                                                   [decisions[i] for i in indices])):
+                results[i] = result
+        return results
+
+    def __repr__(self) -> str:
+        return (f"Router(registered={list(self._registry.names)}, loaded={list(self.loaded)}, "
+                f"max_loaded={self.max_loaded}, default={self.default!r})")
+
+
+class _CheckpointGroup:
+    """The requests of one ``predict_batch`` call that go to one checkpoint (lifecycle page)."""
+
+    def __init__(self, router: Router, name: str, agent: Any, active: tuple,
+                 hooks_raise: bool | None, call: dict[str, Any]):
+        self.router, self.name, self.agent = router, name, agent
+        self.active, self.hooks_raise, self.call = active, hooks_raise, call
+        self.runner = router._hooks
+
+    def run(self, requests: list[Mapping[str, Any]], decisions: list[Decision]) -> list[dict]:
+        started: list[PredictContext] = []
+        try:
+            for request, decision in zip(requests, decisions):
+                ctx = PredictContext(
+                    states=[request["state"]], questions=request["questions"], decision=decision,
+                    model=self.name, agent=self.agent, router=self.router,
+                    max_len=_first_given(request.get("max_len"), self.call.get("max_len")),
+                    head_max_len=_first_given(request.get("head_max_len"), self.call.get("head_max_len")),
+                )
+                started.append(ctx)
+                self.runner.emit(self.active, "on_predict_start", ctx, hooks_raise=self.hooks_raise)
+            self._infer(started)
+            for ctx in started:
+                ctx.usage = aggregate_usage(ctx.results)
+        except BaseException as exc:
+            self._fail(started, exc)
+            raise
+        first = None
+        for ctx in reversed(started):
+            ctx.elapsed_ms = (time.perf_counter() - ctx.started_at) * 1000.0
+            failure = self.runner.emit_each(self.active, "on_predict_end", ctx, hooks_raise=self.hooks_raise)
+            first = first or failure
+        if first is not None:
+            raise first
+        return [ctx.results[0] for ctx in started]
+
+    def _infer(self, contexts: list[PredictContext]) -> None:
+        """Skipped requests keep their results; the rest share one forward pass per batching key."""
+        groups: dict[tuple, list[PredictContext]] = {}
+        for ctx in contexts:
+            if ctx.results is not None:
+                for result in _check_skipped(ctx):
+                    result.setdefault("routing", ctx.decision)
+                continue
+            _check_rewritten(ctx)
+            groups.setdefault((_freeze(ctx.questions), ctx.max_len, ctx.head_max_len), []).append(ctx)
+        for (_, max_len, head_max_len), members in groups.items():
+            outputs = self.agent.predict_batch(
+                [ctx.states[0] for ctx in members], members[0].questions,
+                batch_size=self.call.get("batch_size"), max_len=max_len, head_max_len=head_max_len,
+                min_confidence=self.call.get("min_confidence"),
+                sort_by_length=self.call.get("sort_by_length", False),
+            )
+            for ctx, result in zip(members, outputs):
+                result["routing"] = ctx.decision
+                ctx.results = [result]
+
+    def _fail(self, started: list[PredictContext], exc: BaseException) -> None:
+        """Every started request fails with ``exc``: on_error then on_predict_end, reverse order."""
+        for ctx in reversed(started):
+            ctx.error = exc
+            ctx.elapsed_ms = (time.perf_counter() - ctx.started_at) * 1000.0
+            if ctx.results and ctx.usage is None:
+                ctx.usage = aggregate_usage(ctx.results)
+            self.runner.emit_error(self.active, ctx, hooks_raise=self.hooks_raise)
+            failure = self.runner.emit_each(self.active, "on_predict_end", ctx, hooks_raise=self.hooks_raise)
+            if failure is not None and failure is not exc:
+                exc.add_note(f"while failing, an on_predict_end hook raised {type(failure).__name__}: {failure}")
+
+
+def _check_skipped(ctx: PredictContext) -> list[dict]:
+    for result in ctx.results:
+        if not isinstance(result, dict):
+            raise TypeError(f"ctx.skip(): a Router result must be a dict, got {type(result).__name__} {result!r}")
+    return ctx.results
+
+
+def _check_rewritten(ctx: PredictContext) -> None:
+    if not isinstance(ctx.states, (list, tuple)) or len(ctx.states) != 1:
+        raise ValueError(
+            f"on_predict_start: ctx.states of a Router request must hold exactly one state, got "
+            f"{ctx.states!r}; replace the state as ctx.states = [new_state]"
+        )
+    if not isinstance(ctx.questions, Mapping):
+        raise TypeError(f"on_predict_start: ctx.questions must be a dict, got {type(ctx.questions).__name__}")
+
+
+def _freeze(value: Any) -> Any:
+    """A hashable, order-keeping, type-aware key for questions (``1`` and ``True`` stay apart)."""
+    if isinstance(value, Mapping):
+        return ("dict", tuple((_freeze(k), _freeze(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return ("list", tuple(_freeze(v) for v in value))
+    if isinstance(value, (str, int, float, bool, type(None))):
+        return (type(value).__name__, value)
+    return ("object", id(value))
+
+
+def _first_given(*values: Any) -> Any:
+    return next((v for v in values if v is not None), None)
+
+
+def _check_budget(value: Any, where: str) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"{where}: expected a positive int (tokens) or None, got {value!r}; e.g. 256")
+
+
+def _check_lang_guess(value: Any, where: str) -> None:
+    if value is not None and not callable(value):
+        _primary_subtag(value, where)
+
+
+def _primary_subtag(code: Any, where: str) -> str:
+    """``"en-US"`` → ``"en"``; a ``ValueError`` for what is not a language tag."""
+    if not isinstance(code, str):
+        raise TypeError(f"{where}: expected a language code like 'en' or 'es', got {type(code).__name__} {code!r}")
+    primary = code.strip().replace("_", "-").split("-")[0].casefold()
+    if not primary.isalpha() or not 2 <= len(primary) <= 8:
+        raise ValueError(f"{where}: {code!r} is not a language code; pass e.g. 'en', 'es', 'pt-BR'")
+    return primary
+
+
+
+def _validate_questions(questions: Mapping[str, Any], where: str, parsed: dict[int, Any]) -> None:
+    """Check question definitions before anything loads (each distinct dict once per call)."""
+    if id(questions) in parsed:
+        return
+    from jevlaya_lab.decisions.questions import parse_questions
+
+    try:
+        parse_questions(questions)
+    except (TypeError, ValueError) as exc:
+        exc.add_note(f"in {where}['questions']")
+        raise
+    parsed[id(questions)] = questions
+
+
+def route_command(argv: list[str]) -> int:
+    """``jevlaya-lab route``: print the routing decision for a text or JSON state (never loads)."""
+    parser = argparse.ArgumentParser(prog="jevlaya-lab route",
+                                     description="Show which checkpoint the Router picks for a state, and why.")
+    parser.add_argument("state", nargs="?", help="the state text; '-' or nothing reads stdin")
+    parser.add_argument("--json", action="store_true", help="parse the state as JSON (dict or list)")
+    parser.add_argument("--model")
+    parser.add_argument("--task")
+    parser.add_argument("--lang")
+    parser.add_argument("--laya", action="store_true", help="use the public Laya hub registry")
+    parser.add_argument("--explain", action="store_true", help="include every step of the decision chain")
+    args = parser.parse_args(argv)
+    text = sys.stdin.read() if args.state in (None, "-") else args.state
+    try:
+        state = json.loads(text) if args.json else text
+        router = Router.laya() if args.laya else Router()
+        decision = router.route(state, model=args.model, task=args.task, lang=args.lang, explain=args.explain)
+    except (TypeError, ValueError) as exc:
+        print(f"jevlaya-lab route: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(decision, ensure_ascii=False, indent=2))
+    return 0
