@@ -1,0 +1,293 @@
+"""The HTTP request handler of the local server: routing, auth, chat completions and faults.
+
+Accepted request fields: ``model``, ``messages``, ``max_tokens`` / ``max_completion_tokens``,
+``temperature``, ``top_p``, ``seed``, ``stop``, ``stream``, ``stream_options.include_usage``.
+``n`` other than 1 and ``logprobs: true`` are rejected (400) because they would change the
+answer's shape; other OpenAI fields (``tools``, ``tool_choice``, ``response_format``, penalties,
+``user``, ``metadata``, ...) are accepted and have no effect: these models answer in plain text.
+A request without ``temperature`` is greedy (0), so answers are reproducible by default.
+Streaming uses chunked transfer encoding, so connections stay alive between requests and a
+mid-stream cut is visible to the client as an incomplete body.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import socket
+from http.server import BaseHTTPRequestHandler
+from typing import TYPE_CHECKING, Any
+
+from jevlaya_lab.local import validation, wire
+from jevlaya_lab.local.errors import ChatRequestError
+from jevlaya_lab.local.faults import FaultProfile
+from jevlaya_lab.local.generation import Generation
+
+if TYPE_CHECKING:
+    from jevlaya_lab.local.chat_model import ChatModel
+    from jevlaya_lab.local.server import Server
+
+logger = logging.getLogger("jevlaya_lab.local.server")
+
+MAX_BODY_BYTES = 8 * 1024 * 1024
+GARBAGE = "<html><body><h1>502 Bad Gateway</h1>(simulated garbage from a fault profile)</body></html>"
+
+
+class _Cut(Exception):
+    """Raised inside generation to drop the connection on purpose (``cut_after``)."""
+
+
+class _Stopping(Exception):
+    """The server is stopping: abandon the request."""
+
+
+class ChatHandler(BaseHTTPRequestHandler):
+    """Serves ``/v1/models`` and ``/v1/chat/completions`` for the ``Server`` it belongs to."""
+
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # SSE pieces are tiny; do not let Nagle hold them back
+    server_version = "jevlaya-lab-local"
+
+    @property
+    def app(self) -> Server:
+        return self.server.app  # type: ignore[attr-defined]
+
+    def log_message(self, format: str, *args: Any) -> None:
+        logger.debug("%s - %s", self.address_string(), format % args)
+
+    # -- routing ---------------------------------------------------------------------------
+
+    def do_GET(self) -> None:
+        if not self._authorised():
+            return
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if path == "/v1/models":
+            self._send_json(200, wire.model_list(self.app.model_names, self.app.created))
+        elif path.startswith("/v1/models/"):
+            name = path[len("/v1/models/"):]
+            if name in self.app.model_names:
+                self._send_json(200, wire.model_entry(name, self.app.created))
+            else:
+                self._model_not_found(name)
+        elif path == "/health":
+            self._send_json(200, {"status": "ok"})
+        else:
+            self._send_error(404, f"no route for GET {path}; use /v1/models or /v1/chat/completions")
+
+    def do_POST(self) -> None:
+        body = self._read_body()
+        if body is None or not self._authorised():
+            return
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if path != "/v1/chat/completions":
+            self._send_error(404, f"no route for POST {path}; use /v1/chat/completions")
+            return
+        try:
+            request = json.loads(body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            self._send_error(400, f"the request body is not valid JSON ({exc}); send a JSON object")
+            return
+        try:
+            self._chat(request)
+        except (_Cut, _Stopping):
+            self._drop_connection()
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the client went away; nothing left to tell it
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _read_body(self) -> bytes | None:
+        raw = self.headers.get("Content-Length")
+        try:
+            length = int(raw) if raw is not None else -1
+        except ValueError:
+            length = -1
+        if length < 0 or length > MAX_BODY_BYTES:
+            self.close_connection = True
+            self._send_error(400 if length < 0 else 413,
+                             f"Content-Length={raw!r} is invalid: send a JSON body of at most "
+                             f"{MAX_BODY_BYTES} bytes with its Content-Length")
+            return None
+        return self.rfile.read(length)
+
+    def _authorised(self) -> bool:
+        key = self.app.api_key
+        if key is None:
+            return True
+        given = self.headers.get("Authorization", "")
+        if given.startswith("Bearer ") and hmac.compare_digest(given[7:].encode(), key.encode()):
+            return True
+        self._send_error(401, "missing or wrong API key: send the header 'Authorization: Bearer <key>' "
+                              "with the key the server was started with", code="invalid_api_key")
+        return False
+
+    def _send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None,
+                   content_type: str = "application/json") -> None:
+        data = (payload if isinstance(payload, str) else json.dumps(payload)).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _send_error(self, status: int, message: str, *, param: str | None = None,
+                    code: str | None = None, headers: dict[str, str] | None = None) -> None:
+        self._send_json(status, wire.error(status, message, param=param, code=code), headers)
+
+    def _model_not_found(self, name: Any) -> None:
+        self._send_error(404, f"The model {name!r} does not exist on this server; served models: "
+                              f"{', '.join(self.app.model_names)}", param="model", code="model_not_found")
+
+    def _drop_connection(self) -> None:
+        """Close the socket abruptly, mid-answer, as a failing provider would."""
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def _write_chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%X\r\n%s\r\n" % (len(data), data))
+
+    # -- chat completions ------------------------------------------------------------------
+
+    def _chat(self, request: Any) -> None:
+        if not isinstance(request, dict):
+            self._send_error(400, "the request body must be a JSON object")
+            return
+        name = request.get("model")
+        model = self.app.model_for(name) if isinstance(name, str) else None
+        if model is None:
+            self._model_not_found(name)
+            return
+        fault = self.app.next_call(name)
+        try:
+            options = _options(request, model)
+        except ChatRequestError as exc:
+            self._send_error(400, str(exc), param=exc.field)
+            return
+        if fault is not None and fault.latency and self.app.stopping.wait(fault.latency):
+            raise _Stopping
+        if fault is not None and fault.status is not None:
+            self._send_fault_status(fault)
+        elif fault is not None and fault.garbage:
+            self._send_garbage(options["stream"])
+        elif options["stream"]:
+            self._stream(name, model, options, fault)
+        else:
+            self._complete(name, model, options, fault)
+
+    def _send_fault_status(self, fault: FaultProfile) -> None:
+        headers = {}
+        if fault.retry_after is not None:
+            headers["Retry-After"] = f"{fault.retry_after:g}"
+        status = fault.status or 500
+        code = {429: "rate_limit_exceeded", 503: "overloaded"}.get(status)
+        self._send_error(status, f"simulated HTTP {status} from a fault profile", code=code, headers=headers)
+
+    def _send_garbage(self, stream: bool) -> None:
+        if not stream:
+            self._send_json(200, GARBAGE, content_type="application/json")
+            return
+        self._start_stream()
+        self._write_chunk(wire.sse(GARBAGE))
+        self._write_chunk(b"")
+
+    def _start_stream(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+    def _paced(self, fault: FaultProfile | None, send: Any) -> Any:
+        """Wrap ``send(piece)`` with the fault's delays and cut, and the server's stop signal."""
+        stopping = self.app.stopping
+        sent = 0
+
+        def on_token(piece: str) -> None:
+            nonlocal sent
+            delay = 0.0 if fault is None else (fault.first_token_delay if sent == 0 else fault.token_delay)
+            if (delay and stopping.wait(delay)) or stopping.is_set():
+                raise _Stopping
+            send(piece)
+            sent += 1
+            if fault is not None and fault.cut_after is not None and sent >= fault.cut_after:
+                raise _Cut
+
+        return on_token
+
+    def _complete(self, name: str, model: ChatModel, options: dict[str, Any],
+                  fault: FaultProfile | None) -> None:
+        if fault is not None and fault.cut_after == 0:
+            raise _Cut
+        if fault is not None and fault.empty:
+            generation = _empty_answer(model, options)
+        else:
+            generation = model.generate(on_token=self._paced(fault, lambda piece: None), **options["generate"])
+        self._send_json(200, wire.completion(wire.completion_id(), name, generation))
+
+    def _stream(self, name: str, model: ChatModel, options: dict[str, Any],
+                fault: FaultProfile | None) -> None:
+        cid = wire.completion_id()
+        self._start_stream()
+        self._write_chunk(wire.sse(wire.chunk(cid, name, delta={"role": "assistant", "content": ""})))
+        if fault is not None and fault.cut_after == 0:
+            raise _Cut
+        send = self._paced(fault, lambda piece: self._write_chunk(
+            wire.sse(wire.chunk(cid, name, delta={"content": piece}))))
+        try:
+            if fault is not None and fault.empty:
+                generation = _empty_answer(model, options)
+            else:
+                generation = model.generate(on_token=send, **options["generate"])
+        except (_Cut, _Stopping, BrokenPipeError, ConnectionResetError):
+            raise
+        except Exception as exc:  # headers are gone: report the failure inside the stream
+            logger.exception("generation failed for model %r", name)
+            self._write_chunk(wire.sse(wire.error(500, f"generation failed: {exc}")))
+            self._write_chunk(b"")
+            return
+        self._write_chunk(wire.sse(wire.chunk(cid, name, finish_reason=generation.finish_reason)))
+        if options["include_usage"]:
+            self._write_chunk(wire.sse(wire.chunk(
+                cid, name, usage_=wire.usage(generation.prompt_tokens, generation.completion_tokens))))
+        self._write_chunk(wire.sse("[DONE]"))
+        self._write_chunk(b"")
+
+
+def _empty_answer(model: ChatModel, options: dict[str, Any]) -> Generation:
+    prompt = model.prompt_ids(options["generate"]["messages"])
+    return Generation("", "stop", len(prompt), 0)
+
+
+def _options(request: dict[str, Any], model: ChatModel) -> dict[str, Any]:
+    """Validate the request fields into ``ChatModel.generate`` keyword arguments."""
+    n = request.get("n")
+    if n not in (None, 1):
+        raise ChatRequestError("n", n, "this server returns one choice per request; use n=1")
+    if request.get("logprobs") not in (None, False):
+        raise ChatRequestError("logprobs", request["logprobs"], "log probabilities are not available; "
+                                                                "leave logprobs unset")
+    stream = request.get("stream", False)
+    if stream is None:
+        stream = False
+    if not isinstance(stream, bool):
+        raise ChatRequestError("stream", stream, "use true or false")
+    stream_options = request.get("stream_options") or {}
+    if not isinstance(stream_options, dict):
+        raise ChatRequestError("stream_options", stream_options, 'use {"include_usage": true}')
+    max_tokens = request.get("max_completion_tokens", request.get("max_tokens"))
+    generate = {
+        "messages": validation.check_messages(request.get("messages")),
+        "max_tokens": validation.check_max_tokens(max_tokens, model.default_max_tokens),
+        "temperature": validation.check_temperature(request.get("temperature")),
+        "top_p": validation.check_top_p(request.get("top_p")),
+        "seed": validation.check_seed(request.get("seed")),
+        "stop": validation.check_stop(request.get("stop")),
+    }
+    return {"stream": stream, "include_usage": bool(stream_options.get("include_usage")),
+            "generate": generate}

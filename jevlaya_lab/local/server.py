@@ -1,0 +1,219 @@
+"""``serve``: an OpenAI-compatible HTTP server for local chat models, with fault profiles.
+
+It runs the stdlib ``ThreadingHTTPServer`` in a background thread (one thread per connection,
+so many streaming clients are served at once) and binds 127.0.0.1 unless told otherwise.
+``stop()`` stops accepting, aborts running answers, closes every open connection and frees the
+port. The same server runs as a process with ``jevlaya-lab serve``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import threading
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from http.server import ThreadingHTTPServer
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from jevlaya_lab.local.errors import ChatRequestError, UnknownModelError
+from jevlaya_lab.local.faults import FaultProfile, FaultSwitch
+from jevlaya_lab.local.handler import ChatHandler
+
+if TYPE_CHECKING:
+    from jevlaya_lab.local.chat_model import ChatModel
+
+STOP_JOIN_SECONDS = 5.0
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    """A threading HTTP server that remembers its open connections so stop() can close them."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], app: Server) -> None:
+        self.app = app
+        self._open: dict[socket.socket, threading.Thread] = {}
+        self._open_lock = threading.Lock()
+        super().__init__(address, ChatHandler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        thread = threading.Thread(target=self.process_request_thread, args=(request, client_address),
+                                  name="jevlaya-local-conn", daemon=True)
+        with self._open_lock:
+            self._open[request] = thread
+        thread.start()
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._open_lock:
+            self._open.pop(request, None)
+        super().shutdown_request(request)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not self.app.stopping.is_set():
+            super().handle_error(request, client_address)
+
+    def close_connections(self, timeout: float) -> None:
+        with self._open_lock:
+            open_now = list(self._open.items())
+        for sock, _ in open_now:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        deadline = time.monotonic() + timeout
+        for _, thread in open_now:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+
+class Server:
+    """A running local server; use ``with serve(...) as server:`` or call ``stop()``."""
+
+    def __init__(self, models: Mapping[str, ChatModel] | Sequence[ChatModel], *,
+                 faults: Mapping[str, FaultProfile | None] | None = None, host: str = "127.0.0.1",
+                 port: int = 0, api_key: str | None = None) -> None:
+        self._models = _named(models)
+        if api_key is not None and (not isinstance(api_key, str) or not api_key):
+            raise ChatRequestError("api_key", "<hidden>", "use a non-empty string or None for no key check")
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+            raise ChatRequestError("port", port, "use 0 (any free port) or a port from 1 to 65535")
+        if not _is_loopback(host):
+            warnings.warn(f"serving local models on host={host!r}: other machines may reach them; "
+                          "use 127.0.0.1 unless you mean it", stacklevel=3)
+        self.api_key = api_key
+        self.created = int(time.time())
+        self.stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._calls = dict.fromkeys(self._models, 0)
+        self._faults: dict[str, FaultSwitch] = {}
+        for name, profile in (faults or {}).items():
+            self.set_fault(name, profile)
+        try:
+            self._httpd = _HTTPServer((host, port), self)
+        except OSError as exc:
+            raise OSError(exc.errno, f"cannot bind {host}:{port} ({exc.strerror}); "
+                                     "choose another port, or port=0 for any free one") from exc
+        self.host = host
+        self.port: int = self._httpd.server_address[1]
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name=f"jevlaya-local-server:{self.port}", daemon=True)
+        self._thread.start()
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI base URL, e.g. ``http://127.0.0.1:8765/v1``."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/v1"
+
+    @property
+    def model_names(self) -> list[str]:
+        return list(self._models)
+
+    def __repr__(self) -> str:
+        state = "stopped" if self.stopping.is_set() else "running"
+        return f"<Server {self.base_url} models={self.model_names} {state}>"
+
+    def model_for(self, name: str) -> ChatModel | None:
+        return self._models.get(name)
+
+    def set_fault(self, name: str, profile: FaultProfile | None) -> None:
+        """Install (or with ``None`` remove) the fault profile of model ``name``, at run time."""
+        self._check_name(name)
+        if profile is not None and not isinstance(profile, FaultProfile):
+            raise ChatRequestError("profile", profile, "pass a FaultProfile or None")
+        with self._lock:
+            if profile is None:
+                self._faults.pop(name, None)
+            else:
+                self._faults[name] = FaultSwitch(profile)
+
+    def fault(self, name: str) -> FaultProfile | None:
+        """The fault profile installed for model ``name``, if any."""
+        self._check_name(name)
+        with self._lock:
+            switch = self._faults.get(name)
+        return switch.profile if switch else None
+
+    def request_count(self, name: str) -> int:
+        """Chat completion requests received for model ``name`` (faulted ones included)."""
+        self._check_name(name)
+        with self._lock:
+            return self._calls[name]
+
+    def next_call(self, name: str) -> FaultProfile | None:
+        """Count a chat request for ``name``; return the fault profile that applies to it."""
+        with self._lock:
+            self._calls[name] += 1
+            switch = self._faults.get(name)
+        return switch.next_call() if switch else None
+
+    def stop(self) -> None:
+        """Stop serving, abort answers in progress, close connections, free the port (idempotent)."""
+        if self.stopping.is_set():
+            return
+        self.stopping.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._httpd.close_connections(STOP_JOIN_SECONDS)
+        self._thread.join(STOP_JOIN_SECONDS)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the server is stopped (or ``timeout`` passes); True if it stopped."""
+        return self.stopping.wait(timeout)
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    def _check_name(self, name: str) -> None:
+        if name not in self._models:
+            raise UnknownModelError(name, self.model_names)
+
+
+def serve(models: Mapping[str, ChatModel] | Sequence[ChatModel], *,
+          faults: Mapping[str, FaultProfile | None] | None = None, host: str = "127.0.0.1",
+          port: int = 0, api_key: str | None = None) -> Server:
+    """Serve ``models`` (a list, named by ``.name``, or a name -> model dict) in the background.
+
+    ``port=0`` picks a free port (see ``server.port``); ``api_key`` makes every request send
+    ``Authorization: Bearer <api_key>``; ``faults`` maps model names to ``FaultProfile``s.
+    """
+    return Server(models, faults=faults, host=host, port=port, api_key=api_key)
+
+
+def _named(models: Mapping[str, ChatModel] | Sequence[ChatModel]) -> dict[str, ChatModel]:
+    if isinstance(models, Mapping):
+        named = dict(models)
+    elif isinstance(models, Sequence) and not isinstance(models, (str, bytes)):
+        named = {}
+        for model in models:
+            name = getattr(model, "name", None)
+            if name in named:
+                raise ChatRequestError("models", name, "two models share this name; pass a dict "
+                                                       "{name: model} to serve them under distinct names")
+            named[name] = model
+    else:
+        raise ChatRequestError("models", models, "pass a list of ChatModel or a dict {name: ChatModel}")
+    if not named:
+        raise ChatRequestError("models", models, "serve at least one model, e.g. [tiny_chat_model()]")
+    for name, model in named.items():
+        # duck-typed so that importing the server does not import torch
+        if not isinstance(name, str) or not name or not callable(getattr(model, "generate", None)):
+            raise ChatRequestError(f"models[{name!r}]", model,
+                                   "each entry must be a ChatModel under a non-empty string name")
+    return named
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
