@@ -1,0 +1,43 @@
+"""Typed decisions: an encoder answers choice / score / yes-no questions in one forward pass.
+
+Modules, in the order a call uses them: ``questions`` (validation, rendering), ``encoding``
+(token rows and budgets), ``model`` (the network), ``calibration`` (temperatures, answers,
+``min_confidence``), ``agent`` (the ``Agent`` and its hook lifecycle), ``checkpoint`` (directory
+IO) and ``testing`` (tiny checkpoints). Names below load lazily so importing this package does
+not import torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS: dict[str, str] = {
+    "Agent": "jevlaya_lab.decisions.agent",
+    "load": "jevlaya_lab.decisions.agent",
+    "DecisionModel": "jevlaya_lab.decisions.model",
+    "DecisionOutput": "jevlaya_lab.decisions.model",
+    "EncodedBatch": "jevlaya_lab.decisions.encoding",
+    "encode_requests": "jevlaya_lab.decisions.encoding",
+    "BudgetError": "jevlaya_lab.decisions.encoding",
+    "Question": "jevlaya_lab.decisions.questions",
+    "QuestionError": "jevlaya_lab.decisions.questions",
+    "parse_questions": "jevlaya_lab.decisions.questions",
+    "Checkpoint": "jevlaya_lab.decisions.checkpoint",
+    "CheckpointConfig": "jevlaya_lab.decisions.checkpoint",
+    "CheckpointError": "jevlaya_lab.decisions.checkpoint",
+    "CheckpointNotFoundError": "jevlaya_lab.decisions.checkpoint",
+    "load_checkpoint": "jevlaya_lab.decisions.checkpoint",
+    "save_checkpoint": "jevlaya_lab.decisions.checkpoint",
+    "make_tiny_checkpoint": "jevlaya_lab.decisions.testing",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'jevlaya_lab.decisions' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value

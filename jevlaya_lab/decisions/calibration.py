@@ -1,0 +1,151 @@
+"""From option logits to calibrated answers: temperatures, confidences and ``min_confidence``.
+
+Temperatures come from the checkpoint config: ``temperature_by_options["<type>:<band>"]`` when
+present, else ``temperature[type]``; every applied value is clamped to [0.5, 5.0] and an invalid
+one (not a finite positive number) becomes 1.0 with a ``UserWarning``, once, when the table is
+built. Bands group questions by option count: ``2``, ``3-5``, ``6-10``, ``11+`` (a one-option
+question uses band ``2``). The same buckets key ``min_confidence`` maps.
+
+``min_confidence`` compares an answer's ``confidence`` with the threshold of its bucket (or
+``"default"``); an answer with no applicable threshold is ``passed``.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from jevlaya_lab.decisions.questions import QUESTION_TYPES, Question
+
+TEMPERATURE_MIN = 0.5
+TEMPERATURE_MAX = 5.0
+BANDS: tuple[str, ...] = ("2", "3-5", "6-10", "11+")
+BUCKETS: tuple[str, ...] = tuple(f"{t}:{b}" for t in QUESTION_TYPES for b in BANDS)
+GATING_FIELDS = ("abstention", "low_confidence")
+
+
+def option_band(k: int) -> str:
+    """The band of a question with ``k`` options."""
+    if k <= 2:
+        return "2"
+    if k <= 5:
+        return "3-5"
+    if k <= 10:
+        return "6-10"
+    return "11+"
+
+
+def bucket(question_type: str, k: int) -> str:
+    """``"<type>:<band>"``, the key of temperature and ``min_confidence`` maps."""
+    return f"{question_type}:{option_band(k)}"
+
+
+def clamp_temperature(value: Any, where: str) -> float:
+    """A usable temperature: clamped to [0.5, 5.0]; invalid values become 1.0 with a warning."""
+    number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if number is None or not math.isfinite(number) or number <= 0:
+        warnings.warn(f"{where} = {value!r} is not a finite positive number; using 1.0. "
+                      "Fix the value in rl_agent_config.json.", UserWarning, stacklevel=3)
+        return 1.0
+    return min(TEMPERATURE_MAX, max(TEMPERATURE_MIN, float(number)))
+
+
+class TemperatureTable:
+    """The temperature applied to each (type, option count), resolved and clamped once."""
+
+    def __init__(self, temperature: Sequence[Any], by_options: Mapping[str, Any] | None = None) -> None:
+        values = list(temperature) if isinstance(temperature, (list, tuple)) else []
+        if len(values) != len(QUESTION_TYPES):
+            warnings.warn(f"temperature = {temperature!r} must list 3 values [choice, score, noul]; "
+                          "using 1.0 for each", UserWarning, stacklevel=2)
+            values = [1.0] * len(QUESTION_TYPES)
+        self.by_type = {t: clamp_temperature(v, f"temperature[{i}] ({t})")
+                        for i, (t, v) in enumerate(zip(QUESTION_TYPES, values))}
+        self.by_bucket: dict[str, float] = {}
+        for key, value in (by_options or {}).items():
+            if key not in BUCKETS:
+                warnings.warn(f"temperature_by_options key {key!r} is not a bucket and is not "
+                              f"used; valid keys look like 'choice:2', 'score:3-5' ({list(BUCKETS)})",
+                              UserWarning, stacklevel=2)
+                continue
+            self.by_bucket[key] = clamp_temperature(value, f"temperature_by_options[{key!r}]")
+
+    def get(self, question_type: str, k: int) -> float:
+        return self.by_bucket.get(bucket(question_type, k), self.by_type[question_type])
+
+    def __repr__(self) -> str:
+        return f"TemperatureTable(by_type={self.by_type}, by_bucket={self.by_bucket})"
+
+
+def parse_min_confidence(value: Any) -> dict[str, float] | None:
+    """Validate ``min_confidence``: ``None``, a number in [0, 1], or a map bucket -> number."""
+    if value is None:
+        return None
+    if isinstance(value, Mapping):
+        out = {}
+        for key, threshold in value.items():
+            if key != "default" and key not in BUCKETS:
+                raise ValueError(f"min_confidence key {key!r} is not a bucket; use 'default' or "
+                                 f"'<type>:<band>' with bands {list(BANDS)}, e.g. 'choice:3-5'")
+            out[key] = _threshold(f"min_confidence[{key!r}]", threshold)
+        return out
+    return {"default": _threshold("min_confidence", value)}
+
+
+def _threshold(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise ValueError(f"{name} = {value!r} must be a number in [0, 1], e.g. 0.6")
+    return float(value)
+
+
+def apply_min_confidence(answers: dict[str, dict], questions: Sequence[Question],
+                         thresholds: Mapping[str, float]) -> None:
+    """Mark each answer ``passed`` / ``abstained`` in place (``low_confidence`` when abstained)."""
+    for q in questions:
+        answer = answers.get(q.id)
+        if not isinstance(answer, dict):
+            continue
+        for name in GATING_FIELDS:
+            answer.pop(name, None)
+        limit = thresholds.get(bucket(q.type, q.n_options), thresholds.get("default"))
+        if limit is not None and answer.get("confidence", 1.0) < limit:
+            answer["abstention"] = "abstained"
+            answer["low_confidence"] = True
+        else:
+            answer["abstention"] = "passed"
+
+
+def confidence(probs: Sequence[float]) -> float:
+    """1 - normalised entropy; 1.0 with fewer than two options."""
+    k = len(probs)
+    if k < 2:
+        return 1.0
+    entropy = -sum(p * math.log(p) for p in probs if p > 0)
+    return max(0.0, 1.0 - entropy / math.log(k))
+
+
+def decode_answer(question: Question, slot_probs: Sequence[float], act_probability: float) -> dict[str, Any]:
+    """Build one answer from tempered slot probabilities (slot order, as in the row)."""
+    probs = [0.0] * question.n_options
+    for slot, option in enumerate(question.option_order):
+        probs[option] = float(slot_probs[slot])
+    answer: dict[str, Any] = {"type": question.type}
+    if question.type == "choice":
+        best = max(range(len(probs)), key=probs.__getitem__)
+        answer["choice"] = question.labels[best]
+        answer["probabilities"] = {label: round(p, 4) for label, p in zip(question.labels, probs)}
+        conf = confidence(probs)
+    elif question.type == "score":
+        answer["score"] = round(sum(i * p for i, p in enumerate(probs)), 4)
+        answer["legend"] = {str(i): text for i, text in enumerate(question.legend)}
+        answer["probabilities"] = {str(i): round(p, 4) for i, p in enumerate(probs)}
+        conf = confidence(probs)
+    else:
+        answer["noul"] = round(probs[1], 4)
+        conf = max(probs[1], 1.0 - probs[1])
+    answer["confidence"] = round(conf, 4)
+    answer["answer_confidence"] = round(max(probs), 4)
+    answer["action"] = {"act_probability": round(float(act_probability), 4)}
+    return answer

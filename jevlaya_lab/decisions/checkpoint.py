@@ -1,0 +1,322 @@
+"""Checkpoint directories: reading and writing the public Laya layout (safetensors only).
+
+A checkpoint is a directory with ``rl_agent_config.json``, ``model.safetensors``, ``tokenizer/``
+and ``encoder/config.json``. :func:`load_checkpoint` accepts a directory, a ``(directory_or_repo,
+subfolder)`` pair, a bundled name (``"mini-en"``, ``"mini-multi"``) or a Hugging Face hub id.
+
+Decisions the spec leaves open:
+
+- Weights load strictly. Two tolerated differences, both harmless: an encoder pooler that the
+  file does not contain is removed from the model (``encoder.pooler.*`` was often not saved),
+  and stale ``encoder.embeddings.position_ids`` / ``token_type_ids`` buffers in the file are
+  ignored (current transformers does not persist them).
+- Unknown keys of ``rl_agent_config.json`` are kept in :attr:`CheckpointConfig.extra` and
+  written back by :func:`save_checkpoint`, so a round trip loses nothing.
+- A hub id is tried in the local Hugging Face cache first. Only when it is not cached and the
+  hub is reachable (not ``HF_HUB_OFFLINE``, a TCP connection within 3 s) is it downloaded;
+  otherwise :class:`CheckpointNotFoundError` names the local alternatives.
+- Weights are loaded on the CPU; the Agent moves the model to its device.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import threading
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, NamedTuple
+from urllib.parse import urlparse
+
+CONFIG_FILE = "rl_agent_config.json"
+WEIGHTS_FILE = "model.safetensors"
+TOKENIZER_DIR = "tokenizer"
+ENCODER_DIR = "encoder"
+_LEGACY_BUFFERS = ("encoder.embeddings.position_ids", "encoder.embeddings.token_type_ids")
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_OFFLINE_VALUES = {"1", "true", "yes", "on"}
+
+
+class CheckpointError(ValueError):
+    """A checkpoint is malformed: bad config values, missing tensors or shape mismatches."""
+
+
+class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
+    """No checkpoint at the given source (missing directory or file, or hub unreachable)."""
+
+
+@dataclass
+class CheckpointConfig:
+    """The contents of ``rl_agent_config.json``."""
+
+    encoder: str = ""
+    """Base encoder id (informative; the encoder is built from ``encoder/config.json``)."""
+    head_layers: int = 2
+    act_costs: list[float] = field(default_factory=list)
+    max_len: int = 512
+    head_max_len: int = 192
+    temperature: list[float] = field(default_factory=lambda: [1.0, 1.0, 1.0])
+    """Per type: [choice, score, noul]."""
+    temperature_by_options: dict[str, float] = field(default_factory=dict)
+    amp_dtype: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Keys this version does not interpret, kept for round trips."""
+
+    @property
+    def n_act(self) -> int:
+        return len(self.act_costs) + 1
+
+    @classmethod
+    def from_dict(cls, data: Any, *, source: str = CONFIG_FILE) -> CheckpointConfig:
+        """Validate a parsed config; errors name ``source``, the key and the value."""
+        if not isinstance(data, dict):
+            raise CheckpointError(f"{source}: expected a JSON object, got {type(data).__name__}")
+        known = {f.name for f in fields(cls)} - {"extra"}
+        config = cls(**{k: v for k, v in data.items() if k in known},
+                     extra={k: v for k, v in data.items() if k not in known})
+        config.validate(source)
+        return config
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> CheckpointConfig:
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise CheckpointNotFoundError(f"{path} is missing; a checkpoint directory needs "
+                                          f"{CONFIG_FILE}") from None
+        except json.JSONDecodeError as exc:
+            raise CheckpointError(f"{path} is not valid JSON ({exc})") from None
+        return cls.from_dict(data, source=str(path))
+
+    def validate(self, source: str = CONFIG_FILE) -> None:
+        """Check types and ranges (temperatures are checked, with warnings, when applied)."""
+        def bad(key: str, value: Any, want: str) -> CheckpointError:
+            return CheckpointError(f"{source}: {key} = {value!r} is invalid; {want}")
+
+        if not isinstance(self.encoder, str):
+            raise bad("encoder", self.encoder, "use the base encoder id as a string")
+        for key, low in (("head_layers", 0), ("max_len", 1), ("head_max_len", 1)):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise bad(key, value, f"use an int >= {low}")
+        if not isinstance(self.act_costs, list) or any(
+            isinstance(c, bool) or not isinstance(c, (int, float)) for c in self.act_costs
+        ):
+            raise bad("act_costs", self.act_costs, "use a list of numbers (one per action)")
+        if not isinstance(self.temperature, list):
+            raise bad("temperature", self.temperature, "use a list [choice, score, noul]")
+        if not isinstance(self.temperature_by_options, dict):
+            raise bad("temperature_by_options", self.temperature_by_options,
+                      "use a dict like {'choice:2': 1.3}")
+        if self.amp_dtype not in (None, "float16", "bfloat16", "float32"):
+            raise bad("amp_dtype", self.amp_dtype, "use 'float16', 'bfloat16', 'float32' or null")
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "encoder": self.encoder,
+            "head_layers": self.head_layers,
+            "act_costs": list(self.act_costs),
+            "max_len": self.max_len,
+            "head_max_len": self.head_max_len,
+            "temperature": list(self.temperature),
+            "temperature_by_options": dict(self.temperature_by_options),
+        }
+        if self.amp_dtype is not None:
+            data["amp_dtype"] = self.amp_dtype
+        data.update(self.extra)
+        return data
+
+
+class Checkpoint(NamedTuple):
+    """What :func:`load_checkpoint` returns; unpacks as ``model, tokenizer, config``."""
+
+    model: Any
+    tokenizer: Any
+    config: CheckpointConfig
+
+
+def _local_alternatives() -> str:
+    return ("local alternatives: a checkpoint directory (load('path/to/dir'), e.g. one written "
+            "by save_checkpoint or make_tiny_checkpoint), a (directory, subfolder) pair, or the "
+            "bundled checkpoints 'mini-en' and 'mini-multi' (load('mini-en'))")
+
+
+def _hub_offline() -> bool:
+    return any(os.environ.get(var, "").strip().lower() in _OFFLINE_VALUES
+               for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    """A TCP connection to the hub endpoint within ``timeout`` (DNS included)."""
+    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    host, port = url.hostname or "huggingface.co", url.port or (443 if url.scheme == "https" else 80)
+    ok: list[bool] = []
+
+    def probe() -> None:
+        try:
+            socket.create_connection((host, port), timeout=timeout).close()
+            ok.append(True)
+        except OSError:
+            pass
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return bool(ok)
+
+
+def _from_hub(repo_id: str, subfolder: str | None) -> Path:
+    from huggingface_hub import snapshot_download
+
+    patterns = [f"{subfolder.strip('/')}/*"] if subfolder else None
+    try:
+        root = snapshot_download(repo_id, allow_patterns=patterns, local_files_only=True)
+        path = Path(root) / subfolder if subfolder else Path(root)
+        if (path / CONFIG_FILE).is_file():
+            return path
+    except Exception:  # not cached: fall through to the online attempt
+        pass
+    where = f"{repo_id!r}" + (f" (subfolder {subfolder!r})" if subfolder else "")
+    if _hub_offline() or not _hub_reachable():
+        reason = "HF_HUB_OFFLINE is set" if _hub_offline() else "the Hugging Face hub is unreachable"
+        raise CheckpointNotFoundError(
+            f"cannot load {where}: it is not a local directory, not in the local hub cache, and "
+            f"{reason}. Connect and retry, or use one of the {_local_alternatives()}")
+    root = snapshot_download(repo_id, allow_patterns=patterns)
+    return Path(root) / subfolder if subfolder else Path(root)
+
+
+def resolve_source(source: Any) -> Path:
+    """Turn a source into a local checkpoint directory (downloading a hub id when online)."""
+    if isinstance(source, tuple):
+        if len(source) != 2 or not all(isinstance(s, (str, os.PathLike)) for s in source):
+            raise TypeError(f"source {source!r}: a tuple source must be (directory_or_repo, "
+                            "subfolder), both strings")
+        base, sub = (os.fspath(s) for s in source)
+        if Path(base).expanduser().is_dir():
+            return Path(base).expanduser() / sub
+        if _HUB_ID.match(base):
+            return _from_hub(base, sub)
+        raise CheckpointNotFoundError(f"source {source!r}: {base!r} is neither a directory nor a "
+                                      f"hub id 'owner/name'; {_local_alternatives()}")
+    if not isinstance(source, (str, os.PathLike)):
+        raise TypeError(f"source must be a directory path, a (directory_or_repo, subfolder) pair, "
+                        f"a bundled name or a hub id, got {type(source).__name__} {source!r}")
+    text = os.fspath(source)
+    path = Path(text).expanduser()
+    if path.is_dir():
+        return path
+    from jevlaya_lab.decisions import bundled
+
+    if text in bundled.BUNDLED:
+        return bundled.checkpoint_dir(text)
+    if path.exists():
+        raise CheckpointNotFoundError(f"source {text!r} is a file; pass the checkpoint directory "
+                                      f"that holds {CONFIG_FILE}")
+    if isinstance(source, str) and _HUB_ID.match(text):
+        return _from_hub(text, None)
+    raise CheckpointNotFoundError(f"no checkpoint directory at {text!r}; {_local_alternatives()}")
+
+
+def _check_files(path: Path) -> None:
+    if not path.is_dir():
+        raise CheckpointNotFoundError(f"checkpoint directory {path} does not exist")
+    if not (path / WEIGHTS_FILE).is_file():
+        pickles = sorted(p.name for p in path.glob("*.bin")) + sorted(p.name for p in path.glob("*.pt"))
+        hint = (f" (found {pickles}: pickled weights are never loaded; convert them to "
+                "safetensors with safetensors.torch.save_file)") if pickles else ""
+        raise CheckpointNotFoundError(f"{path / WEIGHTS_FILE} is missing{hint}")
+    for sub, what in ((Path(ENCODER_DIR) / "config.json", "the encoder's transformers config"),
+                      (Path(TOKENIZER_DIR), "the tokenizer folder")):
+        if not (path / sub).exists():
+            raise CheckpointNotFoundError(f"{path / sub} is missing; a checkpoint needs {what}")
+
+
+def _fit_state_dict(model: Any, tensors: dict[str, Any], weights: Path) -> dict[str, Any]:
+    """Apply the tolerated differences, then check names and shapes strictly."""
+    expected = model.state_dict()
+    has_pooler = any(k.startswith("encoder.pooler.") for k in tensors)
+    if not has_pooler and getattr(model.encoder, "pooler", None) is not None:
+        model.encoder.pooler = None
+        expected = model.state_dict()
+    tensors = {k: v for k, v in tensors.items() if not (k in _LEGACY_BUFFERS and k not in expected)}
+    missing = sorted(set(expected) - set(tensors))
+    unexpected = sorted(set(tensors) - set(expected))
+    if missing or unexpected:
+        parts = []
+        if missing:
+            parts.append(f"missing tensors {missing[:8]}{' ...' if len(missing) > 8 else ''}")
+        if unexpected:
+            parts.append(f"unexpected tensors {unexpected[:8]}{' ...' if len(unexpected) > 8 else ''}")
+        raise CheckpointError(f"{weights}: {'; '.join(parts)}; the file does not match the "
+                              f"layout given by {CONFIG_FILE} and {ENCODER_DIR}/config.json "
+                              "(check head_layers, act_costs and the encoder config)")
+    for name, tensor in tensors.items():
+        if tuple(tensor.shape) != tuple(expected[name].shape):
+            raise CheckpointError(f"{weights}: tensor {name} has shape {tuple(tensor.shape)} but the "
+                                  f"config gives {tuple(expected[name].shape)}; check "
+                                  f"{CONFIG_FILE} and {ENCODER_DIR}/config.json")
+    return tensors
+
+
+def load_checkpoint(source: Any) -> Checkpoint:
+    """Load ``(model, tokenizer, config)`` from a checkpoint source (see the module docstring).
+
+    The model is in eval mode on the CPU. Raises :class:`CheckpointNotFoundError` for missing
+    sources or files and :class:`CheckpointError` for malformed contents.
+    """
+    from safetensors.torch import load_file
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    from jevlaya_lab.decisions.encoding import row_tokenizer
+    from jevlaya_lab.decisions.model import DecisionModel
+
+    path = resolve_source(source)
+    _check_files(path)
+    config = CheckpointConfig.from_file(path / CONFIG_FILE)
+    try:
+        encoder_config = AutoConfig.from_pretrained(path / ENCODER_DIR, local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise CheckpointError(f"{path / ENCODER_DIR / 'config.json'}: cannot build the encoder "
+                              f"config ({exc})") from None
+    model = DecisionModel(AutoModel.from_config(encoder_config), head_layers=config.head_layers,
+                          n_act=config.n_act)
+    weights = path / WEIGHTS_FILE
+    try:
+        tensors = load_file(weights)
+    except Exception as exc:  # safetensors raises its own error types for corrupt files
+        raise CheckpointError(f"{weights} is not a readable safetensors file ({exc})") from None
+    model.load_state_dict(_fit_state_dict(model, tensors, weights), strict=True)
+    model.eval()
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path / TOKENIZER_DIR, local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise CheckpointError(f"{path / TOKENIZER_DIR}: cannot load the tokenizer ({exc})") from None
+    row_tokenizer(tokenizer)  # fail now, not on the first predict, if it cannot build rows
+    return Checkpoint(model, tokenizer, config)
+
+
+def save_checkpoint(directory: str | os.PathLike[str], model: Any, tokenizer: Any,
+                    config: CheckpointConfig) -> Path:
+    """Write a checkpoint directory that :func:`load_checkpoint` (and Laya) can read."""
+    import torch
+    from safetensors.torch import save_file
+
+    if not isinstance(config, CheckpointConfig):
+        raise TypeError(f"config must be a CheckpointConfig, got {type(config).__name__}")
+    config.validate()
+    path = Path(directory).expanduser()
+    path.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().to("cpu").clone().contiguous() for k, v in model.state_dict().items()}
+    temps = config.temperature
+    if len(temps) == 3 and all(isinstance(t, (int, float)) and not isinstance(t, bool) for t in temps):
+        state["temperature"] = torch.tensor(temps, dtype=state["temperature"].dtype)
+    save_file(state, path / WEIGHTS_FILE, metadata={"format": "pt"})
+    model.encoder.config.save_pretrained(path / ENCODER_DIR)
+    tokenizer.save_pretrained(path / TOKENIZER_DIR)
+    (path / CONFIG_FILE).write_text(json.dumps(config.to_dict(), indent=2, ensure_ascii=False) + "\n",
+                                    encoding="utf-8")
+    return path

@@ -1,0 +1,347 @@
+"""Token rows for (state, question) pairs: budgets, truncation, option markers, collation.
+
+One row per (state, question)::
+
+    [CLS] "<type> question: <instructions>" [SEP] ([MASK] " option")*k [SEP] state [SEP]
+
+The question part ("head") depends only on the question and ``head_max_len``, so it is built once
+per call (:func:`encode_questions`); every state is tokenised once per call
+(:func:`tokenize_states`) and sliced per row to the room its head leaves under ``max_len``
+(:func:`build_batch`). :func:`encode_requests` composes the three and is what training uses.
+
+Decisions the spec leaves open:
+
+- Budgets count every token of the row: the head is ``[CLS]`` + question text + ``[SEP]`` +
+  options + ``[SEP]``, so the instruction budget is ``max(8, head_max_len - option_tokens - 3)``.
+  The 48-token option cap includes the ``[MASK]`` marker, like the squeezed cap.
+- A row that cannot hold its head plus the closing ``[SEP]`` within ``max_len`` is a
+  :class:`BudgetError` naming the question, the budgets and the fix.
+- A conversation (list state) that does not fit keeps ``[`` plus the newest whole turns that fit;
+  when even the newest turn alone is too long, the row keeps the last tokens of the state.
+- Literal special-token text (the mask token, and also ``[CLS]``/``[SEP]``/``[PAD]``-like tokens)
+  inside user strings is replaced by a space, so user text can never forge row structure.
+- ``usage["truncated_questions"]`` lists the ids whose row lost state tokens (the question text
+  left too little room) or whose own text or options were cut to fit ``head_max_len``;
+  ``state_tokens_dropped`` is the most state tokens any row of that state lost.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import weakref
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from jevlaya_lab.decisions.questions import Question, parse_questions
+
+OPTION_CAP = 48
+"""Most tokens one option may take, its ``[MASK]`` marker included."""
+HEAD_STATE_RESERVE = 16
+"""When options leave fewer tokens than this of ``head_max_len``, options are squeezed."""
+MIN_OPTION_TOKENS = 4
+MIN_INSTRUCTION_TOKENS = 8
+
+
+class BudgetError(ValueError):
+    """A token budget is invalid or too small for a question's options."""
+
+
+class TokenizerError(TypeError):
+    """The tokenizer cannot build decision rows (not a fast tokenizer, no mask token, ...)."""
+
+
+def serialize_state(state: Any, index: int = 0) -> str:
+    """Render a state as the text the model reads: strings as-is, dicts/lists as one-line JSON."""
+    if isinstance(state, str):
+        return state
+    if state is None:
+        raise TypeError(f"state {index} is None; pass a str, a dict or a list (a conversation, "
+                        "oldest turn first)")
+    if not isinstance(state, (dict, list)):
+        raise TypeError(f"state {index} is a {type(state).__name__} ({state!r:.60}); pass a str, "
+                        "a dict or a list (a conversation, oldest turn first)")
+    try:
+        return _dumps(state)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"state {index} cannot be serialised as JSON ({exc}); use only str, "
+                        "numbers, bools, None, lists and dicts with string keys") from None
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+
+
+class RowTokenizer:
+    """A thread-safe view of a transformers fast tokenizer for building rows.
+
+    It keeps a private copy of the Rust tokenizer with truncation and padding turned off (a
+    saved ``tokenizer.json`` may carry both), so encoding never mutates shared state and can run
+    from many threads at once.
+    """
+
+    def __init__(self, tokenizer: Any) -> None:
+        backend = getattr(tokenizer, "backend_tokenizer", None)
+        if backend is None:
+            raise TokenizerError(f"tokenizer {type(tokenizer).__name__} is not a fast tokenizer; "
+                                 "load it with AutoTokenizer.from_pretrained(..., use_fast=True)")
+        mask = tokenizer.mask_token_id
+        if mask is None:
+            raise TokenizerError("tokenizer has no mask token; option markers need one "
+                                 "(set tokenizer.mask_token, e.g. '[MASK]')")
+        cls_id = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
+        sep_id = tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id
+        if cls_id is None or sep_id is None:
+            raise TokenizerError("tokenizer needs a cls/bos and a sep/eos token to build rows")
+        from tokenizers import Tokenizer
+
+        self._backend = Tokenizer.from_str(backend.to_str())
+        self._backend.no_truncation()
+        self._backend.no_padding()
+        self.mask_id: int = mask
+        self.cls_id: int = cls_id
+        self.sep_id: int = sep_id
+        self.pad_id: int = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        specials = sorted({t for t in tokenizer.all_special_tokens if t}, key=len, reverse=True)
+        self._specials = re.compile("|".join(map(re.escape, specials))) if specials else None
+
+    def clean(self, text: str) -> str:
+        """Replace literal special-token text with a space."""
+        return self._specials.sub(" ", text) if self._specials is not None else text
+
+    def encode(self, texts: list[str]) -> list[Any]:
+        """Tokenise cleaned texts without special tokens; returns ``tokenizers.Encoding`` objects."""
+        return self._backend.encode_batch([self.clean(t) for t in texts], add_special_tokens=False)
+
+
+_ROW_TOKENIZERS: "weakref.WeakKeyDictionary[Any, RowTokenizer]" = weakref.WeakKeyDictionary()
+_ROW_TOKENIZERS_LOCK = threading.Lock()
+
+
+def row_tokenizer(tokenizer: Any) -> RowTokenizer:
+    """The cached :class:`RowTokenizer` for a transformers tokenizer (or the adapter itself)."""
+    if isinstance(tokenizer, RowTokenizer):
+        return tokenizer
+    with _ROW_TOKENIZERS_LOCK:
+        try:
+            return _ROW_TOKENIZERS[tokenizer]
+        except KeyError:
+            adapter = RowTokenizer(tokenizer)
+            _ROW_TOKENIZERS[tokenizer] = adapter
+            return adapter
+        except TypeError:  # not weak-referenceable: build one per call
+            return RowTokenizer(tokenizer)
+
+
+@dataclass(frozen=True, slots=True)
+class QuestionHead:
+    """The question part of a row: ids up to the ``[SEP]`` after the options."""
+
+    question: Question
+    ids: tuple[int, ...]
+    marker_positions: tuple[int, ...]
+    truncated: bool
+
+
+@dataclass(frozen=True, slots=True)
+class StateTokens:
+    """One state tokenised once; ``turn_starts`` marks list turns (conversations) only."""
+
+    ids: tuple[int, ...]
+    turn_starts: tuple[int, ...] | None = None
+
+    def slice(self, room: int) -> tuple[int, ...]:
+        """The tokens a row with ``room`` free positions keeps (see the module docstring)."""
+        n = len(self.ids)
+        if n <= room:
+            return self.ids
+        if room <= 0:
+            return ()
+        if self.turn_starts is None:
+            return self.ids[:room]
+        prefix = self.ids[: self.turn_starts[0]] if self.turn_starts else ()
+        for start in self.turn_starts:
+            if len(prefix) + n - start <= room:
+                return prefix + self.ids[start:]
+        return self.ids[n - room:]
+
+
+def check_budget(name: str, value: Any) -> int:
+    """Validate a token budget (a positive int)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise BudgetError(f"{name} must be a positive int, got {value!r}; e.g. {name}=256")
+    return value
+
+
+def encode_questions(tokenizer: Any, questions: Any, *, head_max_len: int) -> tuple[QuestionHead, ...]:
+    """Build the head of every question once, applying the option and instruction caps."""
+    check_budget("head_max_len", head_max_len)
+    tok = row_tokenizer(tokenizer)
+    empty = isinstance(questions, (Mapping, tuple)) and not questions
+    parsed = () if empty else parse_questions(questions)
+    texts: list[str] = []
+    for q in parsed:
+        texts.append(q.text)
+        texts.extend(" " + q.option_texts[i] for i in q.option_order)
+    encodings = iter(tok.encode(texts)) if texts else iter(())
+    heads = []
+    for q in parsed:
+        text_ids = next(encodings).ids
+        options = [[tok.mask_id, *next(encodings).ids] for _ in q.option_order]
+        truncated = any(len(o) > OPTION_CAP for o in options)
+        options = [o[:OPTION_CAP] for o in options]
+        k = len(options)
+        if head_max_len - sum(map(len, options)) < HEAD_STATE_RESERVE:
+            per = max(MIN_OPTION_TOKENS, (head_max_len - HEAD_STATE_RESERVE) // k)
+            truncated = truncated or any(len(o) > per for o in options)
+            options = [o[:per] for o in options]
+        option_tokens = sum(map(len, options))
+        text_budget = max(MIN_INSTRUCTION_TOKENS, head_max_len - option_tokens - 3)
+        truncated = truncated or len(text_ids) > text_budget
+        ids = [tok.cls_id, *text_ids[:text_budget], tok.sep_id]
+        markers = []
+        for option in options:
+            markers.append(len(ids))
+            ids.extend(option)
+        ids.append(tok.sep_id)
+        heads.append(QuestionHead(q, tuple(ids), tuple(markers), truncated))
+    return tuple(heads)
+
+
+def tokenize_states(tokenizer: Any, states: Sequence[Any]) -> list[StateTokens]:
+    """Tokenise every state once (one batched call); validates state types."""
+    tok = row_tokenizer(tokenizer)
+    texts: list[str] = []
+    turn_chars: list[list[int] | None] = []
+    for index, state in enumerate(states):
+        if isinstance(state, list):
+            serialize_state(state, index)  # type and JSON checks with the state's index
+            pieces = [tok.clean(_dumps(turn)) for turn in state]
+            starts, pos = [], 1
+            for piece in pieces:
+                starts.append(pos)
+                pos += len(piece) + 2
+            texts.append("[" + ", ".join(pieces) + "]")
+            turn_chars.append(starts)
+        else:
+            texts.append(tok.clean(serialize_state(state, index)))
+            turn_chars.append(None)
+    out = []
+    for encoding, chars in zip(tok.encode(texts) if texts else [], turn_chars):
+        ids = tuple(encoding.ids)
+        if chars is None:
+            out.append(StateTokens(ids))
+            continue
+        offsets = [start for start, _ in encoding.offsets]
+        turn_starts, t = [], 0
+        for char in chars:
+            while t < len(offsets) and offsets[t] < char:
+                t += 1
+            turn_starts.append(t)
+        out.append(StateTokens(ids, tuple(turn_starts)))
+    return out
+
+
+@dataclass
+class EncodedBatch:
+    """Padded rows for a group of states, a state's rows adjacent in question order."""
+
+    input_ids: torch.Tensor
+    """``[rows, length]`` token ids, padded with the tokenizer's pad id."""
+    attention_mask: torch.Tensor
+    """``[rows, length]`` 1 for real tokens."""
+    type_ids: torch.Tensor
+    """``[rows]`` question type per row (0 choice, 1 score, 2 noul)."""
+    option_positions: torch.Tensor
+    """``[rows, max_k]`` index of each option marker (slot order); 0 in padded slots."""
+    option_mask: torch.Tensor
+    """``[rows, max_k]`` True for real option slots."""
+    questions: tuple[Question, ...]
+    usage: list[dict[str, Any]] = field(default_factory=list)
+    """Per state: input/output tokens and truncation statistics."""
+
+    @property
+    def n_states(self) -> int:
+        return len(self.usage)
+
+    def to(self, device: torch.device | str) -> EncodedBatch:
+        """The same batch with its tensors on ``device``."""
+        move = {name: getattr(self, name).to(device) for name in
+                ("input_ids", "attention_mask", "type_ids", "option_positions", "option_mask")}
+        return EncodedBatch(**move, questions=self.questions, usage=self.usage)
+
+
+def build_batch(tokenizer: Any, states: Sequence[StateTokens], heads: Sequence[QuestionHead], *,
+                max_len: int) -> EncodedBatch:
+    """Assemble, pad and collate the rows of ``states`` x ``heads``."""
+    check_budget("max_len", max_len)
+    tok = row_tokenizer(tokenizer)
+    rooms = []
+    for head in heads:
+        room = max_len - len(head.ids) - 1
+        if room < 0:
+            q = head.question
+            raise BudgetError(
+                f"question {q.id!r}: its question text and {q.n_options} option markers need "
+                f"{len(head.ids) + 1} tokens but max_len is {max_len}; raise max_len, lower "
+                "head_max_len or use fewer/shorter options")
+        rooms.append(room)
+    rows: list[list[int]] = []
+    usage = []
+    for state in states:
+        input_tokens, dropped, cut = 0, 0, []
+        for head, room in zip(heads, rooms):
+            kept = state.slice(room)
+            row = [*head.ids, *kept, tok.sep_id]
+            rows.append(row)
+            input_tokens += len(row)
+            lost = len(state.ids) - len(kept)
+            dropped = max(dropped, lost)
+            if lost or head.truncated:
+                cut.append(head.question.id)
+        usage.append({
+            "input_tokens": input_tokens,
+            "output_tokens": 0,
+            "state_tokens": len(state.ids),
+            "state_tokens_dropped": dropped,
+            "truncated": bool(cut),
+            "truncated_questions": cut,
+        })
+    length = max((len(r) for r in rows), default=0)
+    max_k = max((len(h.marker_positions) for h in heads), default=0)
+    ids = torch.tensor([r + [tok.pad_id] * (length - len(r)) for r in rows],
+                       dtype=torch.long).reshape(len(rows), length)
+    lengths = torch.tensor([len(r) for r in rows], dtype=torch.long)
+    mask = (torch.arange(length)[None, :] < lengths[:, None]).long()
+    positions = torch.zeros((len(heads), max_k), dtype=torch.long)
+    option_mask = torch.zeros((len(heads), max_k), dtype=torch.bool)
+    for j, head in enumerate(heads):
+        k = len(head.marker_positions)
+        positions[j, :k] = torch.tensor(head.marker_positions, dtype=torch.long)
+        option_mask[j, :k] = True
+    n = len(states)
+    return EncodedBatch(
+        input_ids=ids,
+        attention_mask=mask,
+        type_ids=torch.tensor([h.question.type_id for h in heads] * n, dtype=torch.long),
+        option_positions=positions.repeat(n, 1),
+        option_mask=option_mask.repeat(n, 1),
+        questions=tuple(h.question for h in heads),
+        usage=usage,
+    )
+
+
+def encode_requests(tokenizer: Any, states: Sequence[Any], questions: Mapping[str, Any] | tuple[Question, ...],
+                    *, max_len: int, head_max_len: int) -> EncodedBatch:
+    """Encode every (state, question) pair of a call into one padded batch.
+
+    ``questions`` is a questions dict (validated here) or already parsed questions. Each state
+    is tokenised once and sliced per row; see the module docstring for the budget rules.
+    """
+    check_budget("max_len", max_len)
+    heads = encode_questions(tokenizer, questions, head_max_len=head_max_len)
+    return build_batch(tokenizer, tokenize_states(tokenizer, states), heads, max_len=max_len)

@@ -1,0 +1,106 @@
+"""The decision network: a transformers encoder plus a small head that scores option markers.
+
+The module layout (and so every tensor name) follows the public Laya layout in
+``spec/decisions.md`` §2, so their checkpoints load strictly: ``encoder``, ``type_emb``, ``head``
+(stock ``nn.TransformerEncoder``), ``scorer``, ``act_head`` and the ``temperature`` buffer.
+Only the forward pass lives here; temperatures and answers are applied in
+:mod:`jevlaya_lab.decisions.calibration` and :mod:`jevlaya_lab.decisions.agent`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import torch
+from torch import nn
+
+MASKED_LOGIT = -1e4
+N_TYPES = 3
+ACT_HIDDEN = 256
+ACT_FEATURES = 4
+
+
+class DecisionOutput(NamedTuple):
+    """Raw outputs of one forward pass."""
+
+    option_logits: torch.Tensor
+    """``[rows, max_k]`` one logit per option slot; padded slots are ``-1e4``."""
+    act_logits: torch.Tensor
+    """``[rows, n_act]``; ``softmax(...)[:, 0]`` is the act probability."""
+
+
+def option_features(option_logits: torch.Tensor, option_mask: torch.Tensor) -> torch.Tensor:
+    """The act head's four confidence features of the untempered option softmax.
+
+    top-1 p, top-1 - top-2 (0 for top-2 with one option), entropy / ln k (k at least 2), k / 255.
+    """
+    probs = torch.softmax(option_logits.float(), dim=-1) * option_mask
+    k = option_mask.sum(dim=-1).float()
+    top = torch.topk(probs, k=min(2, probs.shape[-1]), dim=-1).values
+    top1 = top[:, 0]
+    top2 = top[:, 1] if top.shape[-1] > 1 else torch.zeros_like(top1)
+    entropy = -torch.special.xlogy(probs, probs).sum(dim=-1)
+    norm_entropy = entropy / torch.log(k.clamp(min=2.0))
+    return torch.stack([top1, top1 - top2, norm_entropy, k / 255.0], dim=-1)
+
+
+class DecisionModel(nn.Module):
+    """Encoder + typed head: one logit per option marker and an act distribution per row.
+
+    ``encoder`` is any transformers base model returning ``last_hidden_state``; the head has
+    ``head_layers`` pre-norm transformer layers with ``max(1, d // 64)`` heads and a ``4d``
+    feed-forward, and ``n_act = len(act_costs) + 1`` act logits.
+    """
+
+    def __init__(self, encoder: nn.Module, *, head_layers: int, n_act: int) -> None:
+        super().__init__()
+        if isinstance(head_layers, bool) or not isinstance(head_layers, int) or head_layers < 0:
+            raise ValueError(f"head_layers must be an int >= 0, got {head_layers!r}")
+        if isinstance(n_act, bool) or not isinstance(n_act, int) or n_act < 1:
+            raise ValueError(f"n_act must be an int >= 1 (len(act_costs) + 1), got {n_act!r}")
+        d = int(encoder.config.hidden_size)
+        self.encoder = encoder
+        self.type_emb = nn.Embedding(N_TYPES, d)
+        layer = nn.TransformerEncoderLayer(
+            d_model=d, nhead=max(1, d // 64), dim_feedforward=4 * d, activation="gelu",
+            batch_first=True, norm_first=True,
+        )
+        self.head = nn.TransformerEncoder(layer, num_layers=head_layers, enable_nested_tensor=False)
+        self.scorer = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, d), nn.GELU(), nn.Linear(d, 1))
+        self.act_head = nn.Sequential(
+            nn.Linear(d + ACT_FEATURES, ACT_HIDDEN), nn.GELU(), nn.Linear(ACT_HIDDEN, n_act)
+        )
+        self.register_buffer("temperature", torch.ones(N_TYPES))
+
+    @property
+    def hidden_size(self) -> int:
+        return self.type_emb.embedding_dim
+
+    @property
+    def head_layers(self) -> int:
+        return len(self.head.layers)
+
+    @property
+    def n_act(self) -> int:
+        return self.act_head[-1].out_features
+
+    def forward(self, batch: Any) -> DecisionOutput:
+        """Score a batch with ``input_ids``, ``attention_mask``, ``type_ids``,
+        ``option_positions`` and ``option_mask`` (an :class:`~jevlaya_lab.decisions.encoding.EncodedBatch`)."""
+        attention_mask = batch.attention_mask
+        hidden = self.encoder(input_ids=batch.input_ids, attention_mask=attention_mask).last_hidden_state
+        hidden = hidden + self.type_emb(batch.type_ids)[:, None, :].to(hidden.dtype)
+        if self.head_layers:
+            hidden = self.head(hidden, src_key_padding_mask=attention_mask == 0)
+        index = batch.option_positions[:, :, None].expand(-1, -1, hidden.shape[-1])
+        markers = torch.gather(hidden, 1, index)
+        logits = self.scorer(markers).squeeze(-1).float()
+        logits = logits.masked_fill(~batch.option_mask, MASKED_LOGIT)
+        features = option_features(logits, batch.option_mask).to(hidden.dtype)
+        act_logits = self.act_head(torch.cat([hidden[:, 0], features], dim=-1)).float()
+        return DecisionOutput(logits, act_logits)
+
+
+def parameter_count(model: nn.Module) -> int:
+    """Number of parameters, for reprs and benchmarks."""
+    return sum(p.numel() for p in model.parameters())

@@ -1,0 +1,251 @@
+"""Typed questions: validation and rendering of ``choice`` / ``score`` / ``noul`` definitions.
+
+A questions mapping is an ordered ``dict`` ``question_id -> definition``. :func:`parse_questions`
+checks every definition and returns :class:`Question` objects whose option texts are already
+rendered, so encoding never has to look at user dicts again.
+
+Decisions the spec leaves open (documented here, tested in ``tests/decisions``):
+
+- Question ids are non-empty strings; definitions are dicts with a ``type`` key.
+- Unknown keys in a definition are an error (a typo such as ``"critera"`` must not be ignored).
+- ``instructions`` must not be empty or blank once rendered.
+- Choice labels are non-empty strings, ints, floats (not NaN), bools or ``None``; labels render
+  as themselves when they are strings and as one-line JSON otherwise.
+- A criterion description of ``None`` counts as empty.
+- ``noul`` ``criteria`` must name both ``true`` and ``false``; ``labels`` may name either or both
+  (a missing word keeps its default ``false`` / ``true``). ``option_order`` is not allowed for
+  ``noul``, whose two options have a fixed order.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+QUESTION_TYPES: tuple[str, ...] = ("choice", "score", "noul")
+TYPE_IDS: dict[str, int] = {name: index for index, name in enumerate(QUESTION_TYPES)}
+
+_ALLOWED_KEYS: dict[str, frozenset[str]] = {
+    "choice": frozenset({"type", "instructions", "criteria", "option_order"}),
+    "score": frozenset({"type", "instructions", "criteria", "option_order"}),
+    "noul": frozenset({"type", "instructions", "criteria", "labels"}),
+}
+_NOUL_DEFAULT_TEXT = {
+    "false": "no, the statement does not hold",
+    "true": "yes, the statement holds",
+}
+
+
+class QuestionError(ValueError):
+    """A question definition is malformed; the message starts with ``question '<id>': ``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    """One validated question with its options rendered, in the caller's order."""
+
+    id: str
+    type: str
+    instructions: str
+    labels: tuple[Any, ...]
+    """Caller-facing option keys: choice labels, score levels ``"0"..``, or ``("false", "true")``."""
+    option_texts: tuple[str, ...]
+    """Rendered option text per option, caller order (without the mask marker)."""
+    option_order: tuple[int, ...]
+    """``option_order[slot]`` is the caller index of the option placed in that slot."""
+    legend: tuple[str, ...] = ()
+    """Score only: the rendered level descriptions."""
+
+    @property
+    def type_id(self) -> int:
+        return TYPE_IDS[self.type]
+
+    @property
+    def n_options(self) -> int:
+        return len(self.labels)
+
+    @property
+    def text(self) -> str:
+        """The question line of the token row: ``"<type> question: <instructions>"``."""
+        return f"{self.type} question: {self.instructions}"
+
+
+def render_value(value: Any) -> str:
+    """Render a user value as text: strings as they are, anything else as one-line JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+
+
+def _fail(qid: Any, message: str) -> QuestionError:
+    return QuestionError(f"question {str(qid)!r}: {message}")
+
+
+def _render(qid: str, field: str, value: Any) -> str:
+    try:
+        return render_value(value)
+    except (TypeError, ValueError) as exc:
+        raise _fail(qid, f"{field} {value!r} cannot be rendered as JSON ({exc}); "
+                         "use strings, numbers, bools, lists or dicts") from None
+
+
+def _instructions(qid: str, definition: Mapping[str, Any]) -> str:
+    if "instructions" not in definition or definition["instructions"] is None:
+        raise _fail(qid, "missing 'instructions'; add the question text, "
+                         "e.g. {'instructions': 'Which team should handle this?'}")
+    text = _render(qid, "instructions", definition["instructions"])
+    if not text.strip():
+        raise _fail(qid, f"instructions {definition['instructions']!r} is empty; "
+                         "write the question the model should answer")
+    return text
+
+
+def _check_label(qid: str, label: Any) -> None:
+    if isinstance(label, str):
+        if not label.strip():
+            raise _fail(qid, f"label {label!r} is empty; use a non-blank string")
+        return
+    if label is None or isinstance(label, (bool, int)):
+        return
+    if isinstance(label, float):
+        if math.isnan(label):
+            raise _fail(qid, "label nan is not allowed (NaN never equals itself); use a string")
+        return
+    raise _fail(qid, f"label {label!r} of type {type(label).__name__} is not a hashable scalar; "
+                     "use a str, int, float, bool or None")
+
+
+def _choice_options(qid: str, criteria: Any) -> tuple[tuple[Any, ...], tuple[str, ...]]:
+    if isinstance(criteria, Mapping):
+        pairs = list(criteria.items())
+    elif isinstance(criteria, (list, tuple)):
+        pairs = [(label, None) for label in criteria]
+    else:
+        raise _fail(qid, f"criteria must be a dict label -> description or a list of labels, "
+                         f"got {type(criteria).__name__} {criteria!r}")
+    if not pairs:
+        raise _fail(qid, "criteria is empty; give at least one option label")
+    seen: set[Any] = set()
+    labels, texts = [], []
+    for label, description in pairs:
+        _check_label(qid, label)
+        if label in seen:
+            raise _fail(qid, f"duplicate label {label!r} (1, 1.0 and True count as the same "
+                             "label); make every label distinct")
+        seen.add(label)
+        label_text = _render(qid, f"label {label!r}", label)
+        desc = "" if description is None else _render(qid, f"criteria[{label!r}]", description)
+        labels.append(label)
+        texts.append(f"{label_text}: {desc}" if desc else label_text)
+    return tuple(labels), tuple(texts)
+
+
+def _score_options(qid: str, criteria: Any) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    if not isinstance(criteria, (list, tuple)):
+        raise _fail(qid, f"score criteria must be a list of level descriptions (level 0 first), "
+                         f"got {type(criteria).__name__} {criteria!r}")
+    if not criteria:
+        raise _fail(qid, "criteria is empty; give at least one level description, level 0 first")
+    legend = tuple(_render(qid, f"criteria[{i}]", level) for i, level in enumerate(criteria))
+    labels = tuple(str(i) for i in range(len(legend)))
+    texts = tuple(f"level {i}: {text}" for i, text in enumerate(legend))
+    return labels, texts, legend
+
+
+def _true_false_keys(qid: str, field: str, value: Any, *, require_both: bool) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise _fail(qid, f"{field} must be a dict keyed 'true' and 'false', "
+                         f"got {type(value).__name__} {value!r}")
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        norm = key.lower() if isinstance(key, str) else None
+        if norm not in ("true", "false"):
+            raise _fail(qid, f"{field} key {key!r} is not allowed; use only 'true' and 'false'")
+        if norm in out:
+            raise _fail(qid, f"{field} names {norm!r} twice (keys are case-insensitive)")
+        out[norm] = item
+    if require_both and set(out) != {"true", "false"}:
+        missing = sorted({"true", "false"} - set(out))
+        raise _fail(qid, f"{field} is missing {missing}; give both 'true' and 'false'")
+    return out
+
+
+def _noul_options(qid: str, definition: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    words = {"false": "false", "true": "true"}
+    if definition.get("labels") is not None:
+        for key, word in _true_false_keys(qid, "labels", definition["labels"],
+                                          require_both=False).items():
+            if not isinstance(word, str) or not word.strip():
+                raise _fail(qid, f"labels[{key!r}] = {word!r} must be a non-blank string word")
+            words[key] = word
+    texts = dict(_NOUL_DEFAULT_TEXT)
+    if definition.get("criteria") is not None:
+        for key, desc in _true_false_keys(qid, "criteria", definition["criteria"],
+                                          require_both=True).items():
+            rendered = "" if desc is None else _render(qid, f"criteria[{key!r}]", desc)
+            if rendered.strip():
+                texts[key] = rendered
+    return ("false", "true"), tuple(f"{words[k]}: {texts[k]}" for k in ("false", "true"))
+
+
+def _option_order(qid: str, value: Any, k: int) -> tuple[int, ...]:
+    if value is None:
+        return tuple(range(k))
+    if not isinstance(value, (list, tuple)) or any(
+        isinstance(i, bool) or not isinstance(i, int) for i in value
+    ):
+        raise _fail(qid, f"option_order {value!r} must be a list of option indices")
+    if sorted(value) != list(range(k)):
+        raise _fail(qid, f"option_order {list(value)!r} is not a permutation of 0..{k - 1}; "
+                         f"list every option index exactly once, e.g. {list(range(k))[::-1]}")
+    return tuple(value)
+
+
+def parse_question(qid: Any, definition: Any) -> Question:
+    """Validate one definition and render its options; raises :class:`QuestionError`."""
+    if not isinstance(qid, str) or not qid.strip():
+        raise _fail(qid, f"question ids must be non-empty strings, got {type(qid).__name__} {qid!r}")
+    if not isinstance(definition, Mapping):
+        raise _fail(qid, f"definition must be a dict with a 'type', got "
+                         f"{type(definition).__name__} {definition!r}")
+    qtype = definition.get("type")
+    if qtype not in QUESTION_TYPES:
+        raise _fail(qid, f"type {qtype!r} is not one of {list(QUESTION_TYPES)}; "
+                         "set 'type' to 'choice', 'score' or 'noul'")
+    unknown = sorted(map(str, set(definition) - _ALLOWED_KEYS[qtype]))
+    if unknown:
+        raise _fail(qid, f"unknown key(s) {unknown} for a {qtype} question; "
+                         f"allowed keys are {sorted(_ALLOWED_KEYS[qtype])}")
+    instructions = _instructions(qid, definition)
+    legend: tuple[str, ...] = ()
+    if qtype == "noul":
+        labels, texts = _noul_options(qid, definition)
+        order = (0, 1)
+    else:
+        if "criteria" not in definition or definition["criteria"] is None:
+            raise _fail(qid, f"missing 'criteria'; a {qtype} question needs its options")
+        if qtype == "choice":
+            labels, texts = _choice_options(qid, definition["criteria"])
+        else:
+            labels, texts, legend = _score_options(qid, definition["criteria"])
+        order = _option_order(qid, definition.get("option_order"), len(labels))
+    return Question(qid, qtype, instructions, labels, texts, order, legend)
+
+
+def parse_questions(questions: Any) -> tuple[Question, ...]:
+    """Validate a ``question_id -> definition`` dict, keeping its order.
+
+    Raises ``TypeError`` when ``questions`` is not a dict and :class:`QuestionError` (a
+    ``ValueError``) naming the question id for a bad definition. Already parsed questions
+    (a non-empty tuple of :class:`Question`) pass through unchanged.
+    """
+    if isinstance(questions, tuple) and questions and all(isinstance(q, Question) for q in questions):
+        return questions
+    if not isinstance(questions, Mapping):
+        raise TypeError(f"questions must be a dict question_id -> definition, got "
+                        f"{type(questions).__name__}; e.g. {{'intent': {{'type': 'choice', "
+                        "'instructions': '...', 'criteria': ['a', 'b']}}")
+    return tuple(parse_question(qid, definition) for qid, definition in questions.items())

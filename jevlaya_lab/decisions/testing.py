@@ -1,0 +1,91 @@
+"""Tiny but real decision checkpoints for tests, examples and benchmarks.
+
+:func:`make_tiny_parts` builds a seeded :class:`DecisionModel` (a BERT encoder from a config, no
+download) with a fast WordPiece tokenizer that has ``[MASK]``; :func:`make_tiny_checkpoint`
+writes the same thing as a checkpoint directory in well under a second. The weights are random,
+so answers are arbitrary but deterministic for a seed: good for testing plumbing, not quality.
+"""
+
+from __future__ import annotations
+
+import os
+import string
+from pathlib import Path
+from typing import Any
+
+from jevlaya_lab.decisions.checkpoint import Checkpoint, CheckpointConfig, save_checkpoint
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+_WORDS = """
+a an and are as at be but by can do does for from has have he her his how i if in is it its
+me my no not of on or our she so that the their them then there they this to up was we were
+what when where which who why will with would you your yes true false question choice score
+noul level hold holds statement user assistant role content message reply answer help please
+thanks thank order refund invoice bill billing account password login error bug crash slow
+price cost plan upgrade cancel delivery ship shipping late package email phone call urgent
+high low medium normal spam safe unsafe toxic polite rude happy sad angry neutral positive
+negative support sales technical english spanish french german language team route ticket
+hello hi word words turn pick last first new old today now time day state
+""".split()
+
+
+def tiny_vocab() -> list[str]:
+    """Specials, printable ASCII characters, their ``##`` continuations and a few common words."""
+    chars = [c for c in string.printable if not c.isspace()]
+    words = [w for w in dict.fromkeys(_WORDS) if w not in chars]
+    return [*SPECIAL_TOKENS, *chars, *(f"##{c}" for c in chars), *words]
+
+
+def make_tiny_tokenizer() -> Any:
+    """A transformers fast tokenizer (uncased WordPiece, BERT pre-tokenisation, ``[MASK]``)."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {token: i for i, token in enumerate(tiny_vocab())}
+    backend = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
+    backend.normalizer = normalizers.BertNormalizer(lowercase=True, strip_accents=True)
+    backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    backend.decoder = decoders.WordPiece()
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+        sep_token="[SEP]", mask_token="[MASK]",
+    )
+
+
+def make_tiny_parts(*, seed: int = 0, hidden_size: int = 32, num_layers: int = 1,
+                    num_heads: int = 2, head_layers: int = 1, act_costs: tuple[float, ...] = (1.0,),
+                    max_len: int = 128, head_max_len: int = 64,
+                    temperature: tuple[float, float, float] = (1.0, 1.0, 1.0),
+                    temperature_by_options: dict[str, float] | None = None) -> Checkpoint:
+    """Build ``(model, tokenizer, config)`` in memory with seeded random weights."""
+    import torch
+    from transformers import BertConfig, BertModel
+
+    from jevlaya_lab.decisions.model import DecisionModel
+
+    tokenizer = make_tiny_tokenizer()
+    encoder_config = BertConfig(
+        vocab_size=len(tokenizer), hidden_size=hidden_size, num_hidden_layers=num_layers,
+        num_attention_heads=num_heads, intermediate_size=2 * hidden_size,
+        max_position_embeddings=max(max_len, 16), pad_token_id=tokenizer.pad_token_id,
+    )
+    config = CheckpointConfig(
+        encoder="tiny-bert (random, jevlaya_lab.decisions.testing)", head_layers=head_layers,
+        act_costs=list(act_costs), max_len=max_len, head_max_len=head_max_len,
+        temperature=list(temperature), temperature_by_options=dict(temperature_by_options or {}),
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = DecisionModel(BertModel(encoder_config, add_pooling_layer=False),
+                              head_layers=head_layers, n_act=config.n_act)
+        # Larger scorer weights than the default init, so option probabilities are not ~uniform.
+        torch.nn.init.normal_(model.scorer[-1].weight, std=1.0)
+    model.eval()
+    return Checkpoint(model, tokenizer, config)
+
+
+def make_tiny_checkpoint(directory: str | os.PathLike[str], *, seed: int = 0, hidden_size: int = 32,
+                         **options: Any) -> Path:
+    """Write a tiny, valid checkpoint directory and return its path (see :func:`make_tiny_parts`)."""
+    model, tokenizer, config = make_tiny_parts(seed=seed, hidden_size=hidden_size, **options)
+    return save_checkpoint(directory, model, tokenizer, config)

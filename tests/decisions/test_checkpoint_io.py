@@ -1,0 +1,164 @@
+"""Checkpoint directories: strict safetensors loading, sources, errors (spec §2 "Checkpoints")."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from jevlaya_lab.decisions.checkpoint import (
+    CheckpointConfig,
+    CheckpointError,
+    CheckpointNotFoundError,
+    load_checkpoint,
+    save_checkpoint,
+)
+from jevlaya_lab.decisions.encoding import encode_requests
+from jevlaya_lab.decisions.model import DecisionModel
+from jevlaya_lab.decisions.testing import make_tiny_checkpoint, make_tiny_parts
+
+
+@pytest.fixture
+def ckpt(tmp_path: Path) -> Path:
+    return make_tiny_checkpoint(tmp_path / "ckpt", seed=3)
+
+
+def test_tiny_checkpoint_factory_writes_the_layout_well_under_a_second(tmp_path):
+    make_tiny_checkpoint(tmp_path / "warm")  # imports happen on the first call
+    started = time.perf_counter()
+    path = make_tiny_checkpoint(tmp_path / "c", seed=5)
+    assert time.perf_counter() - started < 1.0
+    for rel in ("rl_agent_config.json", "model.safetensors", "tokenizer", "encoder/config.json"):
+        assert (path / rel).exists(), rel
+
+
+def test_tiny_checkpoint_is_seeded(tmp_path):
+    a = load_file(make_tiny_checkpoint(tmp_path / "a", seed=1) / "model.safetensors")
+    b = load_file(make_tiny_checkpoint(tmp_path / "b", seed=1) / "model.safetensors")
+    c = load_file(make_tiny_checkpoint(tmp_path / "c", seed=2) / "model.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert not torch.equal(a["scorer.3.weight"], c["scorer.3.weight"])
+
+
+def test_save_then_load_gives_identical_weights_tokenizer_and_logits(tmp_path, questions):
+    model, tokenizer, config = make_tiny_parts(seed=7)
+    path = save_checkpoint(tmp_path / "rt", model, tokenizer, config)
+    loaded, tok2, config2 = load_checkpoint(path)
+    assert isinstance(loaded, DecisionModel) and not loaded.training
+    assert config2 == config
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(tensor, loaded.state_dict()[name]), name
+    batch = encode_requests(tokenizer, ["hello there"], questions, max_len=96, head_max_len=64)
+    batch2 = encode_requests(tok2, ["hello there"], questions, max_len=96, head_max_len=64)
+    assert torch.equal(batch.input_ids, batch2.input_ids)
+    with torch.inference_mode():
+        torch.testing.assert_close(model(batch).option_logits, loaded(batch2).option_logits)
+
+
+def test_weights_are_safetensors_only_pickles_are_refused(ckpt):
+    (ckpt / "model.safetensors").rename(ckpt / "pytorch_model.bin")
+    with pytest.raises(CheckpointNotFoundError, match="model.safetensors is missing.*never loaded"):
+        load_checkpoint(ckpt)
+
+
+@pytest.mark.parametrize("rel", ["rl_agent_config.json", "encoder/config.json", "tokenizer"])
+def test_missing_files_name_the_file(ckpt, rel):
+    target = ckpt / rel
+    shutil.rmtree(target) if target.is_dir() else target.unlink()
+    with pytest.raises(CheckpointNotFoundError, match=rel.split("/")[-1]):
+        load_checkpoint(ckpt)
+
+
+def test_missing_tensor_group_names_the_tensors(ckpt):
+    tensors = load_file(ckpt / "model.safetensors")
+    save_file({k: v for k, v in tensors.items() if not k.startswith("scorer.")}, ckpt / "model.safetensors")
+    with pytest.raises(CheckpointError, match=r"missing tensors \['scorer\.0\.bias'"):
+        load_checkpoint(ckpt)
+
+
+def test_shape_mismatch_names_the_tensor(ckpt):
+    config = json.loads((ckpt / "rl_agent_config.json").read_text())
+    config["act_costs"] = [1.0, 2.0, 3.0]
+    (ckpt / "rl_agent_config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match=r"tensor act_head\.2\.(weight|bias) has shape \(2(, 256)?,?\) but the config gives \(4"):
+        load_checkpoint(ckpt)
+
+
+def test_unexpected_tensors_are_an_error(ckpt):
+    config = json.loads((ckpt / "rl_agent_config.json").read_text())
+    config["head_layers"] = 0
+    (ckpt / "rl_agent_config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match=r"unexpected tensors \['head\.layers\.0"):
+        load_checkpoint(ckpt)
+
+
+def test_pooler_and_legacy_position_ids_in_the_file_are_tolerated(ckpt):
+    tensors = load_file(ckpt / "model.safetensors")
+    tensors["encoder.embeddings.position_ids"] = torch.arange(128)[None]
+    save_file(tensors, ckpt / "model.safetensors")
+    model, _, _ = load_checkpoint(ckpt)
+    assert model.encoder.pooler is None
+
+
+@pytest.mark.parametrize(("key", "value"), [("head_layers", -1), ("max_len", "512"),
+                                              ("act_costs", "cheap"), ("amp_dtype", "int8")])
+def test_bad_config_values_name_the_key_and_value(ckpt, key, value):
+    config = json.loads((ckpt / "rl_agent_config.json").read_text())
+    config[key] = value
+    (ckpt / "rl_agent_config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match=rf"{key} = {value!r} is invalid"):
+        load_checkpoint(ckpt)
+
+
+def test_unknown_config_keys_survive_a_round_trip(tmp_path):
+    config = CheckpointConfig.from_dict({"head_layers": 1, "act_costs": [1.0], "trained_on": "x"})
+    assert config.extra == {"trained_on": "x"}
+    assert config.to_dict()["trained_on"] == "x"
+    model, tok, _ = make_tiny_parts()
+    save_checkpoint(tmp_path / "k", model, tok, config)
+    assert json.loads((tmp_path / "k" / "rl_agent_config.json").read_text())["trained_on"] == "x"
+
+
+def test_bundle_subfolder_source(tmp_path):
+    make_tiny_checkpoint(tmp_path / "bundle" / "english", seed=1)
+    model, _, config = load_checkpoint((str(tmp_path / "bundle"), "english"))
+    assert config.head_layers == 1 and isinstance(model, DecisionModel)
+
+
+def test_hub_id_offline_fails_fast_naming_the_local_alternatives(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub-cache"))
+    started = time.perf_counter()
+    with pytest.raises(CheckpointNotFoundError) as info:
+        load_checkpoint("some-org/laya-checkpoint")
+    assert time.perf_counter() - started < 5
+    message = str(info.value)
+    assert "'some-org/laya-checkpoint'" in message and "HF_HUB_OFFLINE" in message
+    assert "mini-en" in message and "directory" in message
+
+
+def test_hub_repo_with_subfolder_offline_names_the_subfolder(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub-cache"))
+    with pytest.raises(CheckpointNotFoundError, match="subfolder 'english'"):
+        load_checkpoint(("some-org/laya-bundle", "english"))
+
+
+def test_a_path_that_is_neither_dir_nor_hub_id_is_not_found(tmp_path):
+    with pytest.raises(CheckpointNotFoundError, match="no checkpoint directory"):
+        load_checkpoint(str(tmp_path / "nope" / "deeper" / "x"))
+    (tmp_path / "file.txt").write_text("x")
+    with pytest.raises(CheckpointNotFoundError, match="is a file"):
+        load_checkpoint(tmp_path / "file.txt")
+
+
+def test_source_of_the_wrong_type_is_a_type_error():
+    with pytest.raises(TypeError, match="source must be"):
+        load_checkpoint(42)
+    with pytest.raises(TypeError, match=r"\(directory_or_repo, subfolder\)"):
+        load_checkpoint(("a", "b", "c"))
