@@ -48,7 +48,9 @@ SCRIPTS: tuple[str, ...] = (
 )
 _LETTER_RUN = regex.compile(r"\p{L}+")
 _SCRIPT_RUN = regex.compile(
-    "(?V1)" + "|".join(f"([\\p{{sc={name}}}&&\\p{{L}}]+)" for name in SCRIPTS) + r"|(\p{L}+)"
+    "(?V1)" + "|".join(f"([\\p{{sc={name}}}&&\\p{{L}}]+)" for name in SCRIPTS)
+    # letters of any other script; letters of the Common script (e.g. the kana length mark) count for none
+    + r"|([\p{L}--[\p{sc=Common}\p{sc=Inherited}]]+)"
 )
 _WORD = regex.compile(r"\p{L}+")
 # Sentence or line boundaries used to find a foreign sentence inside one long string.

@@ -1,0 +1,139 @@
+"""Detection (spec §4 "Detection"): script profile over string leaves, language, undecided, mixed."""
+
+import pytest
+
+from jevlaya_lab.decisions.detect import detect, guess_language, script_profile, string_leaves
+
+# One realistic support message per language: (code, dominant script, text).
+SAMPLES = [
+    ("en", "Latin", "Hello, I was charged twice for invoice 4411 and I would like a refund please."),
+    ("es", "Latin", "Hola, me cobraron dos veces la factura 4411 y quiero un reembolso, por favor."),
+    ("fr", "Latin", "Bonjour, j'ai été débité deux fois pour la facture 4411 et je voudrais un remboursement."),
+    ("de", "Latin", "Hallo, mir wurde die Rechnung 4411 zweimal berechnet und ich möchte eine Erstattung."),
+    ("it", "Latin", "Ciao, mi è stata addebitata due volte la fattura 4411 e vorrei un rimborso."),
+    ("pt", "Latin", "Olá, fui cobrado duas vezes pela fatura 4411 e gostaria de um reembolso, por favor."),
+    ("nl", "Latin", "Hallo, ik heb twee keer betaald voor factuur 4411 en ik wil graag mijn geld terug."),
+    ("sv", "Latin", "Hej, jag har debiterats två gånger för faktura 4411 och jag vill ha pengarna tillbaka."),
+    ("pl", "Latin", "Cześć, zostałem obciążony dwa razy za fakturę 4411 i proszę o zwrot pieniędzy."),
+    ("tr", "Latin", "Merhaba, 4411 numaralı fatura için iki kez ücret alındı ve para iadesi istiyorum."),
+    ("id", "Latin", "Halo, saya ditagih dua kali untuk faktur 4411 dan saya ingin pengembalian dana."),
+    ("vi", "Latin", "Xin chào, tôi bị tính phí hai lần cho hóa đơn 4411 và tôi muốn được hoàn tiền."),
+    ("fi", "Latin", "Hei, minua laskutettiin kaksi kertaa laskusta 4411 ja haluan että rahat palautetaan."),
+    ("cs", "Latin", "Dobrý den, byl jsem dvakrát naúčtován za fakturu 4411 a prosím o vrácení peněz."),
+    ("hu", "Latin", "Szia, kétszer terhelték meg a 4411-es számlát és szeretném, hogy visszatérítsék."),
+    ("ro", "Latin", "Bună ziua, am fost taxat de două ori pentru factura 4411 și aș dori o rambursare."),
+    ("ru", "Cyrillic", "Здравствуйте, с меня дважды списали деньги за счёт 4411, прошу вернуть."),
+    ("uk", "Cyrillic", "Вітаю, з мене двічі зняли гроші за рахунок 4411, прошу повернути кошти."),
+    ("el", "Greek", "Γεια σας, χρεώθηκα δύο φορές για το τιμολόγιο 4411 και θα ήθελα επιστροφή χρημάτων."),
+    ("ar", "Arabic", "مرحبا، تم خصم المبلغ مرتين للفاتورة 4411 وأريد استرداد المبلغ."),
+    ("fa", "Arabic", "سلام، برای فاکتور ۴۴۱۱ دو بار از من پول گرفته شد و می‌خواهم پولم را پس بگیرم."),
+    ("he", "Hebrew", "שלום, חויבתי פעמיים עבור חשבונית 4411 ואני רוצה החזר."),
+    ("hi", "Devanagari", "मुझसे इनवॉइस 4411 के लिए दो बार शुल्क लिया गया।"),
+    ("zh", "Han", "你好，发票4411被扣了两次款，我想要退款。"),
+    ("ja", "Hiragana", "こんにちは、請求書4411で二重に請求されました。返金をお願いします。"),
+    ("ko", "Hangul", "안녕하세요, 송장 4411에 대해 두 번 청구되었습니다. 환불해 주세요."),
+    ("th", "Thai", "สวัสดีครับ ผมถูกเรียกเก็บเงินสองครั้งสำหรับใบแจ้งหนี้ 4411"),
+]
+
+
+@pytest.mark.parametrize("code,script,text", SAMPLES, ids=[s[0] for s in SAMPLES])
+def test_detection_names_script_and_language_for_each_language(code, script, text):
+    """Spec §4: detection returns script, language and is_english for 27 languages / 10 scripts."""
+    found = detect(text)
+    assert found["script"] == script
+    assert found["language"] == code
+    assert found["is_english"] is (code == "en")
+    assert found["language_undecided"] is False
+    assert found["mixed_segment"] is None
+    assert found["script_profile"][script] == max(found["script_profile"].values())
+
+
+def test_script_profile_counts_letters_only_and_sums_to_one():
+    """Script profile = share of *letters*: digits, punctuation and emoji do not count."""
+    profile = script_profile("abc 123 !!! 🙂 где")
+    assert profile == {"Latin": 0.5, "Cyrillic": 0.5}
+    assert script_profile("12345 !!! 🙂") == {}
+
+
+def test_detection_reads_string_leaves_and_ignores_keys():
+    """Spec §4: detection reads only the string leaves of a state (keys ignored)."""
+    state = {"Тема письма": "Where is my order? It should have arrived on Monday.",
+             "Сообщение": ["I paid for express shipping and nothing has arrived yet."]}
+    found = detect(state)
+    assert found["script_profile"] == {"Latin": 1.0}
+    assert found["language"] == "en" and found["is_english"] is True
+
+
+def test_string_leaves_walks_nested_dicts_lists_and_decodes_bytes():
+    """Nested dicts/lists are read in order; bytes are decoded as UTF-8; numbers carry no text."""
+    state = {"a": [1, {"b": "uno"}, b"dos \xc3\xa9"], "c": ("tres",), "d": None, "e": 2.5}
+    assert list(string_leaves(state)) == [("$.a[1].b", "uno"), ("$.a[2]", "dos é"), ("$.c[0]", "tres")]
+
+
+def test_detection_of_a_self_referencing_state_terminates():
+    """A list that contains itself is read once instead of looping forever."""
+    state = ["Where is my refund for the order I returned last week?"]
+    state.append(state)
+    assert detect(state)["language"] == "en"
+
+
+def test_one_foreign_field_in_an_english_state_is_a_mixed_segment():
+    """Spec/issue: one non-English field in an English state counts as a mixed segment."""
+    state = {
+        "subject": "Invoice problem with my account",
+        "body": "I was charged twice for the same invoice and I want a refund for the second charge.",
+        "note": "El cliente dice que le cobraron dos veces la factura.",
+    }
+    found = detect(state)
+    assert found["language"] == "en"
+    assert found["is_english"] is False
+    assert found["mixed_segment"]["path"] == "$.note"
+    assert found["mixed_segment"]["language"] == "es"
+
+
+def test_a_foreign_script_sentence_inside_one_string_is_a_mixed_segment():
+    """A sentence in another script inside an English string is reported as mixed."""
+    found = detect("I was charged twice for the invoice and I want my money back. Меня зовут Иван Петров.")
+    assert found["script"] == "Latin" and found["language"] == "en"
+    assert found["mixed_segment"]["script"] == "Cyrillic"
+    assert found["is_english"] is False
+
+
+def test_japanese_kana_and_kanji_are_one_family_not_mixed():
+    """Han + Hiragana + Katakana together are Japanese, not a mixed state."""
+    found = detect("東京のホテルを予約しましたが、確認メールが届きません。")
+    assert found["language"] == "ja" and found["mixed_segment"] is None
+
+
+@pytest.mark.parametrize("state", ["", "   ", "4411-22 $$ 12.50", {"amount": 12.5, "ok": True}, [1, 2, 3], "🙂🙂"])
+def test_letterless_states_are_undecided(state):
+    """Spec §4: no letters → language None and language_undecided (the Router then uses the default)."""
+    found = detect(state)
+    assert found["script"] is None and found["script_profile"] == {}
+    assert found["language"] is None and found["language_undecided"] is True and found["is_english"] is False
+
+
+@pytest.mark.parametrize("text", ["refund please", "Paris", "OK", "Netflix Spotify Amazon Google"])
+def test_short_or_evidence_free_latin_text_is_honestly_undecided(text):
+    """Issue: an honest "undecided" for short text instead of a guess."""
+    found = detect(text)
+    assert found["script"] == "Latin"
+    assert found["language"] is None and found["language_undecided"] is True
+
+
+def test_guess_language_explains_itself():
+    code, why = guess_language("Je voudrais annuler ma commande de la semaine dernière, merci.")
+    assert code == "fr" and "French" in why
+    code, why = guess_language("hi")
+    assert code is None and "too few" in why
+
+
+def test_english_json_states_and_conversations_are_english():
+    """Realistic English dict and conversation states are detected as English, not mixed."""
+    email = {"from": "bob@example.com", "subject": "Can't log in",
+             "body": "I reset my password twice and the login page still says my account is locked. What should I do?"}
+    chat = [{"role": "user", "content": "Where is my order? It was supposed to arrive on Monday."},
+            {"role": "assistant", "content": "Let me check that for you."}]
+    for state in (email, chat):
+        found = detect(state)
+        assert (found["language"], found["is_english"], found["mixed_segment"]) == ("en", True, None)
