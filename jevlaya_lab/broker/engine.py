@@ -1,0 +1,447 @@
+"""``AsyncBroker``: the engine every other surface (sync facade, scopes, streams) shares.
+
+One call = one ``trace_id`` and one :class:`~jevlaya_lab.broker.budget.Budget`; each request to
+a model is an :class:`~jevlaya_lab.broker.attempt.Attempt` (a lane) with its own ``call_id`` and
+journal row. ``fastest_of=N`` runs N lanes on distinct models; the first complete answer wins,
+the rest are cancelled and journaled ``superseded``; a failed lane is refilled from models this
+call has not tried. Journal rows go to a background writer, so the hot path does no disk IO.
+
+Choices the spec leaves open (documented here): ``wait=None`` waits for a cooling or busy model
+only when it returns within 60 s; ``wait`` < 0 is a ``ValueError``; ``optimize=False`` ranks by
+registry order only (no learned wait bound, demotion or ratings); prompt and answer text are
+journaled only with ``store_text=True``; ``record_quality(trace_id=...)`` refuses to guess when
+several answers of that trace succeeded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from jevlaya_lab.broker.attempt import Attempt
+from jevlaya_lab.broker.budget import ATTEMPT_TIMEOUT_S, Budget
+from jevlaya_lab.broker.catalog import CatalogSource, fill_store
+from jevlaya_lab.broker.config import LLMConfig
+from jevlaya_lab.broker.embedded import EmbeddedServer
+from jevlaya_lab.broker.errors import NoLLMAvailableError, ProviderError
+from jevlaya_lab.broker.http import Failure, Reply, build_body, post_chat
+from jevlaya_lab.broker.keys import KeyResolver
+from jevlaya_lab.broker.pool import Caller, ModelState, Pool, utc
+from jevlaya_lab.broker.quality import Quality
+from jevlaya_lab.broker.results import LLMResult
+from jevlaya_lab.journal import JournalWriter, open_store
+from jevlaya_lab.journal.store import Store
+
+Messages = list[dict[str, Any]]
+_RECENT_CALLS = 100_000
+
+
+def check_fastest_of(fastest_of: int | None) -> int:
+    if fastest_of is None:
+        return 1
+    if isinstance(fastest_of, bool) or not isinstance(fastest_of, int) or fastest_of < 1:
+        raise ValueError(f"fastest_of={fastest_of!r}: must be None or an integer >= 1 (the "
+                         "number of models to race)")
+    return fastest_of
+
+
+def check_messages(messages: Any) -> Messages:
+    if isinstance(messages, str) or not isinstance(messages, Sequence) or not messages:
+        raise ValueError(f"messages={messages!r:.80}: must be a non-empty list of "
+                         "{'role': ..., 'content': ...} dicts (use ask() for a plain prompt)")
+    for i, m in enumerate(messages):
+        if not isinstance(m, Mapping) or "role" not in m:
+            raise ValueError(f"messages[{i}]={m!r:.80}: each message must be a dict with a "
+                             "'role' (system/user/assistant/tool) and 'content'")
+    return [dict(m) for m in messages]
+
+
+def check_prompt(prompt: Any) -> Messages:
+    if not isinstance(prompt, str) or not prompt:
+        raise ValueError(f"prompt={prompt!r:.80}: must be a non-empty string (use chat() for a "
+                         "list of messages)")
+    return [{"role": "user", "content": prompt}]
+
+
+def check_score(score: Any) -> float:
+    if isinstance(score, bool) or not isinstance(score, (int, float)) or math.isnan(score) \
+            or not 0.0 <= score <= 1.0:
+        raise ValueError(f"score={score!r}: must be a number between 0 (bad) and 1 (good)")
+    return float(score)
+
+
+class AsyncBroker:
+    """A pool of OpenAI-compatible chat models behind one async API.
+
+    ``source``: ``None`` (a per-user SQLite file), a ``.db``/``.sqlite`` path or
+    ``sqlite:///path``. ``models``: the user's own entries (``LLMConfig`` or dicts), ranked
+    before the catalog's and never touched by catalog updates. ``secrets``: ``{ref: key}``
+    used before stored keys, ``.env`` and the environment. ``catalog``: see
+    :mod:`jevlaya_lab.broker.catalog`. Use it as ``async with AsyncBroker() as broker:``.
+    """
+
+    def __init__(self, source: str | Path | None = None, *,
+                 models: Sequence[LLMConfig | Mapping[str, Any]] | None = None,
+                 secrets: Mapping[str, str] | None = None, optimize: bool = True,
+                 home: str | Path | None = None, catalog: CatalogSource = None,
+                 retention_days: float = 90.0, store_text: bool = False,
+                 dotenv: str | Path | None = None) -> None:
+        self._user_models = [LLMConfig.coerce(m) for m in models or []]
+        names = [m.name for m in self._user_models]
+        if len(set(names)) != len(names):
+            dup = sorted({n for n in names if names.count(n) > 1})
+            raise ValueError(f"models: duplicate name(s) {dup}; each entry needs its own name")
+        if retention_days <= 0:
+            raise ValueError(f"retention_days={retention_days!r}: must be a positive number")
+        self.store: Store = open_store(source, home=home)
+        self.keys = KeyResolver(self.store, secrets, Path(dotenv) if dotenv else None)
+        self._catalog = catalog
+        self._optimize = optimize
+        self._retention_days = retention_days
+        self._store_text = store_text
+        self._writer = JournalWriter(self.store)
+        self._pool: Pool | None = None
+        self._client: httpx.AsyncClient | None = None
+        self._ready_lock: asyncio.Lock | None = None
+        self._embedded = EmbeddedServer()
+        self._callers: dict[str | None, Caller] = {None: Caller()}
+        self._journaled: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._streams: set[Any] = set()  # open stream cores, closed with the broker
+        self.closed = False
+
+    # lifecycle -------------------------------------------------------------------------------
+    async def __aenter__(self) -> AsyncBroker:
+        await self._ready()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    async def _ready(self) -> Pool:
+        if self.closed:
+            raise RuntimeError("this broker is closed; create a new one")
+        if self._pool is not None:
+            return self._pool
+        if self._ready_lock is None:
+            self._ready_lock = asyncio.Lock()
+        async with self._ready_lock:
+            if self._pool is None:
+                self._pool = await asyncio.to_thread(self._build_pool)
+                self._client = httpx.AsyncClient(
+                    timeout=httpx.Timeout(connect=10.0, read=None, write=30.0, pool=None),
+                    limits=httpx.Limits(max_connections=256, max_keepalive_connections=64))
+        return self._pool
+
+    def _build_pool(self) -> Pool:
+        fill_store(self.store, self._catalog)
+        if self._user_models:
+            self.store.put_user_models([m.to_dict() for m in self._user_models])
+        self.store.purge(self._retention_days)
+        mine = {m.name for m in self._user_models}
+        entries = [LLMConfig.coerce({k: v for k, v in row.items() if k != "origin"})
+                   for row in self.store.registry()]
+        # the user's entries of this broker first, in the order given
+        entries.sort(key=lambda e: (e.name not in mine, names_index(self._user_models, e.name)))
+        return Pool(entries, self.keys, Quality(self.store.rating_totals()),
+                    optimize=self._optimize)
+
+    async def aclose(self) -> None:
+        """Close open streams, wait for journal writes, then close HTTP, servers and storage."""
+        if self.closed:
+            return
+        self.closed = True
+        for core in list(self._streams):
+            await core.aclose()
+        await asyncio.to_thread(self._writer.close)
+        if self._client is not None:
+            await self._client.aclose()
+        await asyncio.to_thread(self._embedded.stop)
+        self.store.close()
+
+    # public calls ------------------------------------------------------------------------------
+    async def ask(self, prompt: str, *, operation: str | None = None,
+                  trace_id: str | None = None, wait: float | None = None,
+                  fastest_of: int | None = None, **params: Any) -> LLMResult:
+        """One routed answer to ``prompt``; extra keyword args (max_tokens, temperature, ...)
+        go to the provider."""
+        return await self._complete(self._callers[None], check_prompt(prompt), None, operation,
+                                    trace_id, wait, fastest_of, params)
+
+    async def chat(self, messages: Messages, *, tools: list[dict[str, Any]] | None = None,
+                   operation: str | None = None, trace_id: str | None = None,
+                   wait: float | None = None, fastest_of: int | None = None,
+                   **params: Any) -> LLMResult:
+        """One routed answer to a conversation; with ``tools`` the answer may be tool calls."""
+        return await self._complete(self._callers[None], check_messages(messages), tools,
+                                    operation, trace_id, wait, fastest_of, params)
+
+    def stream(self, prompt: str, *, operation: str | None = None, trace_id: str | None = None,
+               wait: float | None = None, fastest_of: int | None = None,
+               stream_selection_window: float = 1.0, **params: Any) -> Any:
+        """An async stream of text deltas (see :mod:`jevlaya_lab.broker.streaming`)."""
+        from jevlaya_lab.broker.streaming import AsyncStream
+
+        return AsyncStream(self, self._callers[None], check_prompt(prompt), operation=operation,
+                           trace_id=trace_id, wait=wait, fastest_of=fastest_of,
+                           window=stream_selection_window, params=params)
+
+    def for_scope(self, scope: str) -> Any:
+        from jevlaya_lab.broker.scoped import AsyncScopedBroker
+
+        if not isinstance(scope, str) or not scope or "/" in scope:
+            raise ValueError(f"scope={scope!r}: must be a non-empty string without '/'")
+        return AsyncScopedBroker(self, self._callers.setdefault(scope, Caller(scope)))
+
+    def direct(self, name: str) -> Any:
+        from jevlaya_lab.broker.direct import AsyncDirect
+
+        return AsyncDirect(self, name)
+
+    async def record_quality(self, score: float, *, call_id: str | None = None,
+                             trace_id: str | None = None) -> None:
+        """Rate a past call by ``call_id`` (or by ``trace_id`` when exactly one attempt of it
+        succeeded)."""
+        if (call_id is None) == (trace_id is None):
+            raise ValueError("record_quality needs exactly one of call_id=... or trace_id=...")
+        if call_id is None:
+            call_id = await self._call_of_trace(trace_id)  # type: ignore[arg-type]
+        await asyncio.to_thread(self._rate, call_id, score)
+
+    async def calls(self, **filters: Any) -> list[dict[str, Any]]:
+        """Journal rows (one per attempt), oldest first; filters: call_id, trace_id, llm_name,
+        operation, scope, status, since (ISO time), limit."""
+        await asyncio.to_thread(self._writer.flush)
+        return await asyncio.to_thread(lambda: self.store.attempts(**filters))
+
+    async def ratings(self, **filters: Any) -> list[dict[str, Any]]:
+        await asyncio.to_thread(self._writer.flush)
+        return await asyncio.to_thread(lambda: self.store.ratings(**filters))
+
+    async def stats(self, *, operation: str | None = None,
+                    since: str | None = None) -> dict[str, dict[str, Any]]:
+        """Per model: attempts, counts per status, latency p50/p95 (ms), ratings and priority."""
+        from jevlaya_lab.broker.report import summarize
+
+        pool = await self._ready()
+        rows = await self.calls(operation=operation, since=since)
+        return summarize(rows, pool, operation)
+
+    async def snapshot(self) -> dict[str, dict[str, Any]]:
+        """Pool state per model: cooldown, slots, disabled, demotions, whether a key resolves."""
+        from jevlaya_lab.broker.report import pool_snapshot
+
+        return pool_snapshot(await self._ready(), self._callers[None])
+
+    async def disable_llm(self, name: str) -> None:
+        self._state(await self._ready(), name).disabled = True
+
+    async def enable_llm(self, name: str) -> None:
+        self._state(await self._ready(), name).disabled = False
+
+    async def store_key(self, ref: str, value: str | None) -> None:
+        """Keep a key in this broker's database (``None`` deletes it)."""
+        await asyncio.to_thread(self.store.set_key, ref, value)
+
+    @property
+    def llm_names(self) -> list[str]:
+        return list(self._pool.states) if self._pool else []
+
+    def __repr__(self) -> str:
+        return (f"<AsyncBroker {self.store.location} models={len(self.llm_names)} "
+                f"{'closed' if self.closed else 'open'}>")
+
+    # the routed call ---------------------------------------------------------------------------
+    async def _complete(self, caller: Caller, messages: Messages,
+                        tools: list[dict[str, Any]] | None, operation: str | None,
+                        trace_id: str | None, wait: float | None, fastest_of: int | None,
+                        params: Mapping[str, Any]) -> LLMResult:
+        budget = Budget(wait)
+        lanes_wanted = check_fastest_of(fastest_of)
+        pool = await self._ready()
+        trace_id = trace_id or uuid.uuid4().hex
+        queue_until = time.monotonic() + ATTEMPT_TIMEOUT_S
+        excluded: set[str] = set()
+        errors: list[BaseException] = []
+        last_rejection: ProviderError | None = None
+        running: dict[asyncio.Task[Reply], Attempt] = {}
+        try:
+            while True:
+                pick = None
+                while len(running) < lanes_wanted:
+                    busy = excluded | {a.llm_name for a in running.values()}
+                    try:
+                        pick = pool.pick(caller, busy, operation, budget.wait)
+                    except NoLLMAvailableError as exc:
+                        if running:
+                            break
+                        if exc.reason == "excluded" and last_rejection is not None:
+                            raise last_rejection from None
+                        exc.errors = tuple(errors)
+                        raise
+                    if not pick.ready or budget.expired():
+                        break
+                    attempt = self._attempt(pick.ready[0], caller, trace_id, operation, budget,
+                                            messages)
+                    body = build_body(attempt.state.entry.model, messages, stream=False,
+                                      tools=tools, params=params)
+                    task = asyncio.ensure_future(self._run_lane(attempt, caller, body, budget))
+                    running[task] = attempt
+                if not running:
+                    await self._queue(pool, pick, budget, queue_until, errors)
+                    continue
+                done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    attempt = running.pop(task)
+                    exc = task.exception()
+                    if exc is None:
+                        return self._result(attempt, task.result())
+                    errors.append(exc)
+                    if isinstance(exc, ProviderError) and exc.status is not None \
+                            and 400 <= exc.status < 500 and exc.status not in (429,):
+                        excluded.add(attempt.llm_name)
+                        last_rejection = exc
+        finally:
+            for task, attempt in running.items():
+                attempt.cancel_status = "superseded"
+                task.cancel()
+            if running:
+                await asyncio.gather(*running, return_exceptions=True)
+
+    async def _queue(self, pool: Pool, pick: Any, budget: Budget, queue_until: float,
+                     errors: list[BaseException]) -> None:
+        """Nothing can start now: wait for a slot or a cooldown within the budget, or raise."""
+        retry_at = pick.retry_at if pick is not None else None
+        left = budget.remaining() if budget.limited else queue_until - time.monotonic()
+        coming = (retry_at - time.time()) if retry_at else 0.0
+        if not budget.queues or left is None or left <= 0 or coming > left:
+            raise NoLLMAvailableError(
+                "no model could answer in time"
+                + (f"; the first cooling model returns at {utc(retry_at):%H:%M:%S} UTC"
+                   if retry_at else "")
+                + (f" (wait={budget.wait:g})" if budget.wait is not None else ""),
+                reason="timeout", retry_at=utc(retry_at), errors=tuple(errors))
+        await pool.changed(min(left, coming) if coming > 0 else left)
+
+    def _attempt(self, state: ModelState, caller: Caller, trace_id: str,
+                 operation: str | None, budget: Budget, messages: Messages) -> Attempt:
+        prompt_text = None
+        if self._store_text:
+            prompt_text = "\n".join(str(m.get("content") or "") for m in messages)
+        return Attempt(state, self._pool, self._journal_row,  # type: ignore[arg-type]
+                       trace_id=trace_id, operation=operation, scope=caller.scope,
+                       budget_ms=budget.budget_ms, prompt_text=prompt_text)
+
+    async def _run_lane(self, attempt: Attempt, caller: Caller, body: dict[str, Any],
+                        budget: Budget) -> Reply:
+        """One non-streaming attempt; failures are applied to the pool and raised as
+        ``ProviderError``; a cancellation journals ``attempt.cancel_status``."""
+        timeout = budget.attempt_timeout()
+        try:
+            url, key = await self._endpoint(attempt.state, caller)
+            async with asyncio.timeout(timeout):
+                reply = await post_chat(self._client, url, key, body)  # type: ignore[arg-type]
+        except Failure as failure:
+            raise self._failed(attempt, caller, failure) from None
+        except TimeoutError:
+            failure = self._timed_out(attempt, budget, timeout)
+            raise failure.to_error(attempt.llm_name) from None
+        except BaseException:
+            attempt.finish(attempt.cancel_status)
+            raise
+        self._pool.succeeded(attempt.llm_name)  # type: ignore[union-attr]
+        attempt.succeed(reply)
+        return reply
+
+    def _failed(self, attempt: Attempt, caller: Caller, failure: Failure) -> ProviderError:
+        until = self._pool.failed(attempt.llm_name, failure, caller)  # type: ignore[union-attr]
+        attempt.fail(failure, until)
+        return failure.to_error(attempt.llm_name)
+
+    def _timed_out(self, attempt: Attempt, budget: Budget, timeout: float) -> Failure:
+        """Nothing (or not all) arrived in time: a model that sent nothing is cooled; either
+        way the missed ``wait`` steers the next equally short request away."""
+        pool = self._pool
+        assert pool is not None
+        if budget.limited:
+            pool.missed_wait(attempt.llm_name, budget.wait)  # type: ignore[arg-type]
+        started = attempt.started_answer
+        failure = Failure("unavailable" if not started else "interrupted",
+                          f"no {'complete ' if started else ''}answer within {timeout:.3g} s")
+        until = None if started else pool.cool(attempt.llm_name, 60.0)
+        attempt.fail(failure, until)
+        return failure
+
+    async def _endpoint(self, state: ModelState, caller: Caller) -> tuple[str, str | None]:
+        pool = self._pool
+        assert pool is not None
+        _, key = pool.key_for(state, caller)
+        if state.entry.is_local:
+            local = [s.entry for s in pool.states.values() if s.entry.is_local]
+            return await self._embedded.base_url(local), key
+        return state.entry.base_url.rstrip("/"), key
+
+    def _result(self, attempt: Attempt, reply: Reply | None = None) -> LLMResult:
+        return LLMResult(text=attempt.text, llm_name=attempt.llm_name, call_id=attempt.call_id,
+                         trace_id=attempt.trace_id, usage=dict(attempt.usage),
+                         tool_calls=list(attempt.tool_calls),
+                         finish_reason=attempt.finish_reason, operation=attempt.operation,
+                         _rate=self._rate)
+
+    # journal and ratings -----------------------------------------------------------------------
+    def _journal_row(self, row: dict[str, Any]) -> None:
+        self._journaled[row["call_id"]] = {k: row[k] for k in (
+            "trace_id", "llm_name", "operation", "scope", "status")}
+        if len(self._journaled) > _RECENT_CALLS:
+            self._journaled.popitem(last=False)
+        self._writer.attempt(row)
+
+    def _rate(self, call_id: str, score: float) -> None:
+        """Journal a rating of ``call_id`` and feed it to quality learning (any thread)."""
+        score = check_score(score)
+        info = self._journaled.get(call_id)
+        if info is None:
+            self._writer.flush()
+            rows = self.store.attempts(call_id=call_id)
+            info = rows[0] if rows else None
+        if info is None:
+            raise ValueError(f"call_id={call_id!r}: no journaled answer with this id (yet); rate "
+                             "an answer after it has ended, using the id of this broker's "
+                             "result or stream")
+        if self._pool is not None:
+            self._pool.quality.add(info["llm_name"], info["operation"], score)
+        from datetime import UTC, datetime
+
+        self._writer.rating({"call_id": call_id, "trace_id": info["trace_id"],
+                             "llm_name": info["llm_name"], "operation": info["operation"],
+                             "scope": info["scope"], "score": score,
+                             "rated_at": datetime.now(UTC).isoformat()})
+
+    async def _call_of_trace(self, trace_id: str) -> str:
+        rows = [r for r in await self.calls(trace_id=trace_id) if r["status"] == "ok"]
+        if len(rows) != 1:
+            ids = [r["call_id"] for r in rows]
+            raise ValueError(f"trace_id={trace_id!r}: {len(rows)} successful answers "
+                             f"{ids if ids else ''}; rate by call_id (the result's or stream's "
+                             "record_quality) so the rating names the answer that was shown")
+        return str(rows[0]["call_id"])
+
+    def _state(self, pool: Pool, name: str) -> ModelState:
+        if name not in pool.states:
+            raise KeyError(f"llm name {name!r} is not in the registry; known: "
+                           f"{', '.join(pool.states) or '(none)'}")
+        return pool.states[name]
+
+
+def names_index(models: list[LLMConfig], name: str) -> int:
+    for i, m in enumerate(models):
+        if m.name == name:
+            return i
+    return 0

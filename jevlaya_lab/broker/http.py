@@ -1,0 +1,234 @@
+"""The wire: OpenAI-compatible Chat Completions over one shared ``httpx.AsyncClient``.
+
+Every provider outcome is classified here into a :class:`Failure` (the failure table of spec §3)
+or a :class:`Reply`; the engine decides what a failure does to the pool.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from jevlaya_lab.broker.errors import (
+    AuthError,
+    InvalidProviderResponseError,
+    ProviderError,
+    RateLimitError,
+)
+from jevlaya_lab.broker.keys import redact
+from jevlaya_lab.journal.rows import MAX_DETAIL
+
+# kind -> journal status
+_STATUS = {"rate_limited": "rate_limited", "unavailable": "unavailable", "auth": "error",
+           "rejected": "error", "invalid": "error", "interrupted": "error"}
+
+
+@dataclass
+class Failure(Exception):
+    """One attempt's classified failure.
+
+    kinds: ``rate_limited`` (429/503: cooldown from Retry-After, doubling), ``unavailable`` (other
+    5xx, transport errors, nothing within the time allowed: cooldown 60 s), ``invalid`` (garbage
+    or empty 200: cooldown 60 s), ``auth`` (401/403: drop the key for the caller), ``rejected``
+    (other 4xx: excluded for this call), ``interrupted`` (a stream broke after its first delta).
+    """
+
+    kind: str
+    detail: str
+    status: int | None = None
+    retry_after: float | None = None
+
+    def __str__(self) -> str:
+        return f"{self.kind} (HTTP {self.status}): {self.detail}" if self.status else \
+            f"{self.kind}: {self.detail}"
+
+    @property
+    def journal_status(self) -> str:
+        return _STATUS[self.kind]
+
+    def to_error(self, llm_name: str) -> ProviderError:
+        cls = {"auth": AuthError, "rate_limited": RateLimitError,
+               "invalid": InvalidProviderResponseError}.get(self.kind, ProviderError)
+        return cls(f"{llm_name}: {self}", status=self.status, llm_name=llm_name,
+                   retry_after=self.retry_after)
+
+
+@dataclass
+class Reply:
+    """A complete answer."""
+
+    text: str
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    usage: dict[str, int] = field(default_factory=dict)
+    finish_reason: str | None = None
+
+
+def build_body(model: str, messages: list[dict[str, Any]], *, stream: bool,
+               tools: list[dict[str, Any]] | None = None,
+               params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": model, "messages": messages, **(params or {})}
+    if tools:
+        body["tools"] = tools
+    if stream:
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+    return body
+
+
+def headers_for(key: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after")
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _detail(text: str, key: str | None) -> str:
+    return redact(text.strip().replace("\n", " "), key)[:MAX_DETAIL]
+
+
+def error_detail(body: bytes, key: str | None) -> str:
+    """The provider's error message (OpenAI-style ``{"error": {"message": ...}}`` or raw text)."""
+    text = body.decode("utf-8", errors="replace")
+    try:
+        data = json.loads(text)
+        err = data.get("error", data) if isinstance(data, dict) else data
+        text = err.get("message", text) if isinstance(err, dict) else str(err)
+    except ValueError:
+        pass
+    return _detail(text, key)
+
+
+def classify_status(response: httpx.Response, body: bytes, key: str | None) -> Failure:
+    status = response.status_code
+    detail = error_detail(body, key)
+    if status in (429, 503):
+        return Failure("rate_limited" if status == 429 else "unavailable", detail, status,
+                       _retry_after(response))
+    if status >= 500:
+        return Failure("unavailable", detail, status)
+    if status in (401, 403):
+        return Failure("auth", detail, status)
+    return Failure("rejected", detail, status)
+
+
+def transport_failure(exc: BaseException, key: str | None) -> Failure:
+    return Failure("unavailable", _detail(f"{type(exc).__name__}: {exc}", key))
+
+
+def parse_reply(body: bytes, key: str | None) -> Reply:
+    """A non-streaming 200 body -> Reply, or an ``invalid`` Failure (garbage or empty)."""
+    try:
+        data = json.loads(body)
+        choice = data["choices"][0]
+        message = choice["message"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise Failure("invalid", "200 whose body is not a chat completion: "
+                      + _detail(body[:120].decode("utf-8", "replace"), key), 200) from None
+    text = message.get("content") or ""
+    tool_calls = message.get("tool_calls") or []
+    if not text and not tool_calls:
+        raise Failure("invalid", "200 with neither text nor tool calls", 200)
+    return Reply(text, tool_calls, _usage(data.get("usage")), choice.get("finish_reason"))
+
+
+def _usage(raw: Any) -> dict[str, int]:
+    if not isinstance(raw, dict):
+        return {}
+    return {k: int(v) for k, v in raw.items() if isinstance(v, (int, float))
+            and k in ("prompt_tokens", "completion_tokens", "total_tokens")}
+
+
+async def post_chat(client: httpx.AsyncClient, url: str, key: str | None,
+                    body: dict[str, Any]) -> Reply:
+    """One non-streaming request; raises :class:`Failure`."""
+    try:
+        response = await client.post(f"{url}/chat/completions", json=body,
+                                     headers=headers_for(key))
+    except httpx.HTTPError as exc:
+        raise transport_failure(exc, key) from None
+    if response.status_code != 200:
+        raise classify_status(response, response.content, key)
+    return parse_reply(response.content, key)
+
+
+@dataclass
+class Delta:
+    """One SSE chunk's payload: text, tool-call fragments, usage, finish reason."""
+
+    text: str = ""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    usage: dict[str, int] | None = None
+    finish_reason: str | None = None
+
+
+async def open_stream(client: httpx.AsyncClient, url: str, key: str | None,
+                      body: dict[str, Any]) -> httpx.Response:
+    """Send a streaming request and return the open 200 response (raises :class:`Failure`)."""
+    request = client.build_request("POST", f"{url}/chat/completions", json=body,
+                                   headers=headers_for(key))
+    try:
+        response = await client.send(request, stream=True)
+    except httpx.HTTPError as exc:
+        raise transport_failure(exc, key) from None
+    if response.status_code != 200:
+        try:
+            content = await response.aread()
+        except httpx.HTTPError:
+            content = b""
+        finally:
+            await response.aclose()
+        raise classify_status(response, content, key)
+    return response
+
+
+async def read_deltas(response: httpx.Response, key: str | None) -> AsyncIterator[Delta]:
+    """Parse the SSE body into :class:`Delta` objects; a body that ends without ``[DONE]`` or a
+    finish reason, or a transport error, raises an ``unavailable`` Failure."""
+    finished = False
+    try:
+        async for line in response.aiter_lines():
+            if not line.startswith("data:"):
+                continue
+            data = line[5:].strip()
+            if data == "[DONE]":
+                return
+            try:
+                chunk = json.loads(data)
+                choices = chunk.get("choices") or []
+            except (ValueError, AttributeError):
+                raise Failure("invalid", "stream chunk is not JSON: " + _detail(data[:120], key),
+                              200) from None
+            delta = Delta(usage=_usage(chunk.get("usage")) or None)
+            if choices:
+                piece = choices[0].get("delta") or {}
+                delta.text = piece.get("content") or ""
+                delta.tool_calls = piece.get("tool_calls") or []
+                delta.finish_reason = choices[0].get("finish_reason")
+                finished = finished or delta.finish_reason is not None
+            yield delta
+    except httpx.HTTPError as exc:
+        raise transport_failure(exc, key) from None
+    if not finished:
+        raise Failure("unavailable", "the stream ended without [DONE] (connection cut)")
+
+
+def merge_tool_calls(acc: list[dict[str, Any]], fragments: list[dict[str, Any]]) -> None:
+    """Fold streamed tool-call fragments (by ``index``) into complete tool calls."""
+    for frag in fragments:
+        i = frag.get("index", len(acc))
+        while len(acc) <= i:
+            acc.append({"id": None, "type": "function", "function": {"name": "", "arguments": ""}})
+        call = acc[i]
+        call["id"] = frag.get("id") or call["id"]
+        fn = frag.get("function") or {}
+        call["function"]["name"] += fn.get("name") or ""
+        call["function"]["arguments"] += fn.get("arguments") or ""

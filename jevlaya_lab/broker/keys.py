@@ -1,0 +1,71 @@
+"""Key resolution: which API key a caller uses for an entry's ``api_key_ref``.
+
+For a caller with a scope, ``<scope>/<REF>`` is looked up first, then ``<REF>``; each name is
+looked up in the ``secrets=`` mapping, the keys the user stored in the database, a ``.env`` file
+in the working directory, then the environment. Keys from the environment or ``.env`` are never
+written to the database. Keys stay inside this module and the HTTP headers: ``redact`` scrubs
+them (and anything key-shaped) from provider messages before they reach rows or exceptions.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from jevlaya_lab.journal.store import Store
+
+_KEY_SHAPED = re.compile(r"\b(sk|pk|rk|gsk|xai|Bearer)([-_ ])[A-Za-z0-9*._-]{6,}")
+
+
+def read_dotenv(path: Path) -> dict[str, str]:
+    """Parse ``KEY=VALUE`` lines (``export`` and quotes allowed, ``#`` comments skipped)."""
+    values: dict[str, str] = {}
+    if not path.is_file():
+        return values
+    for line in path.read_text("utf-8", errors="replace").splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        name, _, value = line.removeprefix("export ").partition("=")
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        values[name.strip()] = value
+    return values
+
+
+class KeyResolver:
+    """Looks keys up for a scope; one instance per broker, shared by its scoped callers."""
+
+    def __init__(self, store: Store, secrets: Mapping[str, str] | None = None,
+                 dotenv: Path | None = None) -> None:
+        self._store = store
+        self._secrets = dict(secrets or {})
+        self._dotenv = read_dotenv(dotenv if dotenv is not None else Path.cwd() / ".env")
+
+    def resolve(self, ref: str, scope: str | None = None) -> str | None:
+        names = [f"{scope}/{ref}", ref] if scope else [ref]
+        for name in names:
+            for lookup in (self._secrets.get, self._store.get_key, self._dotenv.get,
+                           os.environ.get):
+                value = lookup(name)
+                if value:
+                    return value
+        return None
+
+    def known_values(self) -> list[str]:
+        """Every key this resolver could hand out from memory (for redaction)."""
+        return [v for v in (*self._secrets.values(), *self._dotenv.values()) if len(v) >= 6]
+
+    def __repr__(self) -> str:
+        return f"KeyResolver({len(self._secrets)} secrets, store={self._store!r})"
+
+
+def redact(text: str, *keys: str | None) -> str:
+    """``text`` with every given key and every key-shaped token replaced by ``***``."""
+    for key in keys:
+        if key and len(key) >= 4:
+            text = text.replace(key, "***")
+    return _KEY_SHAPED.sub(lambda m: m.group(1) + m.group(2) + "***", text)

@@ -1,0 +1,177 @@
+"""Pool state and ranking: cooldowns, dropped keys, slots, learned wait bounds, demotion.
+
+All methods run on the broker's event loop (no locks needed). Ranking key, in order
+(spec §3): over the learned wait bound, demoted for this operation, priority, registry order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from jevlaya_lab.broker.config import LLMConfig
+from jevlaya_lab.broker.errors import NoLLMAvailableError
+from jevlaya_lab.broker.http import Failure
+from jevlaya_lab.broker.keys import KeyResolver
+from jevlaya_lab.broker.quality import Quality
+
+DEFAULT_COOLDOWN_S = 60.0
+MAX_COOLDOWN_S = 3600.0
+WAIT_MEMORY_S = 600.0  # a missed wait steers equally short requests away for 10 minutes
+
+
+@dataclass
+class ModelState:
+    entry: LLMConfig
+    order: int
+    cooldown_until: float = 0.0  # time.time()
+    consecutive: int = 0
+    in_flight: int = 0
+    disabled: bool = False
+    missed_waits: list[tuple[float, float]] = field(default_factory=list)  # (wait, monotonic)
+
+    def cooling(self, now: float) -> bool:
+        return self.cooldown_until > now
+
+
+@dataclass
+class Caller:
+    """Who is calling: a scope (``None`` for the broker itself) and the keys it lost to 401/403."""
+
+    scope: str | None = None
+    dropped: set[str] = field(default_factory=set)  # model names whose key was refused
+
+
+@dataclass
+class Pick:
+    """What the pool can offer a call right now."""
+
+    ready: list[ModelState]  # ranked, not cooling, with a free slot
+    waiting: list[ModelState]  # candidates that are cooling or full
+    retry_at: float | None  # earliest cooldown end among the cooling ones (time.time())
+
+
+def utc(ts: float | None) -> datetime | None:
+    return datetime.fromtimestamp(ts, UTC) if ts else None
+
+
+class Pool:
+    def __init__(self, entries: list[LLMConfig], keys: KeyResolver, quality: Quality,
+                 *, optimize: bool = True) -> None:
+        self.keys = keys
+        self.quality = quality
+        self.optimize = optimize
+        self.states: dict[str, ModelState] = {e.name: ModelState(e, i)
+                                              for i, e in enumerate(entries)}
+        self._waiters: set[asyncio.Future[None]] = set()
+
+    # candidates and ranking -------------------------------------------------------------------
+    def key_for(self, state: ModelState, caller: Caller) -> tuple[bool, str | None]:
+        """(usable, key): an entry without ``api_key_ref`` needs no key."""
+        if state.entry.name in caller.dropped:
+            return False, None
+        if state.entry.api_key_ref is None:
+            return True, None
+        key = self.keys.resolve(state.entry.api_key_ref, caller.scope)
+        return key is not None, key
+
+    def pick(self, caller: Caller, exclude: set[str], operation: str | None,
+             wait: float | None) -> Pick:
+        """Rank what may serve this call; raise ``NoLLMAvailableError`` when nothing ever can."""
+        states = list(self.states.values())
+        if not states:
+            raise NoLLMAvailableError("the pool is empty: add models (models=[...]) or use the "
+                                      "packaged catalog", reason="empty_pool")
+        enabled = [s for s in states if not s.disabled]
+        if not enabled:
+            raise NoLLMAvailableError(f"every model is disabled ({', '.join(self.states)}); call "
+                                      "enable_llm(name)", reason="all_disabled")
+        keyed = [s for s in enabled if self.key_for(s, caller)[0]]
+        if not keyed:
+            refs = sorted({s.entry.api_key_ref or "" for s in enabled} - {""})
+            raise NoLLMAvailableError(
+                f"no key for any enabled model (scope={caller.scope!r}); set one of "
+                f"{', '.join(refs)} in the environment, a .env file, secrets= or the database",
+                reason="no_keys")
+        candidates = [s for s in keyed if s.entry.name not in exclude]
+        if not candidates:
+            raise NoLLMAvailableError(
+                f"every model was tried or ruled out for this call ({', '.join(sorted(exclude))})",
+                reason="excluded")
+        now = time.time()
+        ready = [s for s in candidates if not s.cooling(now) and s.in_flight < s.entry.parallel]
+        waiting = [s for s in candidates if s not in ready]
+        cooling = [s.cooldown_until for s in waiting if s.cooling(now)]
+        return Pick(self.rank(ready, operation, wait), waiting, min(cooling) if cooling else None)
+
+    def rank(self, states: list[ModelState], operation: str | None,
+             wait: float | None) -> list[ModelState]:
+        if not self.optimize:
+            return sorted(states, key=lambda s: s.order)
+        return sorted(states, key=lambda s: (
+            self.over_wait_bound(s, wait), self.quality.demoted(s.entry.name, operation),
+            -self.quality.priority(s.entry.name, operation, s.entry.weight), s.order))
+
+    def over_wait_bound(self, state: ModelState, wait: float | None) -> bool:
+        if not wait or wait <= 0:
+            return False
+        horizon = time.monotonic() - WAIT_MEMORY_S
+        state.missed_waits = [(w, t) for w, t in state.missed_waits if t > horizon]
+        return any(wait <= w for w, _ in state.missed_waits)
+
+    # outcomes ----------------------------------------------------------------------------------
+    def succeeded(self, name: str) -> None:
+        state = self.states[name]
+        state.consecutive = 0
+
+    def failed(self, name: str, failure: Failure, caller: Caller) -> float | None:
+        """Apply the failure table; returns the cooldown end (time.time()) if one was set."""
+        state = self.states[name]
+        if failure.kind == "auth":
+            caller.dropped.add(name)
+            return None
+        if failure.kind in ("rejected", "interrupted"):
+            return None
+        state.consecutive += 1
+        if failure.kind == "rate_limited" or failure.status == 503:
+            base = failure.retry_after if failure.retry_after is not None else DEFAULT_COOLDOWN_S
+            seconds = min(MAX_COOLDOWN_S, base * 2 ** (state.consecutive - 1))
+        else:
+            seconds = DEFAULT_COOLDOWN_S
+        return self.cool(name, seconds)
+
+    def cool(self, name: str, seconds: float) -> float:
+        state = self.states[name]
+        state.cooldown_until = max(state.cooldown_until, time.time() + seconds)
+        self.notify()
+        return state.cooldown_until
+
+    def missed_wait(self, name: str, wait: float) -> None:
+        self.states[name].missed_waits.append((wait, time.monotonic()))
+
+    # slots -------------------------------------------------------------------------------------
+    def acquire(self, name: str) -> None:
+        self.states[name].in_flight += 1
+
+    def release(self, name: str) -> None:
+        self.states[name].in_flight -= 1
+        self.notify()
+
+    def notify(self) -> None:
+        for fut in self._waiters:
+            if not fut.done():
+                fut.set_result(None)
+        self._waiters.clear()
+
+    async def changed(self, timeout: float | None) -> None:
+        """Return when a slot frees or a cooldown changes, or after ``timeout`` seconds."""
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters.add(fut)
+        try:
+            await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            pass
+        finally:
+            self._waiters.discard(fut)

@@ -1,0 +1,62 @@
+"""Read-only views of the pool and the journal: ``stats()`` and ``snapshot()``."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from jevlaya_lab.broker.pool import Caller, Pool, utc
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
+
+
+def summarize(rows: list[dict[str, Any]], pool: Pool,
+              operation: str | None) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for name in pool.states:
+        out[name] = {"attempts": 0, "statuses": {}, "latency_ms_p50": None,
+                     "latency_ms_p95": None}
+    latencies: dict[str, list[float]] = {}
+    for row in rows:
+        entry = out.setdefault(row["llm_name"], {"attempts": 0, "statuses": {}})
+        entry["attempts"] += 1
+        entry["statuses"][row["status"]] = entry["statuses"].get(row["status"], 0) + 1
+        if row["status"] == "ok" and row["latency_ms"] is not None:
+            latencies.setdefault(row["llm_name"], []).append(row["latency_ms"])
+    for name, entry in out.items():
+        lat = latencies.get(name, [])
+        entry["latency_ms_p50"] = _percentile(lat, 0.5)
+        entry["latency_ms_p95"] = _percentile(lat, 0.95)
+        n, total = pool.quality.counts(name, operation)
+        entry["ratings"] = n
+        entry["mean_rating"] = total / n if n else None
+        state = pool.states.get(name)
+        if state is not None:
+            entry["priority"] = pool.quality.priority(name, operation, state.entry.weight)
+            entry["demoted"] = pool.quality.demoted(name, operation)
+    return out
+
+
+def pool_snapshot(pool: Pool, caller: Caller) -> dict[str, dict[str, Any]]:
+    now = time.time()
+    out = {}
+    for name, s in pool.states.items():
+        usable, _ = pool.key_for(s, caller)
+        cooling = s.cooling(now)
+        out[name] = {
+            "cooldown_until": utc(s.cooldown_until) if cooling else None,
+            "consecutive_failures": s.consecutive,
+            "in_flight": s.in_flight, "parallel": s.entry.parallel,
+            "disabled": s.disabled,
+            "key": "not needed" if s.entry.api_key_ref is None else (
+                "present" if usable else ("refused" if name in caller.dropped else "missing")),
+            "demoted_for": [op for op in pool.quality.operations(name)
+                            if pool.quality.demoted(name, op)],
+            "missed_waits": sorted({w for w, _ in s.missed_waits}),
+        }
+    return out

@@ -1,0 +1,588 @@
+"""``stream()``: text deltas with failover before the first delta, races, ``another()`` and a
+paused clock. The rules are the streaming page of the Broker's seed:
+
+- Before the first delta the stream may fail over (provider error, rate limit, an answer with
+  neither text nor tool calls); it never tries the same model twice, and when only cooling models
+  are left it ends with ``NoLLMAvailableError(reason="timeout", retry_at=...)``. After the first
+  delta a broken answer raises ``StreamInterruptedError``; the delivered deltas stand.
+- ``fastest_of=1``: nothing is read ahead of the consumer (each pull reads the wire).
+  ``fastest_of=N>1``: N lanes read their answers to completion in the background, whatever the
+  reader does; the first *complete* answer wins; if the lane shown is not the winner the next
+  pull raises ``StreamReplacementError``; chunks of different lanes are never spliced.
+  ``stream_selection_window`` only picks the lane shown first.
+- ``wait`` bounds the whole answer; the clock pauses while a delta is in the application's hands
+  and runs continuously after the first complete answer (validation and ``another()``).
+  Running out before the first delta is ``NoLLMAvailableError``, after it ``LLMTimeoutError``.
+- ``another()``: retained complete answers, then lanes still running, then untried models;
+  ``None`` forever once nothing more can be had or the stream is closed.
+- ``aclose()``, the optional context, leaving the broker, and garbage collection cancel the
+  provider requests, journal the attempts (``cancelled`` for the lane shown, ``superseded`` for
+  the others) and release the slots. A ``break`` alone does not close the stream.
+
+With ``wait=None`` a model that sends nothing for 60 s (``ATTEMPT_TIMEOUT_S``) counts as failed.
+``another()`` before the stream has ended raises ``ValueError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+import weakref
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+
+from jevlaya_lab.broker.attempt import Attempt
+from jevlaya_lab.broker.budget import Budget
+from jevlaya_lab.broker.engine import AsyncBroker, Messages, check_fastest_of
+from jevlaya_lab.broker.errors import (
+    LLMRequestError,
+    LLMTimeoutError,
+    NoLLMAvailableError,
+    ProviderError,
+    StreamInterruptedError,
+    StreamReplacementError,
+)
+from jevlaya_lab.broker.http import Delta, Failure, build_body, open_stream, read_deltas
+from jevlaya_lab.broker.pool import Caller, utc
+from jevlaya_lab.broker.results import LLMResult
+
+
+def check_window(window: Any) -> float:
+    if isinstance(window, bool) or not isinstance(window, (int, float)) or math.isnan(window) \
+            or window < 0:
+        raise ValueError(f"stream_selection_window={window!r}: must be a number of seconds >= 0 "
+                         "(0 shows the first text from any lane)")
+    return float(window)
+
+
+class Lane:
+    """One streaming attempt: its open response and what it has produced so far."""
+
+    def __init__(self, attempt: Attempt, rank: int) -> None:
+        self.attempt = attempt
+        self.rank = rank
+        self.response: httpx.Response | None = None
+        self.deltas: AsyncIterator[Delta] | None = None
+        self.task: asyncio.Task[None] | None = None
+        self.failure: BaseException | None = None
+        self.complete = False
+        self.key: str | None = None
+
+    @property
+    def alive(self) -> bool:
+        return not self.complete and self.failure is None and self.attempt.status is None
+
+    @property
+    def has_text(self) -> bool:
+        return bool(self.attempt.pieces)
+
+    async def close_response(self) -> None:
+        if self.response is not None:
+            await self.response.aclose()
+
+
+class StreamCore:
+    """The state of one ``stream()`` call; it never references the user-facing object, so that
+    object can be garbage collected (which closes the core)."""
+
+    def __init__(self, broker: AsyncBroker, caller: Caller, messages: Messages, *,
+                 operation: str | None, trace_id: str | None, wait: float | None,
+                 fastest_of: int | None, window: float, params: dict[str, Any]) -> None:
+        import uuid
+
+        self.broker = broker
+        self.caller = caller
+        self.messages = messages
+        self.operation = operation
+        self.trace_id = trace_id or uuid.uuid4().hex
+        self.budget = Budget(wait, paused=True)
+        self.lanes_wanted = check_fastest_of(fastest_of)
+        self.window = check_window(window)
+        self.params = params
+        self.lanes: list[Lane] = []
+        self.tried: set[str] = set()
+        self.errors: list[BaseException] = []
+        self.shown: Lane | None = None
+        self.delivered = 0
+        self.winner: Lane | None = None
+        self.final: Attempt | None = None  # what llm_name / call_id / rating name
+        self.returned: set[str] = set()  # call_ids handed to the application
+        self.ended = False  # iteration over
+        self.closed = False
+        self.no_more = False  # another() returns None from now on
+        self.started_at: float | None = None
+        self.changed = asyncio.Event()
+        self._expiry: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._last_retry_at: float | None = None
+        broker._streams.add(self)
+
+    # iteration ---------------------------------------------------------------------------------
+    async def next(self) -> str:
+        if self.ended or self.closed:
+            raise StopAsyncIteration
+        if self.started_at is None:
+            await self.broker._ready()
+            self._loop = asyncio.get_running_loop()
+            self.started_at = time.monotonic()
+        self.budget.resume()
+        try:
+            if self.lanes_wanted == 1:
+                piece = await self._next_single()
+            else:
+                piece = await self._next_race()
+        except BaseException:
+            self.ended = True
+            self.budget.run_continuously()
+            raise
+        self.budget.pause()
+        return piece
+
+    # one lane, read on demand -------------------------------------------------------------------
+    async def _next_single(self) -> str:
+        while True:
+            lane = self.shown or await self._open_next_lane()
+            try:
+                text = await self._pull(lane)
+            except (Failure, TimeoutError) as exc:
+                self._lane_failed(lane, exc)
+                if lane.attempt.started_answer:
+                    raise self._after_first_delta_error(lane, exc) from None
+                self.shown = None
+                if self.budget.expired():
+                    raise self._no_llm() from None
+                continue
+            if text is None:  # the answer ended
+                if not lane.attempt.started_answer:
+                    self._lane_failed(lane, Failure("invalid", "the stream ended with neither "
+                                                    "text nor tool calls", 200))
+                    self.shown = None
+                    continue
+                self._lane_complete(lane)
+                self.ended = True
+                self.budget.run_continuously()
+                raise StopAsyncIteration
+            if text:
+                self.final = lane.attempt
+                self.delivered += 1
+                return text
+
+    async def _open_next_lane(self) -> Lane:
+        """Open a stream on the best untried model (waiting only for a free slot)."""
+        pool = self.broker._pool
+        assert pool is not None
+        while True:
+            try:
+                pick = pool.pick(self.caller, self.tried, self.operation, self.budget.wait)
+            except NoLLMAvailableError as exc:
+                raise self._no_llm(exc) from None
+            if pick.retry_at:
+                self._last_retry_at = min(self._last_retry_at or pick.retry_at, pick.retry_at)
+            if pick.ready:
+                lane = self._start_lane(pick.ready[0])
+                try:
+                    await self._open(lane)
+                except (Failure, TimeoutError) as exc:
+                    self._lane_failed(lane, exc)
+                    if self.budget.expired():
+                        raise self._no_llm() from None
+                    continue
+                self.shown = lane
+                return lane
+            busy = [s for s in pick.waiting if not s.cooling(time.time())]
+            if not busy or not self.budget.queues or self.budget.expired():
+                raise self._no_llm()
+            await pool.changed(self.budget.remaining())
+
+    def _start_lane(self, state: Any) -> Lane:
+        self.tried.add(state.entry.name)
+        attempt = self.broker._attempt(state, self.caller, self.trace_id, self.operation,
+                                       self.budget, self.messages)
+        lane = Lane(attempt, len(self.lanes))
+        self.lanes.append(lane)
+        return lane
+
+    async def _open(self, lane: Lane) -> None:
+        attempt = lane.attempt
+        url, key = await self.broker._endpoint(attempt.state, self.caller)
+        lane.key = key
+        body = build_body(attempt.state.entry.model, self.messages, stream=True,
+                          params=self.params)
+        async with asyncio.timeout(self.budget.attempt_timeout()):
+            lane.response = await open_stream(self.broker._client, url, key, body)  # type: ignore
+        lane.deltas = read_deltas(lane.response, key)
+
+    async def _pull(self, lane: Lane) -> str | None:
+        """The next text piece ("" for tool-call progress), or None at the end of the answer."""
+        assert lane.deltas is not None
+        while True:
+            try:
+                async with asyncio.timeout(self.budget.attempt_timeout()):
+                    delta = await lane.deltas.__anext__()
+            except StopAsyncIteration:
+                return None
+            if delta.usage:
+                lane.attempt.usage = delta.usage
+            if delta.finish_reason:
+                lane.attempt.finish_reason = delta.finish_reason
+            if delta.text or delta.tool_calls:
+                lane.attempt.add(delta.text, delta.tool_calls)
+                return delta.text
+
+    # bookkeeping shared by both modes -------------------------------------------------------
+    def _lane_failed(self, lane: Lane, exc: BaseException) -> None:
+        if lane.attempt.status is None:
+            if isinstance(exc, TimeoutError):
+                failure = self.broker._timed_out(lane.attempt, self.budget,
+                                                 self.budget.attempt_timeout())
+                exc = failure
+            elif isinstance(exc, Failure):
+                self.broker._failed(lane.attempt, self.caller, exc)
+        lane.failure = exc
+        self.errors.append(exc.to_error(lane.attempt.llm_name) if isinstance(exc, Failure)
+                           else exc)
+        if lane.response is not None:
+            asyncio.ensure_future(lane.close_response())
+        self.changed.set()
+
+    def _lane_complete(self, lane: Lane) -> None:
+        lane.complete = True
+        self.broker._pool.succeeded(lane.attempt.llm_name)  # type: ignore[union-attr]
+        lane.attempt.succeed()
+        if self.winner is None:
+            self.winner = lane
+            self.returned.add(lane.attempt.call_id)
+            if self.shown is None or self.shown is lane or self.lanes_wanted == 1:
+                self.final = lane.attempt
+            self._arm_expiry()
+        self.changed.set()
+
+    def _after_first_delta_error(self, lane: Lane, exc: BaseException) -> LLMRequestError:
+        self.final = lane.attempt
+        if isinstance(exc, TimeoutError) or (isinstance(exc, Failure) and "within" in exc.detail
+                                             and exc.kind == "interrupted"):
+            return LLMTimeoutError(f"{lane.attempt.llm_name}: wait={self.budget.wait:g} s ran out "
+                                   f"after {self.delivered} delta(s); they stand")
+        return StreamInterruptedError(f"{lane.attempt.llm_name}: the answer broke after "
+                                      f"{self.delivered} delta(s) ({exc}); they stand")
+
+    def _no_llm(self, cause: NoLLMAvailableError | None = None) -> NoLLMAvailableError:
+        """Why no first delta came: the pool's own reason when nothing was tried; ``timeout``
+        (with ``retry_at``) when the models are only cooling or time ran out; else
+        ``excluded``."""
+        errors = tuple(self.errors)
+        if cause is not None and cause.reason != "excluded" and not self.tried:
+            cause.errors = errors
+            return cause
+        pool = self.broker._pool
+        assert pool is not None
+        now = time.time()
+        cooling = [s.cooldown_until for s in pool.states.values()
+                   if s.cooling(now) and not s.disabled and s.entry.name not in
+                   self.caller.dropped]
+        retry_at = min(cooling) if cooling else None
+        tried = ", ".join(sorted(self.tried)) or "none"
+        if retry_at is not None or self.budget.expired():
+            return NoLLMAvailableError(
+                f"no model gave a first delta (tried: {tried})"
+                + (f"; the first cooling model returns at {utc(retry_at):%H:%M:%S} UTC"
+                   if retry_at else f"; wait={self.budget.wait:g} s ran out"),
+                reason="timeout", retry_at=utc(retry_at), errors=errors)
+        last = f"; last error: {errors[-1]}" if errors else ""
+        return NoLLMAvailableError(f"no model can serve this stream (tried: {tried}){last}",
+                                   reason="excluded", errors=errors)
+
+    # races -------------------------------------------------------------------------------------
+    async def _next_race(self) -> str:
+        if not self.lanes:
+            self._fill_lanes()
+        while True:
+            if self.winner is not None and self.shown is not None \
+                    and self.winner is not self.shown:
+                self.final = self.winner.attempt
+                self.ended = True
+                self.budget.run_continuously()
+                raise StreamReplacementError(
+                    f"{self.winner.attempt.llm_name} finished first; replace the text shown "
+                    f"from {self.shown.attempt.llm_name}", replacement=self.result(self.winner))
+            if self.shown is None:
+                self.shown = self._choose_shown()
+            lane = self.shown
+            if lane is not None:
+                if self.delivered < len(lane.attempt.pieces):
+                    self.delivered += 1
+                    self.final = self.final if self.winner is not None else lane.attempt
+                    return lane.attempt.pieces[self.delivered - 1]
+                if lane.complete:
+                    self.ended = True
+                    self.budget.run_continuously()
+                    raise StopAsyncIteration
+            if not any(la.alive for la in self.lanes) and self.winner is None:
+                if lane is not None and lane.failure is not None:
+                    raise self._after_first_delta_error(lane, lane.failure)
+                raise self._no_llm()
+            timeout = self.budget.remaining()
+            if self.shown is None and self._window_open():
+                left = self.started_at + self.window - time.monotonic()  # type: ignore[operator]
+                timeout = left if timeout is None else min(timeout, left)
+            self.changed.clear()
+            try:
+                async with asyncio.timeout(timeout):
+                    await self.changed.wait()
+            except TimeoutError:
+                if self.budget.expired():
+                    self._expire()
+                    if self.shown is not None and self.delivered:
+                        raise LLMTimeoutError(
+                            f"wait={self.budget.wait:g} s ran out after {self.delivered} "
+                            "delta(s); they stand") from None
+                    raise self._no_llm() from None
+
+    def _window_open(self) -> bool:
+        first = self.lanes[0] if self.lanes else None
+        return (self.window > 0 and first is not None and first.alive
+                and time.monotonic() < self.started_at + self.window)  # type: ignore[operator]
+
+    def _choose_shown(self) -> Lane | None:
+        if self.winner is not None:
+            return self.winner
+        first = self.lanes[0]
+        if first.has_text:
+            return first
+        if self._window_open():
+            return None
+        with_text = [la for la in self.lanes if la.has_text and la.failure is None]
+        if not with_text:
+            return None
+        return min(with_text, key=lambda la: la.attempt.first_token_ms + la.attempt.started)
+
+    def _fill_lanes(self) -> None:
+        """Start lanes on distinct untried models until ``fastest_of`` run (no waiting)."""
+        pool = self.broker._pool
+        assert pool is not None
+        while self.winner is None and not self.closed and \
+                sum(la.alive for la in self.lanes) < self.lanes_wanted:
+            try:
+                pick = pool.pick(self.caller, self.tried, self.operation, self.budget.wait)
+            except NoLLMAvailableError:
+                return
+            if not pick.ready or self.budget.expired():
+                return
+            lane = self._start_lane(pick.ready[0])
+            lane.task = asyncio.ensure_future(self._pump(lane))
+
+    async def _pump(self, lane: Lane) -> None:
+        """Read one race lane to its end, whatever the reader does."""
+        try:
+            await self._open(lane)
+            while True:
+                text = await self._pull(lane)
+                self.changed.set()
+                if text is None:
+                    break
+            if not lane.attempt.started_answer:
+                raise Failure("invalid", "the stream ended with neither text nor tool calls", 200)
+        except (Failure, TimeoutError) as exc:
+            self._lane_failed(lane, exc)
+            if self.winner is None:
+                self._fill_lanes()
+            return
+        except asyncio.CancelledError:
+            lane.attempt.finish(lane.attempt.cancel_status)
+            await lane.close_response()
+            self.changed.set()
+            raise
+        self._lane_complete(lane)
+
+    def _arm_expiry(self) -> None:
+        """After the first complete answer the clock runs on its own: stop lanes at the end."""
+        left = self.budget.remaining()
+        if left is not None and self._loop is not None:
+            self._expiry = self._loop.call_later(left, self._expire)
+
+    def _expire(self) -> None:
+        for lane in self.lanes:
+            if lane.alive:
+                if lane.task is not None:
+                    lane.task.cancel()
+                    self._timeout_lane(lane)
+                else:
+                    self._lane_failed(lane, TimeoutError())
+
+    def _timeout_lane(self, lane: Lane) -> None:
+        pool = self.broker._pool
+        assert pool is not None
+        if self.budget.limited:
+            pool.missed_wait(lane.attempt.llm_name, self.budget.wait)  # type: ignore[arg-type]
+        until = None if lane.attempt.started_answer else pool.cool(lane.attempt.llm_name, 60.0)
+        lane.attempt.fail(Failure("unavailable" if until else "interrupted",
+                                  f"no complete answer within wait={self.budget.wait:g} s"),
+                          until)
+        lane.failure = TimeoutError()
+
+    # another() ---------------------------------------------------------------------------------
+    async def another(self) -> LLMResult | None:
+        if not self.ended and not self.closed:
+            raise ValueError("another() asks for a replacement of a complete answer: read the "
+                             "stream to its end (or catch its error) first")
+        if self.no_more or self.closed or self.broker.closed:
+            self.no_more = True
+            return None
+        self.budget.run_continuously()
+        while True:
+            done = [la for la in self.lanes if la.complete
+                    and la.attempt.call_id not in self.returned]
+            if done:
+                self.returned.add(done[0].attempt.call_id)
+                return self.result(done[0])
+            if any(la.alive and la.task is not None for la in self.lanes):
+                self.changed.clear()
+                try:
+                    async with asyncio.timeout(self.budget.remaining()):
+                        await self.changed.wait()
+                except TimeoutError:
+                    self._expire()
+                continue
+            result = await self._fresh_answer()
+            if result is None:
+                self.no_more = True
+            return result
+
+    async def _fresh_answer(self) -> LLMResult | None:
+        """A complete answer from a model this call has not tried, or None."""
+        pool = self.broker._pool
+        assert pool is not None
+        while not self.budget.expired() and not self.closed:
+            try:
+                pick = pool.pick(self.caller, self.tried, self.operation, self.budget.wait)
+            except NoLLMAvailableError:
+                return None
+            if not pick.ready:
+                return None
+            state = pick.ready[0]
+            self.tried.add(state.entry.name)
+            attempt = self.broker._attempt(state, self.caller, self.trace_id, self.operation,
+                                           self.budget, self.messages)
+            body = build_body(state.entry.model, self.messages, stream=False,
+                              params=self.params)
+            try:
+                reply = await self.broker._run_lane(attempt, self.caller, body, self.budget)
+            except ProviderError as exc:
+                self.errors.append(exc)
+                continue
+            self.returned.add(attempt.call_id)
+            return self.broker._result(attempt, reply)
+        return None
+
+    # results, rating, closing -------------------------------------------------------------------
+    def result(self, lane: Lane) -> LLMResult:
+        return self.broker._result(lane.attempt)
+
+    def rate(self, score: float) -> None:
+        attempt = self.final
+        if attempt is None or attempt.status is None:
+            raise ValueError("record_quality: this stream's answer has not ended and been "
+                             "journaled yet; rate it after the loop (or after closing it)")
+        self.broker._rate(attempt.call_id, score)
+
+    async def aclose(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.ended = True
+        if self._expiry is not None:
+            self._expiry.cancel()
+        tasks = []
+        for lane in self.lanes:
+            lane.attempt.cancel_status = "cancelled" if lane is self.shown else "superseded"
+            if lane.task is not None and not lane.task.done():
+                lane.task.cancel()
+                tasks.append(lane.task)
+            elif lane.attempt.status is None:
+                lane.attempt.finish(lane.attempt.cancel_status)
+                await lane.close_response()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        self.broker._streams.discard(self)
+        await asyncio.to_thread(self.broker._writer.flush)
+
+    def abort_soon(self) -> None:
+        """Close from a garbage-collector callback, on any thread, without blocking."""
+        loop = self._loop
+        if self.closed or loop is None or loop.is_closed():
+            self.closed = self.closed or loop is None
+            if loop is None:
+                self.broker._streams.discard(self)
+            return
+        try:
+            loop.call_soon_threadsafe(lambda: loop.create_task(self.aclose()))
+        except RuntimeError:  # the loop stopped meanwhile
+            pass
+
+
+class AsyncStream:
+    """What ``AsyncBroker.stream()`` returns: ``async for delta in stream``."""
+
+    def __init__(self, broker: AsyncBroker, caller: Caller, messages: Messages, **kw: Any) -> None:
+        self._core = StreamCore(broker, caller, messages, **kw)
+        self._finalizer = weakref.finalize(self, self._core.abort_soon)
+
+    @property
+    def llm_name(self) -> str | None:
+        """The model whose answer this is; ``None`` until the first delta."""
+        final = self._core.final
+        return final.llm_name if final is not None else None
+
+    @property
+    def call_id(self) -> str | None:
+        final = self._core.final
+        return final.call_id if final is not None else None
+
+    @property
+    def trace_id(self) -> str:
+        return self._core.trace_id
+
+    @property
+    def usage(self) -> dict[str, int] | None:
+        """Token usage of the answer; ``None`` until it has ended."""
+        final = self._core.final
+        return dict(final.usage) if final is not None and final.status is not None else None
+
+    @property
+    def text(self) -> str:
+        """The text of the answer this stream names (after a replacement: the winner's)."""
+        final = self._core.final
+        return final.text if final is not None else ""
+
+    @property
+    def tool_calls(self) -> list[dict[str, Any]]:
+        final = self._core.final
+        return list(final.tool_calls) if final is not None else []
+
+    def __aiter__(self) -> AsyncStream:
+        return self
+
+    async def __anext__(self) -> str:
+        return await self._core.next()
+
+    async def another(self) -> LLMResult | None:
+        return await self._core.another()
+
+    async def record_quality(self, score: float) -> None:
+        self._core.rate(score)
+
+    async def aclose(self) -> None:
+        await self._core.aclose()
+
+    async def __aenter__(self) -> AsyncStream:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._core.closed else ("ended" if self._core.ended else "open")
+        return f"<AsyncStream {self.llm_name or '?'} {state}>"
