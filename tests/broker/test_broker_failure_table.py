@@ -1,0 +1,135 @@
+"""Spec §3, the failure classification table, row by row, against the real local server."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from jevlaya_lab.broker import LLMConfig
+from jevlaya_lab.broker.errors import (
+    InvalidProviderResponseError,
+    NoLLMAvailableError,
+    ProviderError,
+)
+from jevlaya_lab.local import FaultProfile
+
+
+def statuses(rows: list[dict[str, Any]]) -> list[tuple[str, str, int | None]]:
+    return [(r["llm_name"], r["status"], r["http_status"]) for r in rows]
+
+
+def cooling_seconds(snapshot: dict[str, Any], name: str) -> float:
+    until = snapshot[name]["cooldown_until"]
+    return until.timestamp() - time.time() if until else 0.0
+
+
+def test_429_with_retry_after_cools_for_retry_after_and_fails_over(broker, server) -> None:
+    server.set_fault("a", FaultProfile(status=429, retry_after=30))
+    b = broker("a", "b")
+    result = b.ask("hello")
+    assert result.llm_name == "b" and result.text
+    assert statuses(b.calls()) == [("a", "rate_limited", 429), ("b", "ok", 200)]
+    assert 25 < cooling_seconds(b.snapshot(), "a") <= 30
+    assert b.calls()[0]["cooldown_until"] is not None
+
+
+def test_429_without_retry_after_cools_60_s(broker, server) -> None:
+    server.set_fault("a", FaultProfile(status=429))
+    b = broker("a", "b")
+    assert b.ask("hello").llm_name == "b"
+    assert 55 < cooling_seconds(b.snapshot(), "a") <= 60
+
+
+def test_503_is_treated_like_a_rate_limit(broker, server) -> None:
+    server.set_fault("a", FaultProfile(status=503, retry_after=20))
+    b = broker("a", "b")
+    assert b.ask("hello").llm_name == "b"
+    assert statuses(b.calls())[0] == ("a", "unavailable", 503)
+    assert 15 < cooling_seconds(b.snapshot(), "a") <= 20
+
+
+def test_cooldown_doubles_per_consecutive_rate_limit_and_resets_on_recovery(broker, server) -> None:
+    server.set_fault("a", FaultProfile(status=429, retry_after=0.2))
+    b = broker("a", "b")
+    lengths = []
+    for _ in range(3):
+        b.enable_llm("a")
+        assert b.ask("hello", wait=0).llm_name == "b"
+        lengths.append(cooling_seconds(b.snapshot(), "a"))
+        time.sleep(max(lengths[-1], 0) + 0.05)  # let a come back
+    assert 0.1 < lengths[0] <= 0.2 and 0.3 < lengths[1] <= 0.4 and 0.7 < lengths[2] <= 0.8
+    assert b.snapshot()["a"]["consecutive_failures"] == 3
+    server.set_fault("a", None)
+    assert b.ask("hello").llm_name == "a"  # recovered: first in registry order again
+    assert b.snapshot()["a"]["consecutive_failures"] == 0
+
+
+@pytest.mark.parametrize("status", [500, 502])
+def test_5xx_cools_60_s_and_fails_over(broker, server, status: int) -> None:
+    server.set_fault("a", FaultProfile(status=status))
+    b = broker("a", "b")
+    assert b.ask("hello").llm_name == "b"
+    assert statuses(b.calls())[0] == ("a", "unavailable", status)
+    assert 55 < cooling_seconds(b.snapshot(), "a") <= 60
+
+
+def test_transport_error_cools_60_s_and_fails_over(broker, cfg, dead_url) -> None:
+    dead = LLMConfig(name="dead", base_url=dead_url, model="a")
+    b = broker(models=[dead, *cfg("b")])
+    assert b.ask("hello").llm_name == "b"
+    first = b.calls()[0]
+    assert (first["llm_name"], first["status"], first["http_status"]) == ("dead", "unavailable",
+                                                                          None)
+    assert "ConnectError" in first["error_detail"]
+    assert 55 < cooling_seconds(b.snapshot(), "dead") <= 60
+
+
+@pytest.mark.parametrize("fault", [FaultProfile(garbage=True), FaultProfile(empty=True)],
+                         ids=["garbage", "empty"])
+def test_garbage_or_empty_200_cools_60_s_and_fails_over(broker, server, fault) -> None:
+    server.set_fault("a", fault)
+    b = broker("a", "b")
+    assert b.ask("hello").llm_name == "b"
+    assert statuses(b.calls())[0] == ("a", "error", 200)
+    assert 55 < cooling_seconds(b.snapshot(), "a") <= 60
+
+
+def test_garbage_from_the_only_model_raises_no_llm_with_the_provider_error(broker, server) -> None:
+    server.set_fault("a", FaultProfile(garbage=True))
+    b = broker("a")
+    with pytest.raises(NoLLMAvailableError) as info:
+        b.ask("hello", wait=1)
+    assert info.value.reason == "timeout" and info.value.retry_at is not None
+    assert isinstance(info.value.errors[0], InvalidProviderResponseError)
+
+
+def test_other_4xx_excludes_for_the_call_without_cooldown(broker, server) -> None:
+    server.set_fault("a", FaultProfile(status=400))
+    b = broker("a", "b")
+    assert b.ask("hello").llm_name == "b"
+    assert statuses(b.calls())[0] == ("a", "error", 400)
+    assert b.snapshot()["a"]["cooldown_until"] is None
+    server.set_fault("a", None)
+    assert b.ask("hello").llm_name == "a"  # excluded for that call only
+
+
+def test_when_every_candidate_rejects_the_last_provider_error_is_raised(broker, server) -> None:
+    server.set_fault("a", FaultProfile(status=400))
+    server.set_fault("b", FaultProfile(status=422))
+    b = broker("a", "b")
+    with pytest.raises(ProviderError) as info:
+        b.ask("hello")
+    assert info.value.status == 422 and info.value.llm_name == "b"
+    assert not isinstance(info.value, NoLLMAvailableError)
+
+
+def test_ask_waits_for_a_cooling_model_while_wait_allows(broker, server) -> None:
+    b = broker("a")
+    server.set_fault("a", FaultProfile(status=429, retry_after=0.3, every=2))
+    assert b.ask("one").llm_name == "a"  # call 1 ok
+    started = time.monotonic()
+    result = b.ask("two", wait=5)  # call 2: 429, cools 0.3 s, then call 3 answers
+    assert result.llm_name == "a" and 0.25 < time.monotonic() - started < 3
+    assert [r["status"] for r in b.calls()] == ["ok", "rate_limited", "ok"]
