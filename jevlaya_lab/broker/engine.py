@@ -282,7 +282,7 @@ class AsyncBroker:
                     except NoLLMAvailableError as exc:
                         if running:
                             break
-                        if exc.reason == "excluded" and last_rejection is not None:
+                        if exc.reason in ("excluded", "no_keys") and last_rejection is not None:
                             raise last_rejection from None
                         exc.errors = tuple(errors)
                         raise
@@ -305,7 +305,7 @@ class AsyncBroker:
                         return self._result(attempt, task.result())
                     errors.append(exc)
                     if isinstance(exc, ProviderError) and exc.status is not None \
-                            and 400 <= exc.status < 500 and exc.status not in (429,):
+                            and 400 <= exc.status < 500 and exc.status != 429:
                         excluded.add(attempt.llm_name)
                         last_rejection = exc
         finally:
