@@ -144,6 +144,8 @@ class ChatHandler(BaseHTTPRequestHandler):
     def _drop_connection(self) -> None:
         """Close the socket abruptly, mid-answer, as a failing provider would."""
         self.close_connection = True
+        if self.app.stopping.is_set():
+            return  # the server resets the connection itself when it closes it
         try:
             self.connection.shutdown(socket.SHUT_RDWR)
         except OSError:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import struct
 import threading
 import time
 import warnings
@@ -50,6 +51,9 @@ class _HTTPServer(ThreadingHTTPServer):
     def shutdown_request(self, request: Any) -> None:
         with self._open_lock:
             self._open.pop(request, None)
+        if self.app.stopping.is_set():
+            _abort(request)  # no FIN handshake, so no TIME_WAIT left holding the port
+            return
         super().shutdown_request(request)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
@@ -57,16 +61,32 @@ class _HTTPServer(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
     def close_connections(self, timeout: float) -> None:
+        """Wake every connection thread (reads return end-of-file), wait, then abort stragglers."""
         with self._open_lock:
             open_now = list(self._open.items())
         for sock, _ in open_now:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+            _shutdown(sock, socket.SHUT_RD)
         deadline = time.monotonic() + timeout
-        for _, thread in open_now:
+        for sock, thread in open_now:
             thread.join(max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():  # e.g. blocked writing to a client that stopped reading
+                _shutdown(sock, socket.SHUT_RDWR)
+
+
+def _shutdown(sock: socket.socket, how: int) -> None:
+    try:
+        sock.shutdown(how)
+    except OSError:
+        pass
+
+
+def _abort(sock: socket.socket) -> None:
+    """Close with a reset (SO_LINGER 0) rather than a FIN."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    except OSError:
+        pass
+    sock.close()
 
 
 class Server:
