@@ -55,16 +55,22 @@ class TokenizerError(TypeError):
     """The tokenizer cannot build decision rows (not a fast tokenizer, no mask token, ...)."""
 
 
-def serialize_state(state: Any, index: int = 0) -> str:
-    """Render a state as the text the model reads: strings as-is, dicts/lists as one-line JSON."""
-    if isinstance(state, str):
-        return state
+def check_state(state: Any, index: int = 0) -> None:
+    """Raise a ``TypeError`` naming the state's index unless it is a str, dict or list."""
+    if isinstance(state, (str, dict, list)):
+        return
     if state is None:
         raise TypeError(f"state {index} is None; pass a str, a dict or a list (a conversation, "
                         "oldest turn first)")
-    if not isinstance(state, (dict, list)):
-        raise TypeError(f"state {index} is a {type(state).__name__} ({state!r:.60}); pass a str, "
-                        "a dict or a list (a conversation, oldest turn first)")
+    raise TypeError(f"state {index} is a {type(state).__name__} ({state!r:.60}); pass a str, "
+                    "a dict or a list (a conversation, oldest turn first)")
+
+
+def serialize_state(state: Any, index: int = 0) -> str:
+    """Render a state as the text the model reads: strings as-is, dicts/lists as one-line JSON."""
+    check_state(state, index)
+    if isinstance(state, str):
+        return state
     try:
         return _dumps(state)
     except (TypeError, ValueError) as exc:

@@ -1,0 +1,307 @@
+"""The ``Agent``: typed questions about states, answered in one forward pass per chunk.
+
+``predict_batch`` is the single implementation and follows the lifecycle page exactly:
+installed then per-call hooks; one :class:`~jevlaya_lab.hooks.PredictContext` through start,
+error and end; a start hook may rewrite states/questions, set budgets or ``ctx.skip()``;
+``on_error`` runs before ``on_predict_end`` on the failure path; ``on_predict_end`` always runs.
+``system_one(state, ...)`` is ``predict_batch([state], ...)[0]`` and ``predict is system_one``.
+
+Decisions the spec leaves open:
+
+- The per-call ``max_len`` / ``head_max_len`` arguments are placed in ``ctx.max_len`` /
+  ``ctx.head_max_len`` when the context is built (as the Router does with a request's budget),
+  so hooks see them and a start hook that sets its own value wins: hook > argument > config.
+- ``min_confidence`` also gates results served by ``ctx.skip()``; stale gating fields on them
+  are replaced, so a cached result never carries another call's thresholds.
+- If an end hook fails while the call is already failing, the original error propagates and the
+  end-hook failure is attached to it as a note (like a failing ``on_error``).
+- ``batch_size=None`` chunks so that a forward pass holds at most 256 rows (at least one state).
+- ``states`` may be a list or tuple; a bare str/dict (after start hooks) is a ``TypeError``
+  pointing to ``predict()``.
+- Encoding uses a private copy of the Rust tokenizer that is never mutated, so threads encode
+  concurrently without a lock; the forward pass runs under ``torch.inference_mode()``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import warnings
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
+
+import torch
+
+from jevlaya_lab.decisions.calibration import (
+    TemperatureTable,
+    apply_min_confidence,
+    decode_answer,
+    parse_min_confidence,
+)
+from jevlaya_lab.decisions.checkpoint import CheckpointConfig, load_checkpoint
+from jevlaya_lab.decisions.encoding import (
+    EncodedBatch,
+    QuestionHead,
+    build_batch,
+    check_budget,
+    check_state,
+    encode_questions,
+    row_tokenizer,
+    tokenize_states,
+)
+from jevlaya_lab.decisions.model import DecisionModel, DecisionOutput
+from jevlaya_lab.decisions.questions import Question, parse_questions
+from jevlaya_lab.hooks import HookRunner, PredictContext, aggregate_usage
+
+ROWS_PER_CHUNK = 256
+_HEAD_CACHE_SIZE = 64
+_AMP_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def select_device(device: str | torch.device | None = None) -> torch.device:
+    """An explicit device, or auto (CUDA, then MPS, then CPU); unavailable ones fall back to CPU."""
+    mps = getattr(torch.backends, "mps", None)
+    mps_ok = bool(mps and mps.is_available())
+    if device is None:
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        return torch.device("mps") if mps_ok else torch.device("cpu")
+    try:
+        chosen = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"device={device!r} is not a torch device ({exc}); use 'cpu', 'cuda', "
+                         "'cuda:0', 'mps' or None for automatic selection") from None
+    available = {"cpu": True, "cuda": torch.cuda.is_available(), "mps": mps_ok}.get(chosen.type, False)
+    if chosen.type == "cuda" and available and chosen.index is not None:
+        available = chosen.index < torch.cuda.device_count()
+    if not available:
+        warnings.warn(f"device={device!r} is not available here; falling back to CPU",
+                      RuntimeWarning, stacklevel=3)
+        return torch.device("cpu")
+    return chosen
+
+
+def _source_id(source: Any) -> str:
+    if isinstance(source, tuple) and len(source) == 2:
+        return f"{os.fspath(source[0])}/{os.fspath(source[1])}"
+    return os.fspath(source) if isinstance(source, (str, os.PathLike)) else repr(source)
+
+
+def empty_result(model_id: str) -> dict[str, Any]:
+    """The payload of a state asked no questions (seed table "empty inputs")."""
+    return {"model": model_id, "answers": {}, "usage": {"input_tokens": 0, "output_tokens": 0}}
+
+
+class Agent:
+    """Answers typed questions about states with one decision checkpoint.
+
+    ``model`` is a ``(DecisionModel, tokenizer, CheckpointConfig)`` triple (what
+    :func:`~jevlaya_lab.decisions.checkpoint.load_checkpoint` returns) or a checkpoint source:
+    a directory, ``(directory_or_repo, subfolder)``, a bundled name or a hub id.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        *,
+        device: str | torch.device | None = None,
+        hooks: Iterable[Any] | None = None,
+        on_predict_start: Callable[[PredictContext], Any] | None = None,
+        on_predict_end: Callable[[PredictContext], Any] | None = None,
+        hooks_raise: bool = True,
+        hooks_concurrent: bool = True,
+        model_id: str | None = None,
+    ) -> None:
+        self._hooks = HookRunner(hooks, on_predict_start=on_predict_start,
+                                 on_predict_end=on_predict_end, hooks_raise=hooks_raise,
+                                 hooks_concurrent=hooks_concurrent)
+        if isinstance(model, tuple) and len(model) == 3 and isinstance(model[0], DecisionModel):
+            network, tokenizer, config = model
+            default_id = "decision-model"
+        elif isinstance(model, DecisionModel):
+            raise TypeError("Agent(model): a bare DecisionModel lacks its tokenizer and config; pass "
+                            "(model, tokenizer, CheckpointConfig) or a checkpoint source")
+        else:
+            network, tokenizer, config = load_checkpoint(model)
+            default_id = _source_id(model)
+        if not isinstance(config, CheckpointConfig):
+            raise TypeError(f"Agent(model): the third item must be a CheckpointConfig, got "
+                            f"{type(config).__name__}")
+        if model_id is not None and (not isinstance(model_id, str) or not model_id):
+            raise TypeError(f"model_id must be a non-empty str, got {model_id!r}")
+        self.model_id: str = model_id or default_id
+        self.device = select_device(device)
+        self.decision_model: DecisionModel = network.to(self.device).eval()
+        self.tokenizer = tokenizer
+        self.config = config
+        self.temperatures = TemperatureTable(config.temperature, config.temperature_by_options)
+        self._rows = row_tokenizer(tokenizer)
+        self._amp = _AMP_DTYPES.get(config.amp_dtype or "") if self.device.type == "cuda" else None
+        self._heads: OrderedDict[tuple, tuple[QuestionHead, ...]] = OrderedDict()
+        self._heads_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return (f"<Agent model_id={self.model_id!r} device={self.device.type} "
+                f"hooks={len(self._hooks.installed)}>")
+
+    # -- hooks ------------------------------------------------------------------------------
+    @property
+    def hooks(self) -> tuple[Any, ...]:
+        """The installed hooks, in the order they run."""
+        return self._hooks.installed
+
+    def add_hook(self, hook: Any) -> None:
+        """Install ``hook`` after the installed ones (it runs before per-call hooks)."""
+        self._hooks.add_hook(hook)
+
+    def remove_hook(self, hook: Any) -> None:
+        """Uninstall ``hook``; a ``ValueError`` if it is not installed."""
+        self._hooks.remove_hook(hook)
+
+    def hooks_installed(self, *hooks: Any) -> AbstractContextManager[None]:
+        """Install ``hooks`` for the duration of a ``with`` block."""
+        return self._hooks.hooks_installed(*hooks)
+
+    # -- prediction -------------------------------------------------------------------------
+    def predict_batch(
+        self,
+        states: Sequence[Any],
+        questions: Mapping[str, Any],
+        *,
+        batch_size: int | None = None,
+        max_len: int | None = None,
+        head_max_len: int | None = None,
+        min_confidence: float | Mapping[str, float] | None = None,
+        sort_by_length: bool = False,
+        hooks: Iterable[Any] | None = None,
+        on_predict_start: Callable[[PredictContext], Any] | None = None,
+        on_predict_end: Callable[[PredictContext], Any] | None = None,
+        hooks_raise: bool | None = None,
+    ) -> list[dict[str, Any]]:
+        """Answer ``questions`` about every state; one result per state, in input order."""
+        active = self._hooks.active(hooks, on_predict_start, on_predict_end)
+        ctx = PredictContext(states, questions, model=self.model_id, agent=self,
+                             max_len=max_len, head_max_len=head_max_len)
+        failed = False
+        try:
+            self._hooks.emit(active, "on_predict_start", ctx, hooks_raise=hooks_raise)
+            thresholds = parse_min_confidence(min_confidence)
+            if ctx.results is None:
+                ctx.results = self._infer(ctx, batch_size=batch_size, sort_by_length=sort_by_length)
+            if thresholds is not None:
+                self._gate(ctx, thresholds)
+        except BaseException as exc:
+            failed = True
+            ctx.error = exc
+            self._hooks.emit_error(active, ctx, hooks_raise=hooks_raise)
+            raise
+        finally:
+            ctx.elapsed_ms = (time.perf_counter() - ctx.started_at) * 1000.0
+            if ctx.results:
+                ctx.usage = aggregate_usage(ctx.results)
+            self._end(active, ctx, hooks_raise, failed)
+        return ctx.results
+
+    def system_one(self, state: Any, questions: Mapping[str, Any], **kwargs: Any) -> dict[str, Any]:
+        """Answer ``questions`` about one state: ``predict_batch([state], ...)[0]``."""
+        return self.predict_batch([state], questions, **kwargs)[0]
+
+    predict = system_one
+
+    def _end(self, active: tuple, ctx: PredictContext, hooks_raise: bool | None, failed: bool) -> None:
+        if not failed:
+            self._hooks.emit(active, "on_predict_end", ctx, hooks_raise=hooks_raise)
+            return
+        late = self._hooks.emit_each(active, "on_predict_end", ctx, hooks_raise=hooks_raise)
+        if late is not None and ctx.error is not None:
+            ctx.error.add_note(f"while ending this failed call, on_predict_end raised "
+                               f"{type(late).__name__}: {late}")
+
+    def _gate(self, ctx: PredictContext, thresholds: dict[str, float]) -> None:
+        parsed = parse_questions(ctx.questions) if ctx.questions else ()
+        for result in ctx.results or ():
+            answers = result.get("answers") if isinstance(result, dict) else None
+            if isinstance(answers, dict):
+                apply_min_confidence(answers, parsed, thresholds)
+
+    def _infer(self, ctx: PredictContext, *, batch_size: int | None,
+               sort_by_length: bool) -> list[dict[str, Any]]:
+        states = ctx.states
+        if isinstance(states, (str, bytes, Mapping)):
+            raise TypeError(f"predict_batch expects a list of states, got a {type(states).__name__}; "
+                            "for one state call agent.predict(state, questions) (or system_one)")
+        if not isinstance(states, (list, tuple)):
+            raise TypeError(f"predict_batch expects a list of states, got {type(states).__name__}; "
+                            "pass a list such as [state1, state2]")
+        if batch_size is not None:
+            check_budget("batch_size", batch_size)
+        if ctx.questions is None:
+            raise TypeError("questions is None; pass a dict question_id -> definition "
+                            "(an empty dict asks nothing)")
+        parsed = parse_questions(ctx.questions) if ctx.questions != {} else ()
+        if not states:
+            return []
+        if not parsed:
+            for index, state in enumerate(states):
+                check_state(state, index)
+            return [empty_result(self.model_id) for _ in states]
+        max_len = check_budget("max_len", self.config.max_len if ctx.max_len is None else ctx.max_len)
+        head_max_len = check_budget(
+            "head_max_len", self.config.head_max_len if ctx.head_max_len is None else ctx.head_max_len)
+        heads = self._question_heads(parsed, head_max_len)
+        tokens = tokenize_states(self._rows, states)
+        order = list(range(len(states)))
+        if sort_by_length:
+            order.sort(key=lambda i: len(tokens[i].ids))
+        chunk = batch_size or max(1, ROWS_PER_CHUNK // len(heads))
+        results: list[dict[str, Any]] = [{} for _ in states]
+        for start in range(0, len(order), chunk):
+            picked = order[start:start + chunk]
+            batch = build_batch(self._rows, [tokens[i] for i in picked], heads, max_len=max_len)
+            for index, result in zip(picked, self._decode(batch, self._forward(batch))):
+                results[index] = result
+        return results
+
+    def _question_heads(self, parsed: tuple[Question, ...], head_max_len: int) -> tuple[QuestionHead, ...]:
+        key = (parsed, head_max_len)
+        with self._heads_lock:
+            heads = self._heads.get(key)
+            if heads is not None:
+                self._heads.move_to_end(key)
+                return heads
+        heads = encode_questions(self._rows, parsed, head_max_len=head_max_len)
+        with self._heads_lock:
+            self._heads[key] = heads
+            while len(self._heads) > _HEAD_CACHE_SIZE:
+                self._heads.popitem(last=False)
+        return heads
+
+    def _forward(self, batch: EncodedBatch) -> DecisionOutput:
+        amp = torch.autocast(self.device.type, dtype=self._amp) if self._amp else nullcontext()
+        with torch.inference_mode(), amp:
+            return self.decision_model(batch.to(self.device))
+
+    def _decode(self, batch: EncodedBatch, out: DecisionOutput) -> Iterator[dict[str, Any]]:
+        questions = batch.questions
+        temps = torch.tensor([self.temperatures.get(q.type, q.n_options) for q in questions],
+                             device=out.option_logits.device).repeat(batch.n_states)
+        probs = torch.softmax(out.option_logits.float() / temps[:, None], dim=-1).tolist()
+        act = torch.softmax(out.act_logits.float(), dim=-1)[:, 0].tolist()
+        row = 0
+        for usage in batch.usage:
+            answers = {}
+            for q in questions:
+                answers[q.id] = decode_answer(q, probs[row][:q.n_options], act[row])
+                row += 1
+            yield {"model": self.model_id, "answers": answers, "usage": dict(usage)}
+
+
+def load(source: Any, **agent_kwargs: Any) -> Agent:
+    """Load a checkpoint source into an :class:`Agent` (keywords as for ``Agent``)."""
+    return Agent(source, **agent_kwargs)
+
+
+__all__ = ["Agent", "load", "select_device", "empty_result"]
