@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from jevlaya_lab.broker.engine import AsyncBroker
-from jevlaya_lab.broker.results import LLMResult, SyncLLMResult
+from jevlaya_lab.broker.results import SyncLLMResult
 
 T = TypeVar("T")
 
@@ -239,11 +239,11 @@ class Direct:
         self._broker = broker
         self._direct = direct
 
-    def ask(self, prompt: str, **kwargs: Any) -> LLMResult:
-        return self._broker._run(self._direct.ask(prompt, **kwargs))
+    def ask(self, prompt: str, **kwargs: Any) -> SyncLLMResult:
+        return SyncLLMResult.of(self._broker._run(self._direct.ask(prompt, **kwargs)))
 
-    def chat(self, messages: list[dict[str, Any]], **kwargs: Any) -> LLMResult:
-        return self._broker._run(self._direct.chat(messages, **kwargs))
+    def chat(self, messages: list[dict[str, Any]], **kwargs: Any) -> SyncLLMResult:
+        return SyncLLMResult.of(self._broker._run(self._direct.chat(messages, **kwargs)))
 
     def stream(self, prompt: str, **kwargs: Any) -> SyncStream:
         return SyncStream(self._broker, self._direct.stream(prompt, **kwargs))

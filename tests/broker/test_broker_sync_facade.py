@@ -1,0 +1,141 @@
+"""The sync ``Broker``: one background loop, many threads, idempotent close, GC cleanup, the
+embedded default, ``direct()``."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import gc
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from jevlaya_lab.broker import Broker, SyncLLMResult
+from jevlaya_lab.broker.errors import ProviderError
+from jevlaya_lab.journal import open_store
+from jevlaya_lab.local import FaultProfile
+
+
+def test_fifty_threads_through_one_broker(broker) -> None:
+    b = broker("a", "b")
+    with cf.ThreadPoolExecutor(50) as pool:
+        results = list(pool.map(lambda i: b.ask(f"question {i}", max_tokens=4), range(50)))
+    assert all(isinstance(r, SyncLLMResult) and r.text for r in results)
+    assert len({r.call_id for r in results}) == 50
+    rows = b.calls()
+    assert len(rows) == 50 and {r["status"] for r in rows} == {"ok"}
+    assert all(s["in_flight"] == 0 for s in b.snapshot().values())
+
+
+def test_close_is_idempotent_and_flushes_the_journal(server, db, cfg) -> None:
+    b = Broker(db, models=cfg("a"), catalog=[])
+    b.ask("x")
+    b.close()
+    b.close()
+    assert b.closed and len(open_store(db).attempts()) == 1
+    with pytest.raises(RuntimeError, match="closed"):
+        b.ask("x")
+
+
+def test_a_dropped_broker_is_cleaned_up_without_blocking(server, db, cfg) -> None:
+    b = Broker(db, models=cfg("a"), catalog=[])
+    b.ask("x")
+    thread = b._runner.thread
+    del b
+    started = time.monotonic()
+    gc.collect()
+    assert time.monotonic() - started < 0.5
+    thread.join(timeout=10)
+    assert not thread.is_alive()
+    assert len(open_store(db).attempts()) == 1
+
+
+def test_sync_methods_refuse_to_run_on_the_broker_loop(broker) -> None:
+    b = broker("a")
+
+    async def inside() -> None:
+        with pytest.raises(RuntimeError, match="own event loop"):
+            b.ask("x")
+    b._run(inside())
+
+
+def test_embedded_default_serves_local_models_and_journals_per_user(tmp_path: Path,
+                                                                      monkeypatch) -> None:
+    monkeypatch.setenv("JEVLAYA_HOME", str(tmp_path / "home"))
+    catalog = [{"name": "local/tiny", "base_url": "local://tiny", "model": "tiny"}]
+    with Broker(catalog=catalog) as b:
+        result = b.ask("hello")
+        assert result.llm_name == "local/tiny" and result.text
+        server = b.engine._embedded._server
+        assert server.base_url.startswith("http://127.0.0.1:")
+    assert b.engine._embedded._server is None  # stopped with the broker
+    assert len(open_store(tmp_path / "home" / "broker.db").attempts()) == 1
+
+
+def test_packaged_catalog_fills_an_empty_database(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("JEVLAYA_CATALOG_URL", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with Broker(home=tmp_path, dotenv=tmp_path / "none.env") as b:
+        snap = b.snapshot()
+    assert snap["local/smollm2"]["key"] == "not needed"
+    assert snap["openai/gpt-4o-mini"]["key"] == "missing"
+
+
+def test_unreachable_remote_catalog_logs_a_warning_and_keeps_the_database(
+        tmp_path: Path, dead_url: str, caplog) -> None:
+    with Broker(home=tmp_path, catalog=dead_url + "/catalog.json") as b:
+        names = b.llm_names
+    assert "local/smollm2" in names  # the packaged copy filled the empty database
+    assert "not reachable" in caplog.text
+
+
+def test_user_models_rank_before_the_catalog(tmp_path: Path, cfg) -> None:
+    with Broker(home=tmp_path, models=cfg("a")) as b:
+        assert b.llm_names[0] == "a" and b.ask("x").llm_name == "a"
+
+
+def test_direct_calls_one_model_without_failover_or_journal(broker, server) -> None:
+    b = broker("a", "b")
+    assert b.direct("b").ask("hello").llm_name == "b"
+    assert "".join(b.direct("b").stream("hello"))
+    server.set_fault("b", FaultProfile(status=500))
+    with pytest.raises(ProviderError) as info:
+        b.direct("b").ask("hello")
+    assert info.value.status == 500
+    assert b.calls() == []
+    with pytest.raises(ValueError, match="no journal row"):
+        b.direct("a").ask("x").record_quality(1.0)
+
+
+def test_bad_arguments_name_the_field(broker, db, tmp_path) -> None:
+    b = broker("a")
+    with pytest.raises(ValueError, match="prompt="):
+        b.ask("")
+    with pytest.raises(ValueError, match="messages="):
+        b.chat("not a list")
+    with pytest.raises(ValueError, match=r"messages\[0\]"):
+        b.chat([{"content": "no role"}])
+    with pytest.raises(ValueError, match="LLMConfig.parallel=0"):
+        Broker(db, models=[{"name": "x", "base_url": "http://x/v1", "model": "m",
+                            "parallel": 0}])
+    with pytest.raises(ValueError, match="unknown field"):
+        Broker(db, models=[{"name": "x", "base_url": "http://x/v1", "model": "m",
+                            "api_key": "sk-secret"}])
+    with pytest.raises(ValueError, match="scope="):
+        b.for_scope("a/b")
+
+
+def test_concurrent_threads_see_one_loop(broker) -> None:
+    b = broker("a")
+    seen = set()
+
+    def call() -> None:
+        b.ask("x", max_tokens=2)
+        seen.add(b._runner.thread.ident)
+    threads = [threading.Thread(target=call) for _ in range(5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(seen) == 1
