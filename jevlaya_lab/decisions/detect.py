@@ -19,25 +19,37 @@ than guess when the evidence is thin.
   with the JSONPath-like ``path``, the ``script``, the ``language`` and the start of the
   ``text``). One Spanish field in an English state is such a segment.
 
-Nothing here downloads anything or imports torch; a call costs microseconds for short states.
+- **Budget**: detection reads at most ``SAMPLE_CHARS`` characters per state, from the part the
+  model keeps when it truncates (the start of a string or dict, the newest turns of a list), and
+  judges at most ``MAX_SEGMENTS`` sentences one by one; text the model never reads cannot
+  change its answer, so it should not change the routing either.
+
+Nothing here downloads anything or imports torch; a call costs tens of microseconds for a short
+state and about a millisecond at the budget (see ``bench/routing.py``).
 """
 
 from __future__ import annotations
 
-import unicodedata
+import heapq
+from collections import Counter
 from typing import Any, Iterator
 
 import regex
 
 __all__ = [
     "MIN_WORDS",
+    "SAMPLE_CHARS",
     "detect",
     "guess_language",
+    "language_name",
+    "sample_leaves",
     "script_profile",
     "string_leaves",
 ]
 
 MIN_WORDS = 3  # fewer Latin words than this is too little evidence to name a language
+SAMPLE_CHARS = 4000  # characters read per state (about what a 512-token model keeps, with margin)
+MAX_SEGMENTS = 32  # sentences judged one by one when looking for a foreign segment
 
 # Scripts told apart; letters of any other script are counted as "Other".
 SCRIPTS: tuple[str, ...] = (
@@ -53,6 +65,7 @@ _SCRIPT_RUN = regex.compile(
     + r"|([\p{L}--[\p{sc=Common}\p{sc=Inherited}]]+)"
 )
 _WORD = regex.compile(r"\p{L}+")
+_LATIN_RUN = regex.compile(r"(?V1)[\p{sc=Latin}&&\p{L}]+")
 # Sentence or line boundaries used to find a foreign sentence inside one long string.
 _SEGMENT_SPLIT = regex.compile(r"(?<=[.!?。！？])\s+|\n+")
 
@@ -180,12 +193,19 @@ def _key_path(key: Any) -> str:
 
 
 def _count_scripts(text: str, counts: dict[str, int]) -> None:
+    letters = sum(map(len, _LETTER_RUN.findall(text)))
+    if not letters:
+        return
+    latin = sum(map(len, _LATIN_RUN.findall(text)))
+    if latin == letters:  # the common case, in two C-level passes
+        counts["Latin"] = counts.get("Latin", 0) + latin
+        return
     for run in _LETTER_RUN.finditer(text):
-        letters = run.group()
-        if letters.isascii():  # the common case, without the per-script pattern
-            counts["Latin"] = counts.get("Latin", 0) + len(letters)
+        letters_run = run.group()
+        if letters_run.isascii():
+            counts["Latin"] = counts.get("Latin", 0) + len(letters_run)
             continue
-        for piece in _SCRIPT_RUN.finditer(letters):
+        for piece in _SCRIPT_RUN.finditer(letters_run):
             index = piece.lastindex or 0
             name = SCRIPTS[index - 1] if index <= len(SCRIPTS) else "Other"
             counts[name] = counts.get(name, 0) + len(piece.group())
@@ -206,22 +226,38 @@ def script_profile(state: Any) -> dict[str, float]:
     return {name: round(n / total, 4) for name, n in counts.items()} if total else {}
 
 
+_WORD_LANGUAGES: dict[str, tuple[str, ...]] = {}
+for _lang, _words in STOPWORDS.items():
+    for _word in _words:
+        _WORD_LANGUAGES[_word] = (*_WORD_LANGUAGES.get(_word, ()), _lang)
+_HINT_INDEX: dict[str, tuple[str, ...]] = {}
+for _lang, _letters in _HINT_LETTERS.items():
+    for _letter in _letters:
+        _HINT_INDEX[_letter] = (*_HINT_INDEX.get(_letter, ()), _lang)
+_NON_ASCII = regex.compile(r"[^\x00-\x7f]")
+_NON_LATIN_LETTERS = regex.compile(r"(?V1)[\p{L}--\p{sc=Latin}]+")
+
+
 def _latin_scores(text: str) -> tuple[dict[str, float], int]:
-    words = [w.lower() for w in _WORD.findall(text)]
-    scores = {lang: 0.0 for lang in STOPWORDS}
+    lowered = text.lower()
+    words = _WORD.findall(lowered)
+    scores = dict.fromkeys(STOPWORDS, 0.0)
     for word in words:
-        for lang, stop in STOPWORDS.items():
-            if word in stop:
-                scores[lang] += 1.0
+        for lang in _WORD_LANGUAGES.get(word, ()):
+            scores[lang] += 1.0
         if not word.isascii():
             scores["en"] -= 0.5  # English words almost never carry diacritics
-    lowered = text.lower()
-    for lang, letters in _HINT_LETTERS.items():
-        hits = sum(lowered.count(ch) for ch in letters)
-        scores[lang] += min(_HINT_CAP, hits * _HINT_WEIGHT)
-    for lang, marks in _INVERTED.items():
-        if any(ch in text for ch in marks):
-            scores[lang] += 1.0
+    special = Counter(_NON_ASCII.findall(lowered))
+    if special:
+        hits: dict[str, int] = {}
+        for ch, n in special.items():
+            for lang in _HINT_INDEX.get(ch, ()):
+                hits[lang] = hits.get(lang, 0) + n
+        for lang, n in hits.items():
+            scores[lang] += min(_HINT_CAP, n * _HINT_WEIGHT)
+        for lang, marks in _INVERTED.items():
+            if any(special[ch] for ch in marks):
+                scores[lang] += 1.0
     return scores, len(words)
 
 
@@ -235,8 +271,7 @@ def guess_language(text: str) -> tuple[str | None, str]:
     scores, n_words = _latin_scores(text)
     if n_words < MIN_WORDS:
         return None, f"only {n_words} word(s), too few to tell the language"
-    ranked = sorted(scores.items(), key=lambda item: -item[1])
-    (best, top), (runner, second) = ranked[0], ranked[1]
+    (best, top), (runner, second) = heapq.nlargest(2, scores.items(), key=lambda item: item[1])
     if top < 2.0:
         return None, f"no language has enough common words among {n_words} words"
     if top - second < 1.0:
@@ -274,10 +309,11 @@ def _script_language(script: str, text: str, counts: dict[str, int]) -> str | No
     return SCRIPT_LANGUAGE.get(script)
 
 
-def _judge(text: str) -> dict[str, Any]:
-    """Script and language of one piece of text (no mixing analysis)."""
-    counts: dict[str, int] = {}
-    _count_scripts(text, counts)
+def _judge(text: str, counts: dict[str, int] | None = None) -> dict[str, Any]:
+    """Script and language of one piece of text (``counts``: its script counts, if known)."""
+    if counts is None:
+        counts = {}
+        _count_scripts(text, counts)
     letters = sum(counts.values())
     if not letters:
         return {"script": None, "language": None, "letters": 0, "why": "no letters"}
@@ -285,7 +321,7 @@ def _judge(text: str) -> dict[str, Any]:
     if script == "Han" and counts.get("Hangul", 0):
         script = "Hangul"  # Korean written with some Hanja
     if script == "Latin":
-        latin = "".join(run for run in _latin_runs(text))
+        latin = text if counts["Latin"] == letters else _NON_LATIN_LETTERS.sub(" ", text)
         language, why = guess_language(latin)
     else:
         language = _script_language(script, text, counts)
@@ -293,23 +329,26 @@ def _judge(text: str) -> dict[str, Any]:
     return {"script": script, "language": language, "letters": letters, "why": why}
 
 
-def _latin_runs(text: str) -> Iterator[str]:
-    for run in _LETTER_RUN.finditer(text):
-        word = run.group()
-        if word.isascii() or all(_is_latin(ch) for ch in word):
-            yield word + " "
-    for marks in _INVERTED.values():  # keep ¿ ¡ evidence
-        for mark in marks:
-            if mark in text:
-                yield mark
-
-
-def _is_latin(ch: str) -> bool:
-    return unicodedata.name(ch, "").startswith("LATIN")
-
-
 def _family(script: str | None) -> str | None:
     return _FAMILY.get(script, script) if script else None
+
+
+def sample_leaves(state: Any, budget: int = SAMPLE_CHARS) -> list[tuple[str, str]]:
+    """The string leaves detection reads: at most ``budget`` characters, taken from the part of
+    the state the model keeps when it truncates (the start of a str/dict, the newest turns of a
+    list), so a long document costs no more than the text that can influence the answer."""
+    leaves = list(string_leaves(state))
+    if isinstance(state, (list, tuple)):
+        leaves.reverse()
+    sampled, left = [], budget
+    for path, text in leaves:
+        if left <= 0:
+            break
+        sampled.append((path, text[:left]))
+        left -= len(text)
+    if isinstance(state, (list, tuple)):
+        sampled.reverse()
+    return sampled
 
 
 def detect(state: Any) -> dict[str, Any]:
@@ -318,17 +357,23 @@ def detect(state: Any) -> dict[str, Any]:
     Returns a JSON-ready dict: ``script`` (dominant script or ``None``), ``script_profile``
     (share of letters per script), ``language`` (ISO 639-1 code or ``None``), ``is_english``,
     ``language_undecided``, ``mixed_segment`` (``None`` or the first foreign segment), ``letters``
-    and ``evidence`` (a short phrase on how the language was decided).
+    (letters read) and ``evidence`` (a short phrase on how the language was decided).
     """
-    leaves = list(string_leaves(state))
-    whole = "\n".join(text for _, text in leaves)
-    verdict = _judge(whole)
+    leaves = sample_leaves(state)
+    per_leaf = []
     counts: dict[str, int] = {}
-    _count_scripts(whole, counts)
-    total = sum(counts.values())
+    for path, text in leaves:
+        leaf_counts: dict[str, int] = {}
+        _count_scripts(text, leaf_counts)
+        per_leaf.append((path, text, leaf_counts))
+        for name, n in leaf_counts.items():
+            counts[name] = counts.get(name, 0) + n
+    whole = "\n".join(text for _, text in leaves)
+    verdict = _judge(whole, counts)
+    total = verdict["letters"]
     profile = {name: round(n / total, 4) for name, n in
                sorted(counts.items(), key=lambda item: -item[1])} if total else {}
-    mixed = _find_mixed(leaves, verdict) if total else None
+    mixed = _find_mixed(per_leaf, verdict) if total else None
     language = verdict["language"]
     return {
         "script": verdict["script"],
@@ -342,10 +387,10 @@ def detect(state: Any) -> dict[str, Any]:
     }
 
 
-def _find_mixed(leaves: list[tuple[str, str]], overall: dict[str, Any]) -> dict[str, Any] | None:
+def _find_mixed(per_leaf: list[tuple[str, str, dict[str, int]]], overall: dict[str, Any]) -> dict[str, Any] | None:
     family = _family(overall["script"])
-    for path, text in _segments_of(leaves):
-        judged = _judge(text)
+    single = len(per_leaf) == 1
+    for path, text, judged in _segments_of(per_leaf, skip_whole=single):
         if judged["letters"] < 4:
             continue
         other_script = _family(judged["script"]) != family
@@ -365,20 +410,27 @@ def _find_mixed(leaves: list[tuple[str, str]], overall: dict[str, Any]) -> dict[
     return None
 
 
-def _segments_of(leaves: list[tuple[str, str]]) -> Iterator[tuple[str, str]]:
-    for path, text in leaves:
-        parts = [p for p in _SEGMENT_SPLIT.split(text) if p and p.strip()]
-        yield path, text
+def _segments_of(per_leaf: list[tuple[str, str, dict[str, int]]], *,
+                 skip_whole: bool) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """Each leaf, each sentence or line of it, and each run of a foreign script family in it."""
+    judged_segments = 0
+    for path, text, counts in per_leaf:
+        if not counts:
+            continue
+        if not skip_whole:
+            yield path, text, _judge(text, counts)
+        main = _family(max(counts, key=counts.__getitem__))
+        for script, n in counts.items():
+            if n >= 4 and _family(script) != main:  # "Hello Иван Петров" inside one sentence
+                run = _first_run(text, script)
+                yield path, run, _judge(run)
+        parts = [p for p in _SEGMENT_SPLIT.split(text) if p.strip()]
         if len(parts) > 1:
             for i, part in enumerate(parts):
-                yield f"{path}#{i}", part
-        # a run of another script family inside one sentence ("Hello Иван Петров")
-        counts: dict[str, int] = {}
-        _count_scripts(text, counts)
-        for script, n in counts.items():
-            if n >= 4 and _family(script) != _family(max(counts, key=counts.__getitem__)):
-                run = _first_run(text, script)
-                yield path, run
+                if judged_segments >= MAX_SEGMENTS:
+                    return
+                judged_segments += 1
+                yield f"{path}#{i}", part, _judge(part)
 
 
 def _first_run(text: str, script: str) -> str:
