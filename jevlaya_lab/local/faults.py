@@ -76,6 +76,14 @@ class FaultProfile:
         if sum([self.status is not None, self.garbage, self.empty]) > 1:
             raise FaultProfileError("status, garbage and empty exclude each other: set only one of them")
 
+    def __str__(self) -> str:
+        """The non-default fields as ``key=value`` text that ``parse`` reads back."""
+        default = FaultProfile()
+        changed = [f"{f.name}={getattr(self, f.name):g}" if isinstance(getattr(self, f.name), float)
+                   else f"{f.name}={getattr(self, f.name)}"
+                   for f in fields(self) if getattr(self, f.name) != getattr(default, f.name)]
+        return ",".join(changed) or "none"
+
     @classmethod
     def parse(cls, spec: str) -> FaultProfile:
         """Build a profile from text such as ``"rate-limited"`` or ``"status=503,every=3"``.
@@ -83,7 +91,7 @@ class FaultProfile:
         A leading preset name (see ``FAULT_PRESETS``) may be followed by ``key=value`` overrides;
         used by ``jevlaya-lab serve --fault NAME=SPEC``.
         """
-        parts = [p.strip() for p in spec.split(",") if p.strip()]
+        parts = [p.strip() for p in spec.split(",") if p.strip() and p.strip() != "none"]
         base = cls()
         if parts and "=" not in parts[0]:
             preset = parts.pop(0)

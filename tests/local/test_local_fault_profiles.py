@@ -39,6 +39,13 @@ def test_parse_reads_presets_and_key_value_overrides() -> None:
         FaultProfile.parse("latency=soon")
 
 
+@pytest.mark.parametrize("profile", [FaultProfile(), *FAULT_PRESETS.values(),
+                                     FaultProfile(garbage=True, every=3, seed=2, cut_after=0)])
+def test_str_is_compact_and_parses_back(profile: FaultProfile) -> None:
+    assert "FaultProfile" not in str(profile)
+    assert FaultProfile.parse(str(profile)) == profile
+
+
 def test_every_n_applies_on_calls_n_2n_3n() -> None:
     switch = FaultSwitch(FaultProfile(status=503, every=3))
     hits = [switch.next_call() is not None for _ in range(9)]
