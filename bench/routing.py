@@ -86,11 +86,14 @@ def bench_batch(n_requests: int, repeats: int) -> dict:
         assert used == {"english", "multilingual"}, used
         router.preload()
         router.predict_batch(requests)  # warm-up
-        batch_s, single_s = [], []
+        batch_s, sorted_s, single_s = [], [], []
         for _ in range(repeats):
             t0 = time.perf_counter()
             batched = router.predict_batch(requests)
             batch_s.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            router.predict_batch(requests, sort_by_length=True, batch_size=8)
+            sorted_s.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             singles = [router.predict(r["state"], r["questions"]) for r in requests]
             single_s.append(time.perf_counter() - t0)
@@ -98,11 +101,14 @@ def bench_batch(n_requests: int, repeats: int) -> dict:
             for qid in QUESTIONS:
                 pa, pb = (_probabilities(x["answers"][qid]) for x in (a, b))
                 assert all(abs(pa[k] - pb[k]) < 2e-3 for k in pa), (qid, pa, pb)
-    b, s = statistics.median(batch_s), statistics.median(single_s)
+    b, b8, s = (statistics.median(x) for x in (batch_s, sorted_s, single_s))
     return {"requests": n_requests, "checkpoints": 2, "questions": len(QUESTIONS),
-            "predict_batch_s": round(b, 4), "predict_each_s": round(s, 4),
+            "predict_batch_s": round(b, 4), "predict_batch_sorted_bs8_s": round(b8, 4),
+            "predict_each_s": round(s, 4),
             "predict_batch_req_per_s": round(n_requests / b, 1),
-            "predict_each_req_per_s": round(n_requests / s, 1), "speedup": round(s / b, 2)}
+            "predict_batch_sorted_bs8_req_per_s": round(n_requests / b8, 1),
+            "predict_each_req_per_s": round(n_requests / s, 1), "speedup": round(s / b, 2),
+            "speedup_sorted_bs8": round(s / b8, 2)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,8 +131,10 @@ def main(argv: list[str] | None = None) -> int:
           f"{batch['questions']} questions)")
     print(f"  {'mode':<22}{'seconds':>10}{'req/s':>10}")
     print(f"  {'predict_batch':<22}{batch['predict_batch_s']:>10.3f}{batch['predict_batch_req_per_s']:>10.1f}")
+    print(f"  {'  sorted, batch_size=8':<22}{batch['predict_batch_sorted_bs8_s']:>10.3f}"
+          f"{batch['predict_batch_sorted_bs8_req_per_s']:>10.1f}")
     print(f"  {'predict per request':<22}{batch['predict_each_s']:>10.3f}{batch['predict_each_req_per_s']:>10.1f}")
-    print(f"  speedup: {batch['speedup']}x")
+    print(f"  speedup: {batch['speedup']}x (sorted, batch_size=8: {batch['speedup_sorted_bs8']}x)")
 
     out = ROOT / "bench" / "results" / "routing.json"
     out.parent.mkdir(parents=True, exist_ok=True)
