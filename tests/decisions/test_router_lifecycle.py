@@ -456,3 +456,19 @@ def test_predict_rejects_bad_input_with_the_field_named(checkpoints):
 
     with pytest.raises(ValueError, match="exactly one state"):
         router.predict("x", QUESTIONS, on_predict_start=two_states)
+
+
+def test_the_shipped_prediction_cache_on_a_router_serves_across_calls_only(checkpoints):
+    """Seed "Caching with skip" with the shipped PredictionCache: a duplicate within one checkpoint
+    group is computed (ends come after all starts); the next call is served, and the Router adds
+    the current routing to the cached result."""
+    from jevlaya_lab.hooks.cache import PredictionCache
+
+    cache, forward = PredictionCache(), ForwardLog()
+    router = make_router(checkpoints, hooks=[cache], agent_kwargs={"hooks": [forward]})
+    first = router.predict_batch([req("dup"), req("dup")])
+    assert len(forward.calls) == 1 and forward.calls[0][1] == ["dup", "dup"]
+    again = router.predict_batch([req("dup", "alpha")])
+    assert len(forward.calls) == 1  # served from the cache
+    assert again[0]["answers"] == first[0]["answers"]
+    assert again[0]["routing"]["source"] == "model" and again[0]["routing"]["model"] == "a"

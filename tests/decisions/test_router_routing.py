@@ -198,3 +198,16 @@ def test_router_construction_errors_name_the_fix(tmp_path):
     assert custom.default == "support"  # no 'english' registered: the first name is the default
     decision = custom.route(SPANISH)
     assert decision.model == "support" and "no 'multilingual' checkpoint is registered" in decision.reason
+
+
+def test_route_subcommand_prints_the_decision_as_json(capsys):
+    """`jevlaya-lab route` shows which checkpoint the Router picks and why, without loading."""
+    from jevlaya_lab.cli import main
+
+    assert main(["route", "--json", json.dumps({"body": SPANISH})]) == 0
+    decision = json.loads(capsys.readouterr().out)
+    assert decision["model"] == "multilingual" and decision["detection"]["language"] == "es"
+    assert main(["route", "--explain", "--lang", "en", ENGLISH]) == 0
+    assert [s["step"] for s in json.loads(capsys.readouterr().out)["explain"]["steps"]][-1] == "lang"
+    assert main(["route", "--model", "englsh", "hi"]) == 2
+    assert "Did you mean 'english'" in capsys.readouterr().err
