@@ -1,0 +1,124 @@
+"""Streaming in synchronous code (seed: "Потоковая выдача в синхронном коде"): the same rules
+through ``Broker.stream`` and ``for_scope(...).stream``, read with a plain ``for``."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import gc
+import time
+
+import pytest
+
+from jevlaya_lab.broker import Broker, SyncLLMResult
+from jevlaya_lab.broker.errors import StreamInterruptedError, StreamReplacementError
+from jevlaya_lab.local import FaultProfile
+
+
+def test_seed_sync_stream_reads_with_for_and_rates_after_the_context(broker) -> None:
+    """Rule: with broker.stream(...) as stream: for delta in stream; then record_quality."""
+    b = broker("a")
+    with b.stream("write", operation="write") as stream:
+        parts = [delta for delta in stream]
+    assert parts and stream.llm_name == "a" and stream.usage is not None
+    stream.record_quality(0.9)
+    assert b.ratings()[0]["call_id"] == stream.call_id
+
+
+def test_seed_sync_exceptions_arise_on_the_same_delta(broker, server) -> None:
+    """Rule: each exception is raised at the same part as in async code."""
+    server.set_fault("a", FaultProfile(cut_after=4))
+    b = broker("a")
+    parts = []
+    with pytest.raises(StreamInterruptedError):
+        for delta in b.stream("write"):
+            parts.append(delta)
+    assert len(parts) == 4
+
+
+def test_seed_sync_replacement_is_rated_through_the_stream(broker, server) -> None:
+    """Rule: exc.replacement has text, llm_name, call_id; its record_quality is a coroutine, so
+    sync code rates the final answer via stream.record_quality: after the replacement the
+    stream names the replacing answer; another() returns a sync result with its own rating."""
+    server.set_fault("a", FaultProfile(token_delay=0.08))
+    server.set_fault("b", FaultProfile(first_token_delay=0.15))
+    b = broker("a", "b")
+    stream = b.stream("write", fastest_of=2)
+    with pytest.raises(StreamReplacementError) as info:
+        for _ in stream:
+            pass
+    replacement = info.value.replacement
+    assert replacement.llm_name == "b" and stream.llm_name == "b"
+    assert stream.call_id == replacement.call_id and stream.text == replacement.text
+    stream.record_quality(1.0)
+    assert b.ratings()[-1]["call_id"] == replacement.call_id
+    other = stream.another()
+    assert isinstance(other, SyncLLMResult) and other.llm_name == "a"
+    other.record_quality(0.0)
+    assert stream.another() is None
+    stream.close()
+
+
+def test_seed_sync_stream_closes_when_no_longer_referenced(broker, server) -> None:
+    """Rule: the stream is closed on leaving with, on close(), and when nothing refers to it."""
+    server.set_fault("a", FaultProfile(token_delay=0.2))
+    b = broker("a")
+    stream = b.stream("write")
+    next(iter(stream))
+    assert b.snapshot()["a"]["in_flight"] == 1
+    started = time.monotonic()
+    del stream  # the last reference: the finalizer runs here
+    assert time.monotonic() - started < 0.1  # without blocking
+    gc.collect()
+    for _ in range(100):
+        if b.snapshot()["a"]["in_flight"] == 0:
+            break
+        time.sleep(0.02)
+    assert b.snapshot()["a"]["in_flight"] == 0
+    assert [r["status"] for r in b.calls()] == ["cancelled"]
+
+
+def test_seed_wsgi_generator_closed_early_cancels_the_request(broker, server) -> None:
+    """Rule: a sync web server closing the response body (client gone) closes the generator,
+    whose with-block closes the stream and so stops generation."""
+    server.set_fault("a", FaultProfile(token_delay=0.2))
+    b = broker("a")
+
+    def answer_body(llms, prompt):
+        with llms.stream(prompt) as stream:
+            for delta in stream:
+                yield delta
+
+    body = answer_body(b, "write")
+    assert next(body)
+    body.close()  # what Django does with StreamingHttpResponse when the client leaves
+    assert b.snapshot()["a"]["in_flight"] == 0
+    assert [r["status"] for r in b.calls()] == ["cancelled"]
+
+
+def test_seed_stream_and_scope_hold_their_broker(server, db, cfg) -> None:
+    """Rule: a stream, like a for_scope(...) object, keeps its broker alive until done."""
+    stream = Broker(db, models=cfg("a"), catalog=[]).stream("write")
+    gc.collect()
+    assert "".join(stream) and stream.llm_name == "a"
+    scoped = Broker(db, models=cfg("a"), catalog=[]).for_scope("team")
+    gc.collect()
+    with scoped.stream("write") as s:
+        assert "".join(s)
+    assert scoped.ask("x").llm_name == "a"
+
+
+def test_seed_twelve_threads_streaming_through_one_broker(broker) -> None:
+    """Rule: many threads may read answers through one broker at the same time."""
+    b = broker("a", "b", "c")
+
+    def read(i: int) -> tuple[str, str]:
+        with b.stream(f"question {i}") as stream:
+            text = "".join(stream)
+        return text, stream.call_id
+
+    with cf.ThreadPoolExecutor(12) as pool:
+        results = list(pool.map(read, range(12)))
+    assert all(text for text, _ in results) and len({c for _, c in results}) == 12
+    rows = b.calls()
+    assert len(rows) == 12 and {r["status"] for r in rows} == {"ok"}
+    assert all(s["in_flight"] == 0 for s in b.snapshot().values())
