@@ -1,12 +1,8 @@
 """``Router``: pick a checkpoint per request, keep a few resident, run the hook lifecycle per request.
 
-Routing (``route`` / ``route_batch``) never loads a model. The first rule that applies wins:
-explicit ``model`` > ``task`` > workflow (question ids match a known workflow; opt-in with
-``auto_task_detection=True``) > ``lang`` > ``lang_guess`` (per call, then the Router's; a code
-or a callable that may return ``None`` to abstain) > detection of the state itself
-(:mod:`jevlaya_lab.decisions.detect`). Detection sends non-Latin text, Latin text that reads as
-another language, and states with a foreign segment to the multilingual checkpoint; English
-goes to the English one; no letters or an undecided language go to ``default``.
+Routing (``route`` / ``route_batch``) never loads a model: the precedence chain lives in
+:mod:`jevlaya_lab.decisions.routing`, the names and the LRU of resident Agents in
+:mod:`jevlaya_lab.decisions.registry`; this module runs the hook lifecycle around them.
 
 ``predict`` / ``predict_batch`` follow the lifecycle page (seed 000 wins over 002): every request
 gets its own ``PredictContext``; all requests are validated and routed (``on_route``) before
@@ -25,9 +21,6 @@ Decisions the spec leaves open, written down here:
 - A hook on ``on_route`` may replace ``ctx.decision`` with a new decision, a plain dict with a
   ``model`` key, or just a name/alias; aliases are resolved to the canonical name at once, so
   requests pinned through an alias share the forward pass of that checkpoint.
-- Workflows are declared by the user (``workflows={"triage": question_ids}`` plus
-  ``tasks={"triage": "<model>"}``); a state's question-id set matches a workflow when every id
-  belongs to that workflow and to no other.
 """
 
 from __future__ import annotations
@@ -49,42 +42,10 @@ from jevlaya_lab.decisions.registry import (
     RegistryEntry,
     agent_source,
 )
+from jevlaya_lab.decisions.routing import REQUEST_KEYS, Decision, RoutingPolicy, check_budget
 from jevlaya_lab.hooks import HookRunner, PredictContext, aggregate_usage
 
-__all__ = ["Decision", "Router", "REQUEST_KEYS", "route_command"]
-
-REQUEST_KEYS = ("state", "questions", "model", "task", "lang", "lang_guess", "max_len", "head_max_len")
-_ENGLISH_CODES = {"en", "eng", "english"}
-
-
-class Decision(dict):
-    """A routing decision: a plain dict (JSON-ready) with attribute access to its main keys.
-
-    Keys: ``model`` (canonical checkpoint name), ``source`` (which rule decided: ``model``,
-    ``task``, ``workflow``, ``lang``, ``lang_guess``, ``detection`` or ``hook``), ``reason`` (a
-    sentence for people), ``detection`` (the detector's findings, ``None`` when an earlier rule
-    decided) and ``workflow`` (the matched workflow or ``None``); ``explain`` with ``explain=True``.
-    """
-
-    @property
-    def model(self) -> str:
-        return self["model"]
-
-    @property
-    def source(self) -> str:
-        return self["source"]
-
-    @property
-    def reason(self) -> str:
-        return self["reason"]
-
-    @property
-    def detection(self) -> dict | None:
-        return self.get("detection")
-
-    @property
-    def workflow(self) -> str | None:
-        return self.get("workflow")
+__all__ = ["REQUEST_KEYS", "Decision", "Router", "route_command"]
 
 
 class Router:
@@ -123,25 +84,10 @@ class Router:
         if max_loaded is not None and (isinstance(max_loaded, bool) or not isinstance(max_loaded, int)
                                        or max_loaded < 1):
             raise ValueError(f"max_loaded: expected a positive int or None (no limit), got {max_loaded!r}")
-        if default is None:
-            default = english if english in self._registry else self._registry.names[0]
-        self.default = self._registry.resolve(default)
-        self.english = english
-        self.multilingual = multilingual
-        self.tasks: dict[str, str] = {}
-        for task, model in (tasks or {}).items():
-            self.tasks[str(task).casefold()] = self._registry.resolve(model)
-        self.workflows: dict[str, frozenset[str]] = {}
-        for name, ids in (workflows or {}).items():
-            if str(name).casefold() not in self.tasks:
-                raise ValueError(
-                    f"workflows[{name!r}]: no checkpoint for this workflow; add "
-                    f"tasks={{{name!r}: '<model>'}}"
-                )
-            self.workflows[str(name)] = frozenset(ids)
-        _check_lang_guess(lang_guess, "lang_guess")
-        self.lang_guess = lang_guess
-        self.auto_task_detection = bool(auto_task_detection)
+        self.policy = RoutingPolicy(
+            self._registry, default=default, english=english, multilingual=multilingual, tasks=tasks,
+            workflows=workflows, lang_guess=lang_guess, auto_task_detection=auto_task_detection,
+        )
         self.device = device
         self.agent_kwargs = dict(agent_kwargs or {})
         self._hooks = HookRunner(
@@ -158,6 +104,28 @@ class Router:
         local alternatives. Keyword arguments are passed to :class:`Router`."""
         kwargs.setdefault("tasks", LAYA_TASKS)
         return cls(LAYA_MODELS, **kwargs)
+
+    # -- routing settings (see RoutingPolicy) ---------------------------------------------------
+    @property
+    def default(self) -> str:
+        """The checkpoint for states without letters or with an undecided language."""
+        return self.policy.default
+
+    @property
+    def tasks(self) -> dict[str, str]:
+        return self.policy.tasks
+
+    @property
+    def workflows(self) -> dict[str, frozenset[str]]:
+        return self.policy.workflows
+
+    @property
+    def auto_task_detection(self) -> bool:
+        return self.policy.auto_task_detection
+
+    @auto_task_detection.setter
+    def auto_task_detection(self, value: bool) -> None:
+        self.policy.auto_task_detection = bool(value)
 
     # -- hooks ----------------------------------------------------------------------------------
     @property
@@ -215,7 +183,7 @@ class Router:
         """Decide which checkpoint answers ``state``; fires ``on_route``; never loads a model."""
         request = {"state": state, "questions": questions, "model": model, "task": task,
                    "lang": lang, "lang_guess": lang_guess}
-        self._check_request(request, "route", need_questions=False)
+        self.policy.check_request(request, "route", need_questions=False)
         return self._route(request, self._hooks.active(hooks), hooks_raise, explain)
 
     def route_batch(
@@ -227,7 +195,7 @@ class Router:
         explain: bool = False,
     ) -> list[Decision]:
         """Route every request (dicts with the keys of :data:`REQUEST_KEYS`); all are checked first."""
-        self._check_requests(requests, need_questions=False)
+        self.policy.check_requests(requests, need_questions=False)
         active = self._hooks.active(hooks)
         return [self._route(r, active, hooks_raise, explain) for r in requests]
 
@@ -235,7 +203,7 @@ class Router:
                explain: bool) -> Decision:
         started = time.perf_counter()
         state, questions = request["state"], request.get("questions")
-        decision, steps = self._decide(request)
+        decision, steps = self.policy.decide(request)
         if explain:
             found = decision["detection"] or detection.detect(state)
             decision["explain"] = {
@@ -248,176 +216,7 @@ class Router:
         ctx = PredictContext(states=[state], questions=questions, decision=decision,
                              model=decision.model, router=self)
         self._hooks.emit(active, "on_route", ctx, hooks_raise=hooks_raise)
-        return self._settle(ctx.decision, decision)
-
-    def _settle(self, chosen: Any, original: Decision) -> Decision:
-        """Accept what an ``on_route`` hook left in ``ctx.decision``; aliases become canonical."""
-        if isinstance(chosen, str):
-            model = self._registry.resolve(chosen)
-            return Decision(model=model, source="hook", reason=f"A hook on on_route chose {model!r}.",
-                            detection=None, workflow=None)
-        if not isinstance(chosen, Mapping) or "model" not in chosen:
-            raise TypeError(
-                f"on_route: ctx.decision must be a decision dict with a 'model' key or a "
-                f"checkpoint name, got {type(chosen).__name__} {chosen!r}"
-            )
-        decision = chosen if isinstance(chosen, Decision) else Decision(chosen)
-        decision["model"] = self._registry.resolve(decision["model"])
-        if decision is not original:
-            decision.setdefault("source", "hook")
-            decision.setdefault("reason", f"A hook on on_route chose {decision['model']!r}.")
-            decision.setdefault("detection", None)
-            decision.setdefault("workflow", None)
-        return decision
-
-    def _decide(self, request: Mapping[str, Any]) -> tuple[Decision, list[dict]]:
-        """Walk the precedence chain; returns the decision and the steps considered (for explain)."""
-        steps: list[dict] = []
-
-        def decided(model: str, source: str, reason: str, *, found: dict | None = None,
-                    workflow: str | None = None) -> tuple[Decision, list[dict]]:
-            steps.append({"step": source, "outcome": "decided", "model": model})
-            return Decision(model=model, source=source, reason=reason, detection=found,
-                            workflow=workflow), steps
-
-        model = request.get("model")
-        if model is not None:
-            canonical = self._registry.resolve(model)
-            alias = f" (an alias of {canonical!r})" if canonical != model else ""
-            return decided(canonical, "model", f"The caller asked for the {model!r} checkpoint{alias}.")
-        steps.append({"step": "model", "outcome": "not given"})
-
-        task = request.get("task")
-        if task is not None:
-            target = self._task_model(task)
-            return decided(target, "task", f"The task {task!r} runs on the {target!r} checkpoint.")
-        steps.append({"step": "task", "outcome": "not given"})
-
-        if self.auto_task_detection:
-            workflow = self._match_workflow(request.get("questions"))
-            if workflow is not None:
-                target = self.tasks[workflow.casefold()]
-                return decided(target, "workflow",
-                               f"The question ids match the {workflow!r} workflow, which runs on "
-                               f"the {target!r} checkpoint.", workflow=workflow)
-            steps.append({"step": "workflow", "outcome": "no workflow matches the question ids"})
-        else:
-            steps.append({"step": "workflow", "outcome": "off (auto_task_detection=False)"})
-
-        lang = request.get("lang")
-        if lang is not None:
-            target, why = self._language_target(_primary_subtag(lang, "lang"))
-            return decided(target, "lang", f"The caller said the text is {why}.")
-        steps.append({"step": "lang", "outcome": "not given"})
-
-        for where, guesser in (("call", request.get("lang_guess")), ("router", self.lang_guess)):
-            if guesser is None:
-                continue
-            code = guesser(request["state"]) if callable(guesser) else guesser
-            if code is None:
-                steps.append({"step": "lang_guess", "outcome": f"the {where}'s guesser abstained"})
-                continue
-            target, why = self._language_target(_primary_subtag(code, f"lang_guess ({where})"))
-            return decided(target, "lang_guess", f"The language guesser says the text is {why}.")
-        if steps[-1]["step"] != "lang_guess":
-            steps.append({"step": "lang_guess", "outcome": "not given"})
-
-        found = detection.detect(request["state"])
-        target, reason = self._detection_target(found)
-        return decided(target, "detection", reason, found=found)
-
-    def _task_model(self, task: Any) -> str:
-        if not isinstance(task, str) or task.casefold() not in self.tasks:
-            known = ", ".join(repr(t) for t in self.tasks) or "none (pass tasks={...} to Router)"
-            raise ValueError(f"task: unknown task {task!r}; known tasks: {known}")
-        return self.tasks[task.casefold()]
-
-    def _match_workflow(self, questions: Any) -> str | None:
-        if not isinstance(questions, Mapping) or not questions:
-            return None
-        ids = set(questions)
-        matches = [name for name, known in self.workflows.items() if ids <= known]
-        return matches[0] if len(matches) == 1 else None
-
-    def _target(self, role: str) -> str | None:
-        name = self.english if role == "english" else self.multilingual
-        return self._registry.resolve(name) if name in self._registry else None
-
-    def _language_target(self, code: str) -> tuple[str, str]:
-        label = f"{detection.language_name(code)} ({code})"
-        if code in _ENGLISH_CODES:
-            target = self._target("english")
-            if target is not None:
-                return target, f"{label}, so the English checkpoint {target!r} reads it"
-            return self.default, f"{label}; no {self.english!r} checkpoint is registered, so the default {self.default!r} reads it"
-        target = self._target("multilingual")
-        if target is not None:
-            return target, f"{label}, so the multilingual checkpoint {target!r} reads it"
-        return self.default, f"{label}; no {self.multilingual!r} checkpoint is registered, so the default {self.default!r} reads it"
-
-    def _detection_target(self, found: dict) -> tuple[str, str]:
-        if found["script"] is None:
-            return self.default, f"The state has no letters to read, so the default checkpoint {self.default!r} answers."
-        mixed = found["mixed_segment"]
-        if mixed is not None and (mixed["script"] != "Latin" or mixed["language"] not in (None, "en")):
-            what = detection.language_name(mixed["language"]) if mixed["language"] else f"{mixed['script']} script"
-            target, _ = self._language_target(mixed["language"] or "und")
-            return target, (f"Part of the state ({mixed['path']}) is {what}, unlike the rest, so "
-                            f"the checkpoint {target!r} reads the whole state.")
-        if found["script"] != "Latin":
-            lang = found["language"] or "und"
-            target, _ = self._language_target(lang)
-            return target, (f"The text is written mostly in {found['script']} script"
-                            + (f" ({detection.language_name(lang)})" if found["language"] else "")
-                            + f", so the checkpoint {target!r} reads it.")
-        if found["language"] is None:
-            return self.default, (f"The language could not be decided ({found['evidence']}), so the "
-                                  f"default checkpoint {self.default!r} answers.")
-        target, why = self._language_target(found["language"])
-        return target, f"The text reads as {why}."
-
-    # -- validation ----------------------------------------------------------------------------
-    def _check_requests(self, requests: Any, *, need_questions: bool) -> None:
-        if isinstance(requests, (str, bytes, Mapping)) or not isinstance(requests, Sequence):
-            raise TypeError(
-                f"requests: expected a list of request dicts, got {type(requests).__name__}; "
-                f"write [{{'state': ..., 'questions': ...}}, ...] (or use predict for one state)"
-            )
-        parsed: dict[int, Any] = {}
-        for i, request in enumerate(requests):
-            self._check_request(request, f"requests[{i}]", need_questions=need_questions, parsed=parsed)
-
-    def _check_request(self, request: Any, where: str, *, need_questions: bool,
-                       parsed: dict[int, Any] | None = None) -> None:
-        if not isinstance(request, Mapping):
-            raise TypeError(f"{where}: expected a dict with 'state' and 'questions', got {type(request).__name__}")
-        unknown = [k for k in request if k not in REQUEST_KEYS]
-        if unknown:
-            raise ValueError(f"{where}: unknown key(s) {unknown}; a request may have {list(REQUEST_KEYS)}")
-        if request.get("state") is None:
-            raise TypeError(f"{where}['state']: missing or None; pass a str, dict or list to decide about")
-        questions = request.get("questions")
-        if questions is None and need_questions:
-            raise TypeError(f"{where}['questions']: missing; pass a dict question_id -> definition")
-        if questions is not None:
-            if not isinstance(questions, Mapping):
-                raise TypeError(f"{where}['questions']: expected a dict question_id -> definition, "
-                                f"got {type(questions).__name__}")
-            if need_questions:
-                _validate_questions(questions, where, parsed if parsed is not None else {})
-        for key in ("model", "task", "lang"):
-            value = request.get(key)
-            if value is not None and not isinstance(value, str):
-                raise TypeError(f"{where}['{key}']: expected a string, got {type(value).__name__} {value!r}")
-        if request.get("model") is not None:
-            self._registry.resolve(request["model"])
-        if request.get("task") is not None:
-            self._task_model(request["task"])
-        if request.get("lang") is not None:
-            _primary_subtag(request["lang"], f"{where}['lang']")
-        _check_lang_guess(request.get("lang_guess"), f"{where}['lang_guess']")
-        for key in ("max_len", "head_max_len"):
-            _check_budget(request.get(key), f"{where}['{key}']")
+        return self.policy.settle(ctx.decision, decision)
 
     # -- loading -------------------------------------------------------------------------------
     def _build(self, name: str) -> Any:
@@ -529,7 +328,7 @@ class Router:
         """Route ``state`` and answer ``questions`` with the chosen checkpoint; adds ``routing``."""
         request = {"state": state, "questions": questions, "model": model, "task": task,
                    "lang": lang, "lang_guess": lang_guess, "max_len": max_len, "head_max_len": head_max_len}
-        self._check_request(request, "predict", need_questions=True)
+        self.policy.check_request(request, "predict", need_questions=True)
         return self._predict([request], min_confidence=min_confidence, hooks=hooks,
                              on_predict_start=on_predict_start, on_predict_end=on_predict_end,
                              hooks_raise=hooks_raise)[0]
@@ -551,9 +350,9 @@ class Router:
         """Answer many requests (``{"state", "questions", "model"?, "task"?, "lang"?,
         "lang_guess"?, "max_len"?, "head_max_len"?}``), sharing forward passes where possible.
         Results come back in input order, each with ``routing``."""
-        self._check_requests(requests, need_questions=True)
-        _check_budget(max_len, "max_len")
-        _check_budget(head_max_len, "head_max_len")
+        self.policy.check_requests(requests, need_questions=True)
+        check_budget(max_len, "max_len")
+        check_budget(head_max_len, "head_max_len")
         return self._predict(requests, batch_size=batch_size, max_len=max_len, head_max_len=head_max_len,
                              min_confidence=min_confidence, sort_by_length=sort_by_length, hooks=hooks,
                              on_predict_start=on_predict_start, on_predict_end=on_predict_end,
@@ -680,41 +479,6 @@ def _freeze(value: Any) -> Any:
 
 def _first_given(*values: Any) -> Any:
     return next((v for v in values if v is not None), None)
-
-
-def _check_budget(value: Any, where: str) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise ValueError(f"{where}: expected a positive int (tokens) or None, got {value!r}; e.g. 256")
-
-
-def _check_lang_guess(value: Any, where: str) -> None:
-    if value is not None and not callable(value):
-        _primary_subtag(value, where)
-
-
-def _primary_subtag(code: Any, where: str) -> str:
-    """``"en-US"`` → ``"en"``; a ``ValueError`` for what is not a language tag."""
-    if not isinstance(code, str):
-        raise TypeError(f"{where}: expected a language code like 'en' or 'es', got {type(code).__name__} {code!r}")
-    primary = code.strip().replace("_", "-").split("-")[0].casefold()
-    if not primary.isalpha() or not 2 <= len(primary) <= 8:
-        raise ValueError(f"{where}: {code!r} is not a language code; pass e.g. 'en', 'es', 'pt-BR'")
-    return primary
-
-
-
-def _validate_questions(questions: Mapping[str, Any], where: str, parsed: dict[int, Any]) -> None:
-    """Check question definitions before anything loads (each distinct dict once per call)."""
-    if id(questions) in parsed:
-        return
-    from jevlaya_lab.decisions.questions import parse_questions
-
-    try:
-        parse_questions(questions)
-    except (TypeError, ValueError) as exc:
-        exc.add_note(f"in {where}['questions']")
-        raise
-    parsed[id(questions)] = questions
 
 
 def route_command(argv: list[str]) -> int:

@@ -1,0 +1,297 @@
+"""How a request becomes a routing decision: the precedence chain and the request checks.
+
+:class:`RoutingPolicy` walks the chain (explicit ``model`` > ``task`` > workflow (opt-in) >
+``lang`` > ``lang_guess`` (per call, then the Router's) > detection) and writes a
+:class:`Decision` whose ``reason`` is a sentence a person understands. It never loads a model;
+the :class:`~jevlaya_lab.decisions.router.Router` fires ``on_route`` around it.
+
+Decisions the spec leaves open, written down here:
+- Detection sends non-Latin text, Latin text that reads as another language and states with a
+  foreign segment (one Spanish field in an English ticket) to the multilingual checkpoint;
+  English to the English one; no letters or an undecided language to the default.
+- When the Router has no checkpoint registered under its ``english`` / ``multilingual`` names,
+  those routes fall back to the default, and the reason says so.
+- ``lang`` / ``lang_guess`` take BCP-47-like tags (``"pt-BR"``, ``"en_US"``); only the primary
+  subtag matters. A guesser returning ``None`` abstains and the next rule applies.
+- Workflows are declared by the user (``workflows={"triage": question_ids}`` plus
+  ``tasks={"triage": "<model>"}``); a question-id set matches a workflow when every id belongs
+  to that workflow and to no other.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from jevlaya_lab.decisions import detect as detection
+from jevlaya_lab.decisions.registry import Registry
+
+__all__ = ["REQUEST_KEYS", "Decision", "RoutingPolicy", "check_budget", "primary_subtag"]
+
+REQUEST_KEYS = ("state", "questions", "model", "task", "lang", "lang_guess", "max_len", "head_max_len")
+_ENGLISH_CODES = {"en", "eng", "english"}
+
+
+class Decision(dict):
+    """A routing decision: a plain dict (JSON-ready) with attribute access to its main keys.
+
+    Keys: ``model`` (canonical checkpoint name), ``source`` (which rule decided: ``model``,
+    ``task``, ``workflow``, ``lang``, ``lang_guess``, ``detection`` or ``hook``), ``reason`` (a
+    sentence for people), ``detection`` (the detector's findings, ``None`` when an earlier rule
+    decided) and ``workflow`` (the matched workflow or ``None``); ``explain`` with ``explain=True``.
+    """
+
+    @property
+    def model(self) -> str:
+        return self["model"]
+
+    @property
+    def source(self) -> str:
+        return self["source"]
+
+    @property
+    def reason(self) -> str:
+        return self["reason"]
+
+    @property
+    def detection(self) -> dict | None:
+        return self.get("detection")
+
+    @property
+    def workflow(self) -> str | None:
+        return self.get("workflow")
+
+
+class RoutingPolicy:
+    """The precedence chain of one Router, over its registry (see the module docstring)."""
+
+    def __init__(
+        self,
+        registry: Registry,
+        *,
+        default: str | None = None,
+        english: str = "english",
+        multilingual: str = "multilingual",
+        tasks: Mapping[str, str] | None = None,
+        workflows: Mapping[str, Iterable[str]] | None = None,
+        lang_guess: str | Callable[[Any], str | None] | None = None,
+        auto_task_detection: bool = False,
+    ):
+        self.registry = registry
+        if default is None:
+            default = english if english in registry else registry.names[0]
+        self.default = registry.resolve(default)
+        self.english = english
+        self.multilingual = multilingual
+        self.tasks: dict[str, str] = {}
+        for task, model in (tasks or {}).items():
+            self.tasks[str(task).casefold()] = registry.resolve(model)
+        self.workflows: dict[str, frozenset[str]] = {}
+        for name, ids in (workflows or {}).items():
+            if str(name).casefold() not in self.tasks:
+                raise ValueError(
+                    f"workflows[{name!r}]: no checkpoint for this workflow; add "
+                    f"tasks={{{name!r}: '<model>'}}"
+                )
+            self.workflows[str(name)] = frozenset(ids)
+        check_lang_guess(lang_guess, "lang_guess")
+        self.lang_guess = lang_guess
+        self.auto_task_detection = bool(auto_task_detection)
+
+    def settle(self, chosen: Any, original: Decision) -> Decision:
+        """Accept what an ``on_route`` hook left in ``ctx.decision``; aliases become canonical."""
+        if isinstance(chosen, str):
+            model = self.registry.resolve(chosen)
+            return Decision(model=model, source="hook", reason=f"A hook on on_route chose {model!r}.",
+                            detection=None, workflow=None)
+        if not isinstance(chosen, Mapping) or "model" not in chosen:
+            raise TypeError(
+                f"on_route: ctx.decision must be a decision dict with a 'model' key or a "
+                f"checkpoint name, got {type(chosen).__name__} {chosen!r}"
+            )
+        decision = chosen if isinstance(chosen, Decision) else Decision(chosen)
+        decision["model"] = self.registry.resolve(decision["model"])
+        if decision is not original:
+            decision.setdefault("source", "hook")
+            decision.setdefault("reason", f"A hook on on_route chose {decision['model']!r}.")
+            decision.setdefault("detection", None)
+            decision.setdefault("workflow", None)
+        return decision
+
+    def decide(self, request: Mapping[str, Any]) -> tuple[Decision, list[dict]]:
+        """Walk the precedence chain; returns the decision and the steps considered (for explain)."""
+        steps: list[dict] = []
+
+        def decided(model: str, source: str, reason: str, *, found: dict | None = None,
+                    workflow: str | None = None) -> tuple[Decision, list[dict]]:
+            steps.append({"step": source, "outcome": "decided", "model": model})
+            return Decision(model=model, source=source, reason=reason, detection=found,
+                            workflow=workflow), steps
+
+        model = request.get("model")
+        if model is not None:
+            canonical = self.registry.resolve(model)
+            alias = f" (an alias of {canonical!r})" if canonical != model else ""
+            return decided(canonical, "model", f"The caller asked for the {model!r} checkpoint{alias}.")
+        steps.append({"step": "model", "outcome": "not given"})
+
+        task = request.get("task")
+        if task is not None:
+            target = self._task_model(task)
+            return decided(target, "task", f"The task {task!r} runs on the {target!r} checkpoint.")
+        steps.append({"step": "task", "outcome": "not given"})
+
+        if self.auto_task_detection:
+            workflow = self._match_workflow(request.get("questions"))
+            if workflow is not None:
+                target = self.tasks[workflow.casefold()]
+                return decided(target, "workflow",
+                               f"The question ids match the {workflow!r} workflow, which runs on "
+                               f"the {target!r} checkpoint.", workflow=workflow)
+            steps.append({"step": "workflow", "outcome": "no workflow matches the question ids"})
+        else:
+            steps.append({"step": "workflow", "outcome": "off (auto_task_detection=False)"})
+
+        lang = request.get("lang")
+        if lang is not None:
+            target, why = self._language_target(primary_subtag(lang, "lang"))
+            return decided(target, "lang", f"The caller said the text is {why}.")
+        steps.append({"step": "lang", "outcome": "not given"})
+
+        for where, guesser in (("call", request.get("lang_guess")), ("router", self.lang_guess)):
+            if guesser is None:
+                continue
+            code = guesser(request["state"]) if callable(guesser) else guesser
+            if code is None:
+                steps.append({"step": "lang_guess", "outcome": f"the {where}'s guesser abstained"})
+                continue
+            target, why = self._language_target(primary_subtag(code, f"lang_guess ({where})"))
+            return decided(target, "lang_guess", f"The language guesser says the text is {why}.")
+        if steps[-1]["step"] != "lang_guess":
+            steps.append({"step": "lang_guess", "outcome": "not given"})
+
+        found = detection.detect(request["state"])
+        target, reason = self._detection_target(found)
+        return decided(target, "detection", reason, found=found)
+
+    def _task_model(self, task: Any) -> str:
+        if not isinstance(task, str) or task.casefold() not in self.tasks:
+            known = ", ".join(repr(t) for t in self.tasks) or "none (pass tasks={...} to Router)"
+            raise ValueError(f"task: unknown task {task!r}; known tasks: {known}")
+        return self.tasks[task.casefold()]
+
+    def _match_workflow(self, questions: Any) -> str | None:
+        if not isinstance(questions, Mapping) or not questions:
+            return None
+        ids = set(questions)
+        matches = [name for name, known in self.workflows.items() if ids <= known]
+        return matches[0] if len(matches) == 1 else None
+
+    def _language_target(self, code: str) -> tuple[str, str]:
+        """The checkpoint for language ``code`` and the end of a sentence saying why."""
+        label = f"{detection.language_name(code)} ({code})"
+        role, wanted = ("English", self.english) if code in _ENGLISH_CODES else ("multilingual", self.multilingual)
+        if wanted in self.registry:
+            target = self.registry.resolve(wanted)
+            return target, f"{label}, so the {role} checkpoint {target!r} reads it"
+        return self.default, (f"{label}; no {wanted!r} checkpoint is registered, so the default "
+                              f"{self.default!r} reads it")
+
+    def _detection_target(self, found: dict) -> tuple[str, str]:
+        default = self.default
+        if found["script"] is None:
+            return default, f"The state has no letters to read, so the default checkpoint {default!r} answers."
+        mixed = found["mixed_segment"]
+        if mixed is not None and (mixed["script"] != "Latin" or mixed["language"] not in (None, "en")):
+            language = mixed["language"]
+            what = detection.language_name(language) if language else f"{mixed['script']} script"
+            target, _ = self._language_target(language or "und")
+            return target, (f"Part of the state ({mixed['path']}) is {what}, unlike the rest, so "
+                            f"the checkpoint {target!r} reads the whole state.")
+        if found["script"] != "Latin":
+            language = found["language"]
+            target, _ = self._language_target(language or "und")
+            named = f" ({detection.language_name(language)})" if language else ""
+            return target, (f"The text is written mostly in {found['script']} script{named}, so the "
+                            f"checkpoint {target!r} reads it.")
+        if found["language"] is None:
+            return default, (f"The language could not be decided ({found['evidence']}), so the "
+                             f"default checkpoint {default!r} answers.")
+        target, why = self._language_target(found["language"])
+        return target, f"The text reads as {why}."
+
+    # -- validation ------------------------------------------------------------------------
+    def check_requests(self, requests: Any, *, need_questions: bool) -> None:
+        if isinstance(requests, (str, bytes, Mapping)) or not isinstance(requests, Sequence):
+            raise TypeError(
+                f"requests: expected a list of request dicts, got {type(requests).__name__}; "
+                f"write [{{'state': ..., 'questions': ...}}, ...] (or use predict for one state)"
+            )
+        parsed: dict[int, Any] = {}
+        for i, request in enumerate(requests):
+            self.check_request(request, f"requests[{i}]", need_questions=need_questions, parsed=parsed)
+
+    def check_request(self, request: Any, where: str, *, need_questions: bool,
+                       parsed: dict[int, Any] | None = None) -> None:
+        if not isinstance(request, Mapping):
+            raise TypeError(f"{where}: expected a dict with 'state' and 'questions', got {type(request).__name__}")
+        unknown = [k for k in request if k not in REQUEST_KEYS]
+        if unknown:
+            raise ValueError(f"{where}: unknown key(s) {unknown}; a request may have {list(REQUEST_KEYS)}")
+        if request.get("state") is None:
+            raise TypeError(f"{where}['state']: missing or None; pass a str, dict or list to decide about")
+        questions = request.get("questions")
+        if questions is None and need_questions:
+            raise TypeError(f"{where}['questions']: missing; pass a dict question_id -> definition")
+        if questions is not None:
+            if not isinstance(questions, Mapping):
+                raise TypeError(f"{where}['questions']: expected a dict question_id -> definition, "
+                                f"got {type(questions).__name__}")
+            if need_questions:
+                validate_questions(questions, where, parsed if parsed is not None else {})
+        for key in ("model", "task", "lang"):
+            value = request.get(key)
+            if value is not None and not isinstance(value, str):
+                raise TypeError(f"{where}['{key}']: expected a string, got {type(value).__name__} {value!r}")
+        if request.get("model") is not None:
+            self.registry.resolve(request["model"])
+        if request.get("task") is not None:
+            self._task_model(request["task"])
+        if request.get("lang") is not None:
+            primary_subtag(request["lang"], f"{where}['lang']")
+        check_lang_guess(request.get("lang_guess"), f"{where}['lang_guess']")
+        for key in ("max_len", "head_max_len"):
+            check_budget(request.get(key), f"{where}['{key}']")
+
+def check_budget(value: Any, where: str) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"{where}: expected a positive int (tokens) or None, got {value!r}; e.g. 256")
+
+
+def check_lang_guess(value: Any, where: str) -> None:
+    if value is not None and not callable(value):
+        primary_subtag(value, where)
+
+
+def primary_subtag(code: Any, where: str) -> str:
+    """``"en-US"`` → ``"en"``; a ``ValueError`` for what is not a language tag."""
+    if not isinstance(code, str):
+        raise TypeError(f"{where}: expected a language code like 'en' or 'es', got {type(code).__name__} {code!r}")
+    primary = code.strip().replace("_", "-").split("-")[0].casefold()
+    if not primary.isalpha() or not 2 <= len(primary) <= 8:
+        raise ValueError(f"{where}: {code!r} is not a language code; pass e.g. 'en', 'es', 'pt-BR'")
+    return primary
+
+
+
+def validate_questions(questions: Mapping[str, Any], where: str, parsed: dict[int, Any]) -> None:
+    """Check question definitions before anything loads (each distinct dict once per call)."""
+    if id(questions) in parsed:
+        return
+    from jevlaya_lab.decisions.questions import parse_questions
+
+    try:
+        parse_questions(questions)
+    except (TypeError, ValueError) as exc:
+        exc.add_note(f"in {where}['questions']")
+        raise
+    parsed[id(questions)] = questions
