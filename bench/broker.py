@@ -1,0 +1,209 @@
+"""Benchmark of jevlaya_lab.broker: what the broker adds over a direct HTTP call.
+
+Run: ``.venv/bin/python bench/broker.py`` (``--quick`` for fewer repetitions). Prints a table and
+writes ``bench/results/broker.json``.
+
+The local server runs in a separate process (``jevlaya-lab serve`` with tiny models), so the
+client-side CPU measured here is the broker's. Measured:
+1. ``ask`` latency vs the same request with a plain ``httpx.AsyncClient`` and with the ``openai``
+   SDK (the named alternative), interleaved, 1-token answers: p50/p99 and the added ms.
+2. Throughput: 50 concurrent callers through one ``AsyncBroker`` and one sync ``Broker``.
+3. Journal write cost per attempt row (background writer, batched SQLite inserts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import concurrent.futures as cf
+import json
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from jevlaya_lab.broker import AsyncBroker, Broker, LLMConfig  # noqa: E402
+from jevlaya_lab.journal import JournalWriter, open_store  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results" / "broker.json"
+BODY_PARAMS = {"max_tokens": 1}
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+class LocalServerProcess:
+    """``jevlaya-lab serve`` with tiny models on a free loopback port, in its own process."""
+
+    def __init__(self, models: list[str], faults: list[str] | None = None) -> None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        args = [sys.executable, "-m", "jevlaya_lab.cli", "serve", "--port", str(self.port),
+                "--stop-after", "900"]
+        for m in models:
+            args += ["--model", m]
+        for f in faults or []:
+            args += ["--fault", f]
+        self.proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(self.base_url + "/models", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        self.stop()
+        raise RuntimeError("the local server did not start within 60 s")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+    def entries(self, *names: str) -> list[LLMConfig]:
+        return [LLMConfig(name=n, base_url=self.base_url, model=n, parallel=64) for n in names]
+
+
+def summary(ms: list[float]) -> dict[str, float]:
+    return {"p50_ms": statistics.median(ms), "p99_ms": pct(ms, 0.99), "n": len(ms)}
+
+
+async def latency(server: LocalServerProcess, n: int) -> dict[str, Any]:
+    from openai import AsyncOpenAI
+
+    body = {"model": "a", "messages": [{"role": "user", "content": "hi"}], **BODY_PARAMS}
+    direct, broker_ms, sdk = [], [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        async with httpx.AsyncClient() as client, \
+                AsyncBroker(Path(tmp) / "j.db", models=server.entries("a"), catalog=[]) as b:
+            oa = AsyncOpenAI(base_url=server.base_url, api_key="none", max_retries=0)
+            for i in range(n + 10):  # 10 warm-up rounds
+                t = time.perf_counter()
+                r = await client.post(server.base_url + "/chat/completions", json=body)
+                r.json()["choices"][0]["message"]["content"]
+                d = (time.perf_counter() - t) * 1000
+                t = time.perf_counter()
+                await b.ask("hi", **BODY_PARAMS)
+                k = (time.perf_counter() - t) * 1000
+                t = time.perf_counter()
+                await oa.chat.completions.create(model="a", messages=body["messages"],
+                                                 max_tokens=1)
+                o = (time.perf_counter() - t) * 1000
+                if i >= 10:
+                    direct.append(d), broker_ms.append(k), sdk.append(o)
+            await oa.close()
+    out = {"direct_httpx": summary(direct), "broker_ask": summary(broker_ms),
+           "openai_sdk": summary(sdk)}
+    out["added_p50_ms"] = out["broker_ask"]["p50_ms"] - out["direct_httpx"]["p50_ms"]
+    out["added_p99_ms"] = out["broker_ask"]["p99_ms"] - out["direct_httpx"]["p99_ms"]
+    paired = [k - d for k, d in zip(broker_ms, direct, strict=True)]
+    out["added_paired_median_ms"] = statistics.median(paired)
+    out["openai_sdk_over_broker_p50"] = out["openai_sdk"]["p50_ms"] / out["broker_ask"]["p50_ms"]
+    return out
+
+
+async def async_throughput(server: LocalServerProcess, callers: int, each: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        async with AsyncBroker(Path(tmp) / "j.db", models=server.entries("a", "b", "c"),
+                               catalog=[]) as b:
+            async def caller(i: int) -> None:
+                for j in range(each):
+                    await b.ask(f"q{i}-{j}", **BODY_PARAMS)
+            cpu, t = time.process_time(), time.perf_counter()
+            await asyncio.gather(*(caller(i) for i in range(callers)))
+            wall, cpu = time.perf_counter() - t, time.process_time() - cpu
+            rows = await b.calls()
+    total = callers * each
+    return {"callers": callers, "calls": total, "calls_per_s": total / wall,
+            "client_cpu_ms_per_call": cpu * 1000 / total, "journal_rows": len(rows),
+            "failed_attempts": sum(r["status"] != "ok" for r in rows)}
+
+
+def sync_throughput(server: LocalServerProcess, callers: int, each: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp, \
+            Broker(Path(tmp) / "j.db", models=server.entries("a", "b", "c"), catalog=[]) as b:
+        def caller(i: int) -> None:
+            for j in range(each):
+                b.ask(f"q{i}-{j}", **BODY_PARAMS)
+        t = time.perf_counter()
+        with cf.ThreadPoolExecutor(callers) as pool:
+            list(pool.map(caller, range(callers)))
+        wall = time.perf_counter() - t
+        rows = len(b.calls())
+    total = callers * each
+    return {"threads": callers, "calls": total, "calls_per_s": total / wall, "journal_rows": rows}
+
+
+def journal_cost(rows: int) -> dict[str, Any]:
+    now = datetime.now(UTC).isoformat()
+    with tempfile.TemporaryDirectory() as tmp:
+        store = open_store(Path(tmp) / "j.db")
+        writer = JournalWriter(store)
+        t = time.perf_counter()
+        for i in range(rows):
+            writer.attempt({"call_id": f"c{i}", "trace_id": "t", "llm_name": "a", "status": "ok",
+                            "called_at": now, "latency_ms": 1.0})
+        enqueue = time.perf_counter() - t
+        writer.close()
+        total = time.perf_counter() - t
+        store.close()
+    return {"rows": rows, "enqueue_us_per_row": enqueue * 1e6 / rows,
+            "written_us_per_row": total * 1e6 / rows}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args(argv)
+    n, each = (60, 2) if args.quick else (300, 6)
+    server = LocalServerProcess(["a=tiny:1", "b=tiny:2", "c=tiny:3"])
+    try:
+        lat = asyncio.run(latency(server, n))
+        thr = asyncio.run(async_throughput(server, 50, each))
+        sthr = sync_throughput(server, 50, each)
+    finally:
+        server.stop()
+    jc = journal_cost(20_000 if not args.quick else 5_000)
+    result = {"machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+              "latency": lat, "async_50_callers": thr, "sync_50_threads": sthr, "journal": jc}
+    print(f"{'1-token ask, sequential':<38}{'p50 ms':>10}{'p99 ms':>10}")
+    for name in ("direct_httpx", "broker_ask", "openai_sdk"):
+        print(f"  {name:<36}{lat[name]['p50_ms']:>10.2f}{lat[name]['p99_ms']:>10.2f}")
+    print(f"  {'added by the broker':<36}{lat['added_p50_ms']:>10.2f}{lat['added_p99_ms']:>10.2f}"
+          f"   (paired median {lat['added_paired_median_ms']:.2f} ms)")
+    print(f"  openai SDK / broker at p50: {lat['openai_sdk_over_broker_p50']:.2f}x")
+    print(f"50 async callers: {thr['calls_per_s']:.0f} calls/s, "
+          f"{thr['client_cpu_ms_per_call']:.2f} ms client CPU per call, "
+          f"{thr['journal_rows']} attempt rows for {thr['calls']} calls "
+          f"({thr['failed_attempts']} failed over)")
+    print(f"50 threads, sync Broker: {sthr['calls_per_s']:.0f} calls/s, "
+          f"{sthr['journal_rows']}/{sthr['calls']} rows journaled")
+    print(f"journal: {jc['enqueue_us_per_row']:.1f} us to enqueue, "
+          f"{jc['written_us_per_row']:.1f} us per row written (batched, background thread)")
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2))
+    print(f"wrote {RESULTS}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
