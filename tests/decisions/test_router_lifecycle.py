@@ -472,3 +472,46 @@ def test_the_shipped_prediction_cache_on_a_router_serves_across_calls_only(check
     assert len(forward.calls) == 1  # served from the cache
     assert again[0]["answers"] == first[0]["answers"]
     assert again[0]["routing"]["source"] == "model" and again[0]["routing"]["model"] == "a"
+
+
+def test_hooks_concurrent_false_lets_a_hook_call_back_into_the_router(checkpoints):
+    """Seed "Concurrency": hooks_concurrent=False serialises each hook invocation with a
+    re-entrant lock, so a hook may call back into the same Router without deadlocking."""
+    routed = []
+
+    class CallsBack(BaseHook):
+        def on_predict_start(self, ctx):
+            routed.append(ctx.router.route(ctx.states[0], model="b").model)
+
+        def on_route(self, ctx):
+            routed.append("on_route")
+
+    router = make_router(checkpoints, hooks=[CallsBack()], hooks_concurrent=False)
+    done = threading.Event()
+    worker = threading.Thread(target=lambda: (router.predict_batch([req("x"), req("y", "b")]), done.set()))
+    worker.start()
+    assert done.wait(30), "a hook calling back into the Router deadlocked"
+    assert routed == ["on_route", "on_route", "on_route", "b", "on_route", "b"]
+
+
+def test_bad_hooks_are_clear_type_errors(checkpoints):
+    """Spec §5: clear TypeErrors for a class, a bare function in hooks=, or a non-callable event."""
+
+    class NotCallable:
+        on_predict_start = "oops"
+
+    with pytest.raises(TypeError, match="not an instance"):
+        make_router(checkpoints, hooks=[Timeline])
+    with pytest.raises(TypeError, match="bare function"):
+        make_router(checkpoints).predict("x", QUESTIONS, hooks=[print])
+    with pytest.raises(TypeError, match="not callable"):
+        make_router(checkpoints).add_hook(NotCallable())
+
+
+def test_hooks_installed_context_manager_on_the_router(checkpoints):
+    timeline = Timeline()
+    router = make_router(checkpoints)
+    with router.hooks_installed(timeline):
+        router.predict("inside", QUESTIONS)
+    router.predict("outside", QUESTIONS)
+    assert timeline.of("start") == [("start", "inside")] and router.hooks == ()
