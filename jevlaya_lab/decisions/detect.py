@@ -86,7 +86,9 @@ _STOPWORDS_TEXT: dict[str, str] = {
     "en": "the and is are was were of to in that it for on with as at by this be have has not "
           "you my your from or but will would can please what which we they he she an me there "
           "been do does did if about our their any should could just need hello thanks thank "
-          "how when who why where these those its him her them us am",
+          "how when who why where these those its him her them us am a i all one some more other "
+          "than then also only into over after before between because while like get make know "
+          "want see use new way may must right now write explain", 
     "es": "el la los las de del que y en un una es por con para no se su al lo como más pero "
           "sus le ya fue este esta ha muy también mi porque cuando hola gracias sí estoy tengo "
           "qué está son nos yo usted hay dos veces me",
@@ -243,8 +245,9 @@ def _latin_scores(text: str) -> tuple[dict[str, float], int]:
     words = _WORD.findall(lowered)
     scores = dict.fromkeys(STOPWORDS, 0.0)
     for word in words:
+        weight = 0.5 if len(word) == 1 else 1.0  # "a", "i", "y", "o" are words in many languages
         for lang in _WORD_LANGUAGES.get(word, ()):
-            scores[lang] += 1.0
+            scores[lang] += weight
         if not word.isascii():
             scores["en"] -= 0.5  # English words almost never carry diacritics
     special = Counter(_NON_ASCII.findall(lowered))

@@ -137,3 +137,24 @@ def test_english_json_states_and_conversations_are_english():
     for state in (email, chat):
         found = detect(state)
         assert (found["language"], found["is_english"], found["mixed_segment"]) == ("en", True, None)
+
+
+def test_the_projects_hand_written_english_states_are_english():
+    """Every hand-written English evaluation state (tests/data/eval_en_*.tsv) routes to the English
+    checkpoint; nearly all are positively identified as English and none is reported as mixed."""
+    from pathlib import Path
+
+    from jevlaya_lab.decisions.router import Router
+
+    router = Router()
+    texts = []
+    for path in sorted((Path(__file__).resolve().parents[1] / "data").glob("eval_en_*.tsv")):
+        rows = [line.rstrip("\n").split("\t") for line in path.read_text(encoding="utf-8").splitlines()
+                if line and not line.startswith("#")]
+        texts += [row[-1] for row in rows[1:]]
+    assert len(texts) >= 100
+    decisions = [router.route(text) for text in texts]
+    assert all(d.model == "english" for d in decisions)
+    assert all(d.detection["mixed_segment"] is None for d in decisions)
+    identified = sum(d.detection["language"] == "en" for d in decisions)
+    assert identified >= 0.95 * len(texts)
