@@ -12,7 +12,9 @@ than guess when the evidence is thin.
   (Hangul → ``ko``, kana → ``ja``, Greek → ``el``, ...), refined by telltale letters for Cyrillic
   and Arabic. Latin text is scored offline against stop-word lists of 27 languages plus letters
   that only some languages use (``ñ``, ``ß``, ``ł``, ``ř``, ``ő``, ...). Fewer than
-  ``MIN_WORDS`` words, or no clear winner, is *undecided*: ``language`` is ``None``.
+  ``MIN_WORDS`` words, or no clear winner, is *undecided*: ``language`` is ``None``. Undecided
+  text can still be surely *not English* (``not_english``): two other languages tie well ahead
+  of English, or several words carry letters English never uses and no English word is seen.
 - **Mixed segments**: each string leaf, and each sentence or line inside it, is judged on its
   own. A segment written in another script family than the state, or a Latin segment whose
   language is decided and is not the state's language, is reported as ``mixed_segment`` (a dict
@@ -240,15 +242,18 @@ _NON_ASCII = regex.compile(r"[^\x00-\x7f]")
 _NON_LATIN_LETTERS = regex.compile(r"(?V1)[\p{L}--\p{sc=Latin}]+")
 
 
-def _latin_scores(text: str) -> tuple[dict[str, float], int]:
+def _latin_scores(text: str) -> tuple[dict[str, float], int, int]:
+    """Evidence per language, the word count and how many words carry non-ASCII letters."""
     lowered = text.lower()
     words = _WORD.findall(lowered)
     scores = dict.fromkeys(STOPWORDS, 0.0)
+    foreign = 0
     for word in words:
         weight = 0.5 if len(word) == 1 else 1.0  # "a", "i", "y", "o" are words in many languages
         for lang in _WORD_LANGUAGES.get(word, ()):
             scores[lang] += weight
         if not word.isascii():
+            foreign += 1
             scores["en"] -= 0.5  # English words almost never carry diacritics
     special = Counter(_NON_ASCII.findall(lowered))
     if special:
@@ -261,7 +266,7 @@ def _latin_scores(text: str) -> tuple[dict[str, float], int]:
         for lang, marks in _INVERTED.items():
             if any(special[ch] for ch in marks):
                 scores[lang] += 1.0
-    return scores, len(words)
+    return scores, len(words), foreign
 
 
 def guess_language(text: str) -> tuple[str | None, str]:
@@ -269,17 +274,30 @@ def guess_language(text: str) -> tuple[str | None, str]:
 
     A language is named only with at least ``MIN_WORDS`` words, at least two points of
     evidence and a lead of at least one point over the runner-up (stop words count one point,
-    language-specific letters a quarter each, capped).
+    one-letter stop words half, language-specific letters a quarter each, capped).
     """
-    scores, n_words = _latin_scores(text)
+    code, why, _ = _guess(text)
+    return code, why
+
+
+def _guess(text: str) -> tuple[str | None, str, bool]:
+    """``(code, why, not_english)``; ``not_english`` may hold when the language is undecided:
+    two other languages tie well ahead of English ("no puedo iniciar sesión": Spanish or
+    Catalan), or several words carry letters English never uses and no English word is seen."""
+    scores, n_words, foreign_words = _latin_scores(text)
     if n_words < MIN_WORDS:
-        return None, f"only {n_words} word(s), too few to tell the language"
+        return None, f"only {n_words} word(s), too few to tell the language", False
     (best, top), (runner, second) = heapq.nlargest(2, scores.items(), key=lambda item: item[1])
+    if top >= 2.0 and top - second >= 1.0:
+        return best, f"{_name(best)} common words ({top:g} points, next {_name(runner)} {second:g})", best != "en"
+    english = scores["en"]
+    other = max(score for lang, score in scores.items() if lang != "en")
+    not_english = (other >= 1.5 and other - english >= 1.5) or (foreign_words >= 2 and english <= 0)
     if top < 2.0:
-        return None, f"no language has enough common words among {n_words} words"
-    if top - second < 1.0:
-        return None, f"{_name(best)} and {_name(runner)} are about as likely"
-    return best, f"{_name(best)} common words ({top:g} points, next {_name(runner)} {second:g})"
+        why = f"no language has enough common words among {n_words} words"
+    else:
+        why = f"{_name(best)} and {_name(runner)} are about as likely"
+    return None, why + ("; not English" if not_english else ""), not_english
 
 
 def _script_language(script: str, text: str, counts: dict[str, int]) -> str | None:
@@ -319,17 +337,19 @@ def _judge(text: str, counts: dict[str, int] | None = None) -> dict[str, Any]:
         _count_scripts(text, counts)
     letters = sum(counts.values())
     if not letters:
-        return {"script": None, "language": None, "letters": 0, "why": "no letters"}
+        return {"script": None, "language": None, "letters": 0, "why": "no letters", "not_english": False}
     script = max(counts, key=counts.__getitem__)
     if script == "Han" and counts.get("Hangul", 0):
         script = "Hangul"  # Korean written with some Hanja
     if script == "Latin":
         latin = text if counts["Latin"] == letters else _NON_LATIN_LETTERS.sub(" ", text)
-        language, why = guess_language(latin)
+        language, why, not_english = _guess(latin)
     else:
         language = _script_language(script, text, counts)
         why = f"{script} script" + (f" → {_name(language)}" if language else "")
-    return {"script": script, "language": language, "letters": letters, "why": why}
+        not_english = True
+    return {"script": script, "language": language, "letters": letters, "why": why,
+            "not_english": not_english}
 
 
 def _family(script: str | None) -> str | None:
@@ -359,6 +379,7 @@ def detect(state: Any) -> dict[str, Any]:
 
     Returns a JSON-ready dict: ``script`` (dominant script or ``None``), ``script_profile``
     (share of letters per script), ``language`` (ISO 639-1 code or ``None``), ``is_english``,
+    ``not_english`` (true also when the language is undecided but surely not English),
     ``language_undecided``, ``mixed_segment`` (``None`` or the first foreign segment), ``letters``
     (letters read) and ``evidence`` (a short phrase on how the language was decided).
     """
@@ -383,6 +404,7 @@ def detect(state: Any) -> dict[str, Any]:
         "script_profile": profile,
         "language": language,
         "is_english": language == "en" and mixed is None,
+        "not_english": verdict["not_english"],
         "language_undecided": language is None,
         "mixed_segment": mixed,
         "letters": total,
@@ -397,17 +419,19 @@ def _find_mixed(per_leaf: list[tuple[str, str, dict[str, int]]], overall: dict[s
         if judged["letters"] < 4:
             continue
         other_script = _family(judged["script"]) != family
-        other_language = (
-            judged["script"] == "Latin" and judged["language"] is not None
-            and judged["language"] != overall["language"]
+        other_language = judged["script"] == "Latin" and (
+            judged["language"] is not None and judged["language"] != overall["language"]
             # in a state of undecided language only a non-English part is news
             and (overall["language"] is not None or judged["language"] != "en")
+            # a part that is surely not English, though its language is unknown
+            or judged["language"] is None and judged["not_english"] and overall["language"] == "en"
         )
         if other_script or other_language:
             return {
                 "path": path,
                 "script": judged["script"],
                 "language": judged["language"],
+                "not_english": judged["not_english"],
                 "text": text[:60],
             }
     return None

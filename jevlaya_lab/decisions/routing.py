@@ -6,9 +6,10 @@
 the :class:`~jevlaya_lab.decisions.router.Router` fires ``on_route`` around it.
 
 Decisions the spec leaves open, written down here:
-- Detection sends non-Latin text, Latin text that reads as another language and states with a
-  foreign segment (one Spanish field in an English ticket) to the multilingual checkpoint;
-  English to the English one; no letters or an undecided language to the default.
+- Detection sends non-Latin text, Latin text that reads as another language (or surely not as
+  English, even when the language itself is undecided) and states with a foreign segment (one
+  Spanish field in an English ticket) to the multilingual checkpoint; English to the English
+  one; no letters or an undecided language without such evidence to the default.
 - When the Router has no checkpoint registered under its ``english`` / ``multilingual`` names,
   those routes fall back to the default, and the reason says so.
 - ``lang`` / ``lang_guess`` take BCP-47-like tags (``"pt-BR"``, ``"en_US"``); only the primary
@@ -201,9 +202,12 @@ class RoutingPolicy:
         if found["script"] is None:
             return default, f"The state has no letters to read, so the default checkpoint {default!r} answers."
         mixed = found["mixed_segment"]
-        if mixed is not None and (mixed["script"] != "Latin" or mixed["language"] not in (None, "en")):
+        if mixed is not None and mixed["not_english"]:
             language = mixed["language"]
-            what = detection.language_name(language) if language else f"{mixed['script']} script"
+            if language:
+                what = detection.language_name(language)
+            else:
+                what = "not English" if mixed["script"] == "Latin" else f"in {mixed['script']} script"
             target, _ = self._language_target(language or "und")
             return target, (f"Part of the state ({mixed['path']}) is {what}, unlike the rest, so "
                             f"the checkpoint {target!r} reads the whole state.")
@@ -212,6 +216,11 @@ class RoutingPolicy:
             target, _ = self._language_target(language or "und")
             named = f" ({detection.language_name(language)})" if language else ""
             return target, (f"The text is written mostly in {found['script']} script{named}, so the "
+                            f"checkpoint {target!r} reads it.")
+        if found["language"] is None and found["not_english"]:
+            target, _ = self._language_target("und")
+            evidence = found["evidence"].removesuffix("; not English")
+            return target, (f"The text does not read as English ({evidence}), so the "
                             f"checkpoint {target!r} reads it.")
         if found["language"] is None:
             return default, (f"The language could not be decided ({found['evidence']}), so the "

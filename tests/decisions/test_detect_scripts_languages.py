@@ -158,3 +158,36 @@ def test_the_projects_hand_written_english_states_are_english():
     assert all(d.detection["mixed_segment"] is None for d in decisions)
     identified = sum(d.detection["language"] == "en" for d in decisions)
     assert identified >= 0.95 * len(texts)
+
+
+@pytest.mark.parametrize("text", [
+    "No puedo iniciar sesión en mi cuenta",  # Spanish and Catalan tie, both far ahead of English
+    "Hesabıma giriş yapamıyorum",  # no stop word, but every word has letters English never uses
+])
+def test_undecided_text_can_still_be_surely_not_english(text):
+    """Honest undecided language, yet the evidence says not English: the Router must not send it
+    to the English checkpoint."""
+    from jevlaya_lab.decisions.router import Router
+
+    found = detect(text)
+    assert found["language"] is None and found["language_undecided"] and found["not_english"]
+    decision = Router().route(text)
+    assert decision.model == "multilingual" and "does not read as English" in decision.reason
+
+
+@pytest.mark.parametrize("text", ["Meeting with José Muñoz at the café", "My order never arrived"])
+def test_english_with_a_few_accented_names_is_not_called_foreign(text):
+    found = detect(text)
+    assert found["not_english"] is False
+
+
+def test_a_field_of_undecided_but_foreign_language_in_an_english_state_is_mixed():
+    from jevlaya_lab.decisions.router import Router
+
+    state = {"subject": "Login problem with my account today",
+             "body": "I cannot log in since this morning and I need access for work.",
+             "note": "Hesabıma giriş yapamıyorum"}
+    found = detect(state)
+    assert found["language"] == "en" and found["mixed_segment"]["path"] == "$.note"
+    decision = Router().route(state)
+    assert decision.model == "multilingual" and "($.note) is not English" in decision.reason
