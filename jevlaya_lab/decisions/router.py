@@ -237,8 +237,9 @@ class Router:
     def _load(self, name: str, active: tuple, hooks_raise: bool | None) -> Any:
         agent, built, evicted = self._agents.get(name)
         first = self._fire_evicted(evicted, active, hooks_raise)
-        if built:
-            first = first or self._hooks.emit_each(active, "on_load", name, agent, hooks_raise=hooks_raise)
+        if built:  # on_load fires even when an on_evict hook failed; the first failure is raised
+            failure = self._hooks.emit_each(active, "on_load", name, agent, hooks_raise=hooks_raise)
+            first = first or failure
         if first is not None:
             raise first
         return agent

@@ -242,3 +242,20 @@ def test_device_and_agent_kwargs_reach_the_agent(checkpoints):
     assert agent.model_id == "a"
     assert str(getattr(agent, "device", "cpu")).startswith("cpu")
 
+
+
+def test_a_failing_on_evict_hook_does_not_skip_on_load(checkpoints):
+    """Both lifecycle events fire for one load; the first hook failure is raised after both ran,
+    and the new checkpoint is resident either way."""
+    events = Lifecycle()
+
+    class BadEvict(BaseHook):
+        def on_evict(self, name, agent):
+            raise RuntimeError("evict hook failed")
+
+    router = make_router(checkpoints, max_loaded=1, hooks=[BadEvict(), events])
+    router.load("a")
+    with pytest.raises(RuntimeError, match="evict hook failed"):
+        router.load("b")
+    assert events.events == [("load", "a"), ("evict", "a"), ("load", "b")]
+    assert router.loaded == ("b",)
