@@ -48,6 +48,23 @@ def tiny_agent(tiny_checkpoint_dir: Path):
 
 
 @pytest.fixture
+def agent(tiny_checkpoint_dir: Path):
+    """A fresh Agent over the tiny checkpoint (id ``"tiny"``); tests may install hooks on it."""
+    from jevlaya_lab.decisions.agent import Agent
+
+    return Agent(tiny_checkpoint_dir, model_id="tiny")
+
+
+@pytest.fixture
+def forwards(agent) -> list:
+    """One entry per real forward pass of ``agent``'s DecisionModel (a torch forward hook)."""
+    calls: list = []
+    handle = agent.decision_model.register_forward_hook(lambda *args: calls.append(1))
+    yield calls
+    handle.remove()
+
+
+@pytest.fixture
 def questions() -> dict:
     import copy
 

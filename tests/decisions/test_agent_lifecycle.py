@@ -42,20 +42,6 @@ class Raiser(BaseHook):
         raise self.exc
 
 
-@pytest.fixture
-def agent(tiny_checkpoint_dir):
-    return Agent(tiny_checkpoint_dir, model_id="tiny")
-
-
-@pytest.fixture
-def forwards(agent):
-    """Counts real forward passes of the agent's DecisionModel."""
-    calls = []
-    handle = agent.decision_model.register_forward_hook(lambda mod, args, out: calls.append(1))
-    yield calls
-    handle.remove()
-
-
 def events(log):
     return [(name, event) for name, event, _ in log]
 

@@ -6,23 +6,9 @@ import threading
 
 import pytest
 
-from jevlaya_lab.decisions.agent import Agent
 from jevlaya_lab.hooks import BaseHook
 from jevlaya_lab.hooks.cache import PredictionCache, state_key
 from jevlaya_lab.hooks.recorder import EventRecorder
-
-
-@pytest.fixture
-def agent(tiny_checkpoint_dir):
-    return Agent(tiny_checkpoint_dir, model_id="tiny")
-
-
-@pytest.fixture
-def forwards(agent):
-    calls = []
-    handle = agent.decision_model.register_forward_hook(lambda *a: calls.append(1))
-    yield calls
-    handle.remove()
 
 
 # -- recorder -------------------------------------------------------------------------------
