@@ -451,6 +451,9 @@ class _CheckpointGroup:
 
 
 def _check_skipped(ctx: PredictContext) -> list[dict]:
+    if not isinstance(ctx.results, list) or len(ctx.results) != 1:
+        raise ValueError(f"on_predict_start: a Router request takes exactly one result; use "
+                         f"ctx.skip([result]), got ctx.results = {ctx.results!r}")
     for result in ctx.results:
         if not isinstance(result, dict):
             raise TypeError(f"ctx.skip(): a Router result must be a dict, got {type(result).__name__} {result!r}")
