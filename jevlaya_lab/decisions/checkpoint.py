@@ -2,7 +2,9 @@
 
 A checkpoint is a directory with ``rl_agent_config.json``, ``model.safetensors``, ``tokenizer/``
 and ``encoder/config.json``. :func:`load_checkpoint` accepts a directory, a ``(directory_or_repo,
-subfolder)`` pair, a bundled name (``"mini-en"``, ``"mini-multi"``) or a Hugging Face hub id.
+subfolder)`` pair, a name or alias of the offline default registry (``"english"``/``"en"``/
+``"mini-en"``, ``"multilingual"``/``"ml"``/``"mini-multi"``), ``"bundled:<name>"`` or
+``Bundled(name)``, or a Hugging Face hub id.
 
 Decisions the spec leaves open:
 
@@ -141,7 +143,8 @@ class Checkpoint(NamedTuple):
 def _local_alternatives() -> str:
     return ("local alternatives: a checkpoint directory (load('path/to/dir'), e.g. one written "
             "by save_checkpoint or make_tiny_checkpoint), a (directory, subfolder) pair, or the "
-            "bundled checkpoints 'mini-en' and 'mini-multi' (load('mini-en'))")
+            "bundled checkpoints 'english' (alias 'en', 'mini-en') and 'multilingual' (alias 'ml', "
+            "'mini-multi'), e.g. load('mini-en')")
 
 
 def _hub_offline() -> bool:
@@ -202,22 +205,28 @@ def resolve_source(source: Any) -> Path:
             return _from_hub(base, sub)
         raise CheckpointNotFoundError(f"source {source!r}: {base!r} is neither a directory nor a "
                                       f"hub id 'owner/name'; {_local_alternatives()}")
+    from jevlaya_lab.decisions import bundled, registry
+
+    if isinstance(source, registry.Bundled):
+        return bundled.checkpoint_dir(source.name)
     if not isinstance(source, (str, os.PathLike)):
         raise TypeError(f"source must be a directory path, a (directory_or_repo, subfolder) pair, "
-                        f"a bundled name or a hub id, got {type(source).__name__} {source!r}")
+                        f"a bundled or registered name or a hub id, got {type(source).__name__} {source!r}")
     text = os.fspath(source)
     path = Path(text).expanduser()
     if path.is_dir():
         return path
-    from jevlaya_lab.decisions import bundled
-
-    if text in bundled.BUNDLED:
-        return bundled.checkpoint_dir(text)
     if path.exists():
         raise CheckpointNotFoundError(f"source {text!r} is a file; pass the checkpoint directory "
                                       f"that holds {CONFIG_FILE}")
-    if isinstance(source, str) and _HUB_ID.match(text):
-        return _from_hub(text, None)
+    if isinstance(source, str):
+        if text.startswith("bundled:"):
+            return bundled.checkpoint_dir(text.split(":", 1)[1])
+        defaults = registry.Registry(registry.DEFAULT_MODELS)
+        if text in defaults:
+            return Path(registry.agent_source(defaults.entry(text)))
+        if _HUB_ID.match(text):
+            return _from_hub(text, None)
     raise CheckpointNotFoundError(f"no checkpoint directory at {text!r}; {_local_alternatives()}")
 
 

@@ -162,3 +162,17 @@ def test_source_of_the_wrong_type_is_a_type_error():
         load_checkpoint(42)
     with pytest.raises(TypeError, match=r"\(directory_or_repo, subfolder\)"):
         load_checkpoint(("a", "b", "c"))
+
+
+def test_registered_names_and_aliases_of_the_default_registry_resolve(monkeypatch, tiny_checkpoint_dir):
+    from jevlaya_lab.decisions import registry
+
+    monkeypatch.setitem(registry.DEFAULT_MODELS, "tiny-test",
+                        {"source": str(tiny_checkpoint_dir), "aliases": ("tt",)})
+    model, _, config = load_checkpoint("TT")  # aliases match case-insensitively
+    assert isinstance(model, DecisionModel) and config.head_layers == 1
+
+
+def test_unknown_name_lists_the_bundled_alternatives():
+    with pytest.raises(CheckpointNotFoundError, match=r"'english' \(alias 'en', 'mini-en'\)"):
+        load_checkpoint("englsh")
