@@ -20,6 +20,10 @@ Decisions the spec leaves open:
   pointing to ``predict()``.
 - Encoding uses a private copy of the Rust tokenizer that is never mutated, so threads encode
   concurrently without a lock; the forward pass runs under ``torch.inference_mode()``.
+- The checkpoint's ``amp_dtype`` (float16/bfloat16) is applied with autocast on CUDA only; on
+  CPU and MPS the model runs in float32.
+- ``ctx.usage`` is set only when there are results (``predict_batch([])`` leaves it ``None``),
+  exactly as the lifecycle diagram's ``if ctx.results:`` says.
 """
 
 from __future__ import annotations

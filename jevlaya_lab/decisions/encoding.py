@@ -242,10 +242,10 @@ def tokenize_states(tokenizer: Any, states: Sequence[Any]) -> list[StateTokens]:
         if chars is None:
             out.append(StateTokens(ids))
             continue
-        offsets = [start for start, _ in encoding.offsets]
+        ends = [end for _, end in encoding.offsets]
         turn_starts, t = [], 0
-        for char in chars:
-            while t < len(offsets) and offsets[t] < char:
+        for char in chars:  # a turn starts at the first token reaching past its first character
+            while t < len(ends) and ends[t] <= char:
                 t += 1
             turn_starts.append(t)
         out.append(StateTokens(ids, tuple(turn_starts)))
