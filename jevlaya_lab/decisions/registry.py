@@ -97,14 +97,19 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # "org/name"; anything el
 
 def normalize_source(source: Any, where: str) -> Source:
     """Check a source and return it in canonical form (``"bundled:x"`` becomes ``Bundled("x")``)."""
+    if isinstance(source, str) and source.startswith("bundled:"):
+        source = Bundled(source.split(":", 1)[1])
     if isinstance(source, Bundled):
+        from jevlaya_lab.decisions.bundled import BUNDLED
+
+        if source.name not in BUNDLED:
+            raise ValueError(f"{where}: no bundled checkpoint named {source.name!r}; "
+                             f"jevlaya_lab ships {', '.join(map(repr, BUNDLED))}")
         return source
     if isinstance(source, str):
         if not source.strip():
             raise ValueError(f"{where}: the source is an empty string; pass a checkpoint "
                              f"directory, a hub id 'org/name' or Bundled('mini-en')")
-        if source.startswith("bundled:"):
-            return Bundled(source.split(":", 1)[1])
         return source
     if isinstance(source, os.PathLike):
         return Path(source)

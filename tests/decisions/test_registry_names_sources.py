@@ -83,7 +83,10 @@ def test_sources_of_every_kind(tmp_path):
     assert agent_source(registry.entry("local")) == Path(tmp_path)
 
 
-@pytest.mark.parametrize("source,error", [(42, TypeError), (("a",), TypeError), ("", ValueError)])
+@pytest.mark.parametrize("source,error", [
+    (42, TypeError), (("a",), TypeError), ("", ValueError), ("bundled:mini-xx", ValueError),
+    (Bundled("nope"), ValueError),
+])
 def test_bad_sources_name_the_field_and_the_fix(source, error):
     with pytest.raises(error, match="register\\('x', source\\)"):
         Registry().register("x", source)
