@@ -268,7 +268,8 @@ def _fit_state_dict(model: Any, tensors: dict[str, Any], weights: Path) -> dict[
             raise CheckpointError(f"{weights}: tensor {name} has shape {tuple(tensor.shape)} but the "
                                   f"config gives {tuple(expected[name].shape)}; check "
                                   f"{CONFIG_FILE} and {ENCODER_DIR}/config.json")
-    return tensors
+    # the model's dtypes win (an fp16 file still runs in fp32 on the CPU)
+    return {k: v if v.dtype == expected[k].dtype else v.to(expected[k].dtype) for k, v in tensors.items()}
 
 
 def load_checkpoint(source: Any) -> Checkpoint:
@@ -298,7 +299,8 @@ def load_checkpoint(source: Any) -> Checkpoint:
         tensors = load_file(weights)
     except Exception as exc:  # safetensors raises its own error types for corrupt files
         raise CheckpointError(f"{weights} is not a readable safetensors file ({exc})") from None
-    model.load_state_dict(_fit_state_dict(model, tensors, weights), strict=True)
+    # assign: the loaded tensors become the parameters (no second copy of every weight)
+    model.load_state_dict(_fit_state_dict(model, tensors, weights), strict=True, assign=True)
     model.eval()
     try:
         tokenizer = AutoTokenizer.from_pretrained(path / TOKENIZER_DIR, local_files_only=True)

@@ -176,3 +176,15 @@ def test_registered_names_and_aliases_of_the_default_registry_resolve(monkeypatc
 def test_unknown_name_lists_the_bundled_alternatives():
     with pytest.raises(CheckpointNotFoundError, match=r"'english' \(alias 'en', 'mini-en'\)"):
         load_checkpoint("englsh")
+
+
+def test_half_precision_weights_load_into_a_float32_model(ckpt, questions):
+    from jevlaya_lab.decisions.agent import Agent
+
+    tensors = load_file(ckpt / "model.safetensors")
+    save_file({k: v.half() if v.is_floating_point() else v for k, v in tensors.items()},
+              ckpt / "model.safetensors")
+    model, tokenizer, config = load_checkpoint(ckpt)
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+    result = Agent((model, tokenizer, config)).predict("hello", questions)
+    assert set(result["answers"]) == set(questions)
