@@ -169,3 +169,41 @@ def test_collated_tensors_are_long_and_bool(tok, questions):
     batch = encode_requests(tok, ["a"], questions, max_len=64, head_max_len=48)
     assert batch.input_ids.dtype == torch.long and batch.option_mask.dtype == torch.bool
     assert batch.to("cpu").input_ids.equal(batch.input_ids)
+
+
+# -- property: every row respects its budget and keeps its markers ----------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+words = st.lists(st.sampled_from(["help", "word", "refund", "the", "a", "[MASK]", "ü", "x1"]),
+                 max_size=30).map(" ".join)
+option_lists = st.lists(words.filter(str.strip), min_size=1, max_size=12, unique=True)
+
+
+@settings(max_examples=80, deadline=None)
+@given(state=words, options=option_lists, instructions=words.filter(str.strip),
+       max_len=st.integers(8, 160), head_max_len=st.integers(1, 120))
+def test_property_rows_fit_max_len_and_markers_point_at_mask_tokens(state, options, instructions,
+                                                                   max_len, head_max_len):
+    tok = make_tiny_tokenizer()
+    questions = {"q": {"type": "choice", "instructions": instructions, "criteria": options}}
+    try:
+        batch = encode_requests(tok, [state], questions, max_len=max_len, head_max_len=head_max_len)
+    except BudgetError as exc:
+        assert str(exc).startswith("question 'q': ") and f"max_len is {max_len}" in str(exc)
+        return
+    adapter = row_tokenizer(tok)
+    length = int(batch.attention_mask[0].sum())
+    ids = batch.input_ids[0, :length].tolist()
+    assert length <= max_len and ids[0] == adapter.cls_id and ids[-1] == adapter.sep_id
+    positions = batch.option_positions[0].tolist()
+    assert len(positions) == len(options) == int(batch.option_mask[0].sum())
+    assert [ids[p] for p in positions] == [adapter.mask_id] * len(options)
+    assert ids.count(adapter.mask_id) == len(options)
+    (head,) = encode_questions(tok, questions, head_max_len=head_max_len)
+    assert ids[: len(head.ids)] == list(head.ids)
+    kept = length - len(head.ids) - 1
+    usage = batch.usage[0]
+    assert usage["state_tokens_dropped"] == usage["state_tokens"] - kept
+    assert usage["truncated"] == (kept < usage["state_tokens"] or head.truncated)
