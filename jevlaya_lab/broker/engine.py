@@ -42,6 +42,7 @@ from jevlaya_lab.journal.store import Store
 
 Messages = list[dict[str, Any]]
 _RECENT_CALLS = 100_000
+PURGE_INTERVAL_S = 3600.0  # journal retention is enforced at most hourly
 
 
 def check_fastest_of(fastest_of: int | None) -> int:
@@ -115,6 +116,7 @@ class AsyncBroker:
         self._callers: dict[str | None, Caller] = {None: Caller()}
         self._journaled: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._streams: set[Any] = set()  # open stream cores, closed with the broker
+        self._next_purge = math.inf
         self.closed = False
 
     # lifecycle -------------------------------------------------------------------------------
@@ -129,6 +131,10 @@ class AsyncBroker:
         if self.closed:
             raise RuntimeError("this broker is closed; create a new one")
         if self._pool is not None:
+            if time.monotonic() > self._next_purge:
+                self._next_purge = time.monotonic() + PURGE_INTERVAL_S
+                asyncio.get_running_loop().run_in_executor(
+                    None, self.store.purge, self._retention_days)
             return self._pool
         if self._ready_lock is None:
             self._ready_lock = asyncio.Lock()
@@ -145,6 +151,7 @@ class AsyncBroker:
         if self._user_models:
             self.store.put_user_models([m.to_dict() for m in self._user_models])
         self.store.purge(self._retention_days)
+        self._next_purge = time.monotonic() + PURGE_INTERVAL_S
         mine = {m.name for m in self._user_models}
         entries = [LLMConfig.coerce({k: v for k, v in row.items() if k != "origin"})
                    for row in self.store.registry()]

@@ -192,10 +192,21 @@ class StreamCore:
                     continue
                 self.shown = lane
                 return lane
-            busy = [s for s in pick.waiting if not s.cooling(time.time())]
-            if not busy or not self.budget.queues or self.budget.expired():
+            if not await self._wait_for_slot(pick):
                 raise self._no_llm()
-            await pool.changed(self.budget.remaining())
+
+    async def _wait_for_slot(self, pick: Any) -> bool:
+        """Wait (within the budget) while candidates are only busy, not cooling; False when
+        waiting cannot help. ``wait=0`` never queues: all-busy is then a ``timeout``."""
+        busy = [s for s in pick.waiting if not s.cooling(time.time())]
+        if not busy or self.budget.expired():
+            return False
+        if not self.budget.queues:
+            raise NoLLMAvailableError(
+                f"every candidate is at its parallel limit ({', '.join(s.entry.name for s in busy)})"
+                " and wait=0 does not queue", reason="timeout", errors=tuple(self.errors))
+        await self.broker._pool.changed(self.budget.remaining())  # type: ignore[union-attr]
+        return True
 
     def _start_lane(self, state: Any) -> Lane:
         self.tried.add(state.entry.name)
@@ -323,6 +334,8 @@ class StreamCore:
             if not any(la.alive for la in self.lanes) and self.winner is None:
                 if lane is not None and lane.failure is not None:
                     raise self._after_first_delta_error(lane, lane.failure)
+                if await self._race_waits_for_slots():
+                    continue
                 raise self._no_llm()
             timeout = self.budget.remaining()
             if self.shown is None and self._window_open():
@@ -340,6 +353,21 @@ class StreamCore:
                             f"wait={self.budget.wait:g} s ran out after {self.delivered} "
                             "delta(s); they stand") from None
                     raise self._no_llm() from None
+
+    async def _race_waits_for_slots(self) -> bool:
+        """No lane could start because every candidate is busy: wait for a slot, then fill."""
+        try:
+            pick = self.broker._pool.pick(  # type: ignore[union-attr]
+                self.caller, self.tried, self.operation, self.budget.wait)
+        except NoLLMAvailableError:
+            return False
+        if pick.ready:
+            self._fill_lanes()
+            return any(la.alive for la in self.lanes)
+        if await self._wait_for_slot(pick):
+            self._fill_lanes()
+            return True
+        return False
 
     def _window_open(self) -> bool:
         first = self.lanes[0] if self.lanes else None

@@ -42,10 +42,10 @@ def test_a_dropped_broker_is_cleaned_up_without_blocking(server, db, cfg) -> Non
     b = Broker(db, models=cfg("a"), catalog=[])
     b.ask("x")
     thread = b._runner.thread
-    del b
     started = time.monotonic()
+    del b  # the last reference: its finalizer runs here
+    assert time.monotonic() - started < 0.1  # and only schedules the close
     gc.collect()
-    assert time.monotonic() - started < 0.5
     thread.join(timeout=10)
     assert not thread.is_alive()
     assert len(open_store(db).attempts()) == 1
