@@ -16,6 +16,7 @@ several answers of that trace succeeded.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import time
 import uuid
@@ -40,6 +41,7 @@ from jevlaya_lab.broker.results import LLMResult
 from jevlaya_lab.journal import JournalWriter, open_store
 from jevlaya_lab.journal.store import Store
 
+log = logging.getLogger("jevlaya_lab.broker")
 Messages = list[dict[str, Any]]
 _RECENT_CALLS = 100_000
 PURGE_INTERVAL_S = 3600.0  # journal retention is enforced at most hourly
@@ -408,7 +410,11 @@ class AsyncBroker:
             "trace_id", "llm_name", "operation", "scope", "status")}
         if len(self._journaled) > _RECENT_CALLS:
             self._journaled.popitem(last=False)
-        self._writer.attempt(row)
+        try:
+            self._writer.attempt(row)
+        except RuntimeError:  # an attempt that outlived aclose(): say so, never lose it silently
+            log.warning("attempt %s (%s, %s) ended after the broker closed; not journaled",
+                        row["call_id"], row["llm_name"], row["status"])
 
     def _rate(self, call_id: str, score: float) -> None:
         """Journal a rating of ``call_id`` and feed it to quality learning (any thread)."""

@@ -377,8 +377,10 @@ class StreamCore:
     def _choose_shown(self) -> Lane | None:
         if self.winner is not None:
             return self.winner
+        if not self.lanes:
+            return None
         first = self.lanes[0]
-        if first.has_text:
+        if first.has_text and first.failure is None:
             return first
         if self._window_open():
             return None
