@@ -119,6 +119,7 @@ class AsyncBroker:
         self._journaled: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._streams: set[Any] = set()  # open stream cores, closed with the broker
         self._next_purge = math.inf
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.closed = False
 
     # lifecycle -------------------------------------------------------------------------------
@@ -133,6 +134,10 @@ class AsyncBroker:
         if self.closed:
             raise RuntimeError("this broker is closed; create a new one")
         if self._pool is not None:
+            if self._loop is not asyncio.get_running_loop():
+                raise RuntimeError("this AsyncBroker belongs to another event loop (its HTTP "
+                                   "connections live there); create one broker per loop, or "
+                                   "use the sync Broker from several threads")
             if time.monotonic() > self._next_purge:
                 self._next_purge = time.monotonic() + PURGE_INTERVAL_S
                 asyncio.get_running_loop().run_in_executor(
@@ -142,6 +147,7 @@ class AsyncBroker:
             self._ready_lock = asyncio.Lock()
         async with self._ready_lock:
             if self._pool is None:
+                self._loop = asyncio.get_running_loop()
                 self._pool = await asyncio.to_thread(self._build_pool)
                 self._client = httpx.AsyncClient(
                     timeout=httpx.Timeout(connect=10.0, read=None, write=30.0, pool=None),

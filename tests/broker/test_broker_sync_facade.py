@@ -139,3 +139,12 @@ def test_concurrent_threads_see_one_loop(broker) -> None:
     for t in threads:
         t.join()
     assert len(seen) == 1
+
+
+def test_an_async_broker_refuses_a_second_event_loop(abroker) -> None:
+    import asyncio
+
+    b = abroker("a")
+    assert asyncio.run(b.ask("x")).text
+    with pytest.raises(RuntimeError, match="another event loop"):
+        asyncio.run(b.ask("x"))
