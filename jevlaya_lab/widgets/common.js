@@ -1,0 +1,42 @@
+// Shared DOM helpers of the jevlaya views. Text is always appended as text nodes.
+function h(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v == null) continue;
+    if (k === "class") e.className = v;
+    else if (k === "style") e.style.cssText = v;
+    else if (k === "title") e.title = String(v);
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, String(v));
+  }
+  for (const c of children.flat()) {
+    if (c == null || c === false) continue;
+    e.append(c instanceof Node ? c : String(c));
+  }
+  return e;
+}
+
+function fmt(x, digits = 1) {
+  return x == null || Number.isNaN(Number(x)) ? "–" : Number(x).toFixed(digits);
+}
+
+function bars(items, cls = "") {
+  const table = h("table", { class: "jv-bars" });
+  for (const b of items || []) {
+    const p = Math.max(0, Math.min(1, Number(b.p) || 0));
+    table.append(h("tr", {},
+      h("td", { class: "jv-label" }, b.label),
+      h("td", { class: "jv-track" },
+        h("span", { class: `jv-bar ${cls}`, style: `width:${(p * 100).toFixed(1)}%` })),
+      h("td", { class: "jv-num" }, p.toFixed(2))));
+  }
+  return table;
+}
+
+// Redraw el whenever one of the named traits changes.
+function live(model, el, names, draw) {
+  el.classList.add("jevlaya");
+  const redraw = () => el.replaceChildren(draw());
+  for (const name of names) model.on(`change:${name}`, redraw);
+  redraw();
+}

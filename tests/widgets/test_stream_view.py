@@ -1,0 +1,88 @@
+"""StreamView through its traits, reading real Broker streams from the local server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from jevlaya_lab.local import FaultProfile
+from jevlaya_lab.widgets import StreamView
+
+from .conftest import XSS
+
+
+def test_a_single_stream_is_shown_with_model_ttft_and_tokens(broker: Any) -> None:
+    b = broker("a")
+    view = StreamView(b, XSS, max_tokens=8)
+    assert view.wait(30)
+    state = view.get_state()
+    assert state["status"] == "done" and state["prompt"] == XSS
+    (lane,) = state["lanes"]
+    assert lane["model"] == "a" and lane["state"] == "won"
+    assert lane["text"] == view.stream.text and lane["text"]
+    assert lane["ttft_ms"] is not None and lane["tokens"] == view.stream.usage["completion_tokens"]
+    assert lane["call_id"] == view.stream.call_id
+
+
+def test_failover_before_the_first_delta_shows_the_failed_lane(broker: Any, server: Any) -> None:
+    """Seed: before the first delta the stream may fail over to another model."""
+    server.set_fault("a", FaultProfile(status=503))
+    view = StreamView(broker("a", "b"), "hello", max_tokens=4)
+    assert view.wait(30)
+    states = {lane["model"]: lane["state"] for lane in view.lanes}
+    assert states == {"b": "won", "a": "failed"}
+    failed = next(lane for lane in view.lanes if lane["model"] == "a")
+    assert "503" in failed["detail"]
+
+
+def test_race_replacement_greys_the_shown_lane_and_shows_the_winner(broker: Any,
+                                                                    server: Any) -> None:
+    """Seed: fastest_of=2, the first complete answer wins; when it is not the lane shown the
+    application replaces everything shown (StreamReplacementError.replacement)."""
+    server.set_fault("a", FaultProfile(token_delay=0.08))  # shown first, finishes late
+    server.set_fault("b", FaultProfile(first_token_delay=0.15))  # later text, finishes first
+    view = StreamView(broker("a", "b"), "write", fastest_of=2, max_tokens=8)
+    assert view.wait(30)
+    lanes = {lane["model"]: lane for lane in view.lanes}
+    assert lanes["a"]["state"] == "replaced" and lanes["b"]["state"] == "won"
+    assert lanes["b"]["text"] == view.stream.text
+    assert view.stream.llm_name == "b"
+
+
+def test_another_and_rating_buttons(broker: Any) -> None:
+    """Seed: another() gives the next complete answer, None once nothing more can be had;
+    record_quality after the end is journaled."""
+    b = broker("a", "b")
+    view = StreamView(b, "hello", max_tokens=4)
+    assert view.wait(30)
+    view._on_button(view, {"action": "rate", "score": 1.0}, [])
+    view._on_button(view, {"action": "another"}, [])
+    assert [a["model"] for a in view.answers] == ["b"]
+    view.rate(0.0, answer=0)
+    ratings = {r["call_id"]: r["score"] for r in b.ratings()}
+    assert ratings == {view.stream.call_id: 1.0, view.answers[0]["call_id"]: 0.0}
+    assert view.another() is None
+    with pytest.raises(ValueError, match="answer=5: must index view.answers"):
+        view.rate(1.0, answer=5)
+    view._on_button(view, {"action": "rate"}, [])
+    assert "KeyError" in view.error
+    view.close()
+
+
+def test_another_before_the_end_and_bad_broker_are_clear_errors(broker: Any, server: Any) -> None:
+    server.set_fault("a", FaultProfile(first_token_delay=0.3))
+    view = StreamView(broker("a"), "slow", max_tokens=2)
+    with pytest.raises(ValueError, match="status='(waiting|streaming)'.*view.wait"):
+        view.another()
+    assert view.wait(30)
+    with pytest.raises(TypeError, match="broker=str"):
+        StreamView("not a broker", "x")
+
+
+def test_throttled_updates_arrive_in_full_at_the_end(broker: Any, server: Any) -> None:
+    server.set_fault("a", FaultProfile(token_delay=0.01))
+    view = StreamView(broker("a"), "hello", max_tokens=16, throttle=10.0)
+    assert view.wait(30)
+    assert view.lanes[0]["text"] == view.stream.text
+    assert view._throttle.pushes < 16
