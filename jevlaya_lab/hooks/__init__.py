@@ -10,12 +10,28 @@ from .base import HOOK_EVENTS, BaseHook, CallableHook, check_hook
 from .context import PredictContext, aggregate_usage
 from .dispatch import HookRunner
 
+_READY_MADE = {
+    "EventRecorder": "jevlaya_lab.hooks.recorder",
+    "PredictionCache": "jevlaya_lab.hooks.cache",
+}
+
+
+def __getattr__(name: str):
+    """Ready-made hooks, imported on first use."""
+    if name in _READY_MADE:
+        import importlib
+
+        return getattr(importlib.import_module(_READY_MADE[name]), name)
+    raise AttributeError(f"module 'jevlaya_lab.hooks' has no attribute {name!r}")
+
 __all__ = [
     "HOOK_EVENTS",
     "BaseHook",
     "CallableHook",
+    "EventRecorder",
     "HookRunner",
     "PredictContext",
+    "PredictionCache",
     "aggregate_usage",
     "check_hook",
 ]

@@ -38,6 +38,8 @@ class HookRunner:
         self.hooks_raise = bool(hooks_raise)
         self.hooks_concurrent = bool(hooks_concurrent)
         self._lock = threading.RLock()  # serialises hook invocations when not concurrent
+        # guards changes to the installed tuple; calls read a snapshot of it without locking
+        self._install_lock = threading.Lock()
         self._installed: tuple[Any, ...] = self._collect(hooks, on_predict_start, on_predict_end)
 
     # -- installation -----------------------------------------------------------------------
@@ -49,16 +51,18 @@ class HookRunner:
     def add_hook(self, hook: Any) -> None:
         """Install ``hook`` after the ones already installed."""
         check_hook(hook, "add_hook")
-        self._installed = (*self._installed, hook)
+        with self._install_lock:
+            self._installed = (*self._installed, hook)
 
     def remove_hook(self, hook: Any) -> None:
         """Uninstall ``hook``; a ``ValueError`` if it is not installed."""
-        installed = list(self._installed)
-        for i, candidate in enumerate(installed):
-            if candidate is hook:
-                del installed[i]
-                self._installed = tuple(installed)
-                return
+        with self._install_lock:
+            installed = list(self._installed)
+            for i, candidate in enumerate(installed):
+                if candidate is hook:
+                    del installed[i]
+                    self._installed = tuple(installed)
+                    return
         raise ValueError(f"remove_hook: {hook!r} is not installed; installed: {list(self._installed)}")
 
     @contextlib.contextmanager

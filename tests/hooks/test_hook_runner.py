@@ -243,3 +243,23 @@ def test_hooks_concurrent_true_lets_hooks_overlap():
     for t in threads:
         t.join(10)
     assert peak[0] == 3
+
+
+def test_concurrent_add_hook_loses_no_hook():
+    runner = HookRunner()
+    hooks = [BaseHook() for _ in range(400)]
+    threads = [threading.Thread(target=lambda chunk=hooks[i::8]: [runner.add_hook(h) for h in chunk])
+               for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert len(runner.installed) == 400
+
+
+def test_ready_made_hooks_are_reachable_from_the_hooks_package():
+    from jevlaya_lab import hooks
+    from jevlaya_lab.hooks.cache import PredictionCache
+    from jevlaya_lab.hooks.recorder import EventRecorder
+
+    assert hooks.EventRecorder is EventRecorder and hooks.PredictionCache is PredictionCache
