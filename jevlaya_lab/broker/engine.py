@@ -35,7 +35,7 @@ from jevlaya_lab.broker.embedded import EmbeddedServer
 from jevlaya_lab.broker.errors import NoLLMAvailableError, ProviderError
 from jevlaya_lab.broker.http import Failure, Reply, build_body, post_chat
 from jevlaya_lab.broker.keys import KeyResolver
-from jevlaya_lab.broker.pool import Caller, ModelState, Pool, utc
+from jevlaya_lab.broker.pool import DEFAULT_COOLDOWN_S, Caller, ModelState, Pool, utc
 from jevlaya_lab.broker.quality import Quality
 from jevlaya_lab.broker.results import LLMResult
 from jevlaya_lab.journal import JournalWriter, open_store
@@ -366,8 +366,7 @@ class AsyncBroker:
         except Failure as failure:
             raise self._failed(attempt, caller, failure) from None
         except TimeoutError:
-            failure = self._timed_out(attempt, budget, timeout)
-            raise failure.to_error(attempt.llm_name) from None
+            raise self._timed_out(attempt, budget).to_error(attempt.llm_name) from None
         except BaseException:
             attempt.finish(attempt.cancel_status)
             raise
@@ -380,18 +379,20 @@ class AsyncBroker:
         attempt.fail(failure, until)
         return failure.to_error(attempt.llm_name)
 
-    def _timed_out(self, attempt: Attempt, budget: Budget, timeout: float) -> Failure:
+    def _timed_out(self, attempt: Attempt, budget: Budget) -> Failure:
         """Nothing (or not all) arrived in time: a model that sent nothing is cooled; either
-        way the missed ``wait`` steers the next equally short request away."""
+        way a missed ``wait`` steers the next equally short request away."""
         pool = self._pool
         assert pool is not None
         if budget.limited:
             pool.missed_wait(attempt.llm_name, budget.wait)  # type: ignore[arg-type]
-        started = attempt.started_answer
-        failure = Failure("unavailable" if not started else "interrupted",
-                          f"no {'complete ' if started else ''}answer within {timeout:.3g} s")
-        until = None if started else pool.cool(attempt.llm_name, 60.0)
-        attempt.fail(failure, until)
+        limit = f"wait={budget.wait:g} s" if budget.limited else f"{ATTEMPT_TIMEOUT_S:g} s"
+        if attempt.started_answer:
+            failure = Failure("interrupted", f"the answer did not complete within {limit}")
+            attempt.fail(failure)
+        else:
+            failure = Failure("unavailable", f"no data within {limit}")
+            attempt.fail(failure, pool.cool(attempt.llm_name, DEFAULT_COOLDOWN_S))
         return failure
 
     async def _endpoint(self, state: ModelState, caller: Caller) -> tuple[str, str | None]:

@@ -69,6 +69,7 @@ class Lane:
         self.task: asyncio.Task[None] | None = None
         self.failure: BaseException | None = None
         self.complete = False
+        self.timed_out = False
         self.key: str | None = None
 
     @property
@@ -117,7 +118,6 @@ class StreamCore:
         self.changed = asyncio.Event()
         self._expiry: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._last_retry_at: float | None = None
         broker._streams.add(self)
 
     # iteration ---------------------------------------------------------------------------------
@@ -179,8 +179,6 @@ class StreamCore:
                 pick = pool.pick(self.caller, self.tried, self.operation, self.budget.wait)
             except NoLLMAvailableError as exc:
                 raise self._no_llm(exc) from None
-            if pick.retry_at:
-                self._last_retry_at = min(self._last_retry_at or pick.retry_at, pick.retry_at)
             if pick.ready:
                 lane = self._start_lane(pick.ready[0])
                 try:
@@ -247,9 +245,8 @@ class StreamCore:
     def _lane_failed(self, lane: Lane, exc: BaseException) -> None:
         if lane.attempt.status is None:
             if isinstance(exc, TimeoutError):
-                failure = self.broker._timed_out(lane.attempt, self.budget,
-                                                 self.budget.attempt_timeout())
-                exc = failure
+                lane.timed_out = True
+                exc = self.broker._timed_out(lane.attempt, self.budget)
             elif isinstance(exc, Failure):
                 self.broker._failed(lane.attempt, self.caller, exc)
         lane.failure = exc
@@ -273,10 +270,9 @@ class StreamCore:
 
     def _after_first_delta_error(self, lane: Lane, exc: BaseException) -> LLMRequestError:
         self.final = lane.attempt
-        if isinstance(exc, TimeoutError) or (isinstance(exc, Failure) and "within" in exc.detail
-                                             and exc.kind == "interrupted"):
-            return LLMTimeoutError(f"{lane.attempt.llm_name}: wait={self.budget.wait:g} s ran out "
-                                   f"after {self.delivered} delta(s); they stand")
+        if lane.timed_out:
+            return LLMTimeoutError(f"{lane.attempt.llm_name}: {exc}; the {self.delivered} "
+                                   "delta(s) delivered stand")
         return StreamInterruptedError(f"{lane.attempt.llm_name}: the answer broke after "
                                       f"{self.delivered} delta(s) ({exc}); they stand")
 
@@ -434,24 +430,13 @@ class StreamCore:
             self._expiry = self._loop.call_later(left, self._expire)
 
     def _expire(self) -> None:
+        """``wait`` ran out: every unfinished lane is timed out (journaled, cooled if it sent
+        nothing, the missed wait remembered) and its request cancelled."""
         for lane in self.lanes:
             if lane.alive:
+                self._lane_failed(lane, TimeoutError())
                 if lane.task is not None:
                     lane.task.cancel()
-                    self._timeout_lane(lane)
-                else:
-                    self._lane_failed(lane, TimeoutError())
-
-    def _timeout_lane(self, lane: Lane) -> None:
-        pool = self.broker._pool
-        assert pool is not None
-        if self.budget.limited:
-            pool.missed_wait(lane.attempt.llm_name, self.budget.wait)  # type: ignore[arg-type]
-        until = None if lane.attempt.started_answer else pool.cool(lane.attempt.llm_name, 60.0)
-        lane.attempt.fail(Failure("unavailable" if until else "interrupted",
-                                  f"no complete answer within wait={self.budget.wait:g} s"),
-                          until)
-        lane.failure = TimeoutError()
 
     # another() ---------------------------------------------------------------------------------
     async def another(self) -> LLMResult | None:
