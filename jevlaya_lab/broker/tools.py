@@ -61,6 +61,16 @@ def _tool_message(call: dict[str, Any], content: str) -> dict[str, Any]:
     return {"role": "tool", "tool_call_id": call.get("id"), "content": content}
 
 
+def _final(result: LLMResult, conversation: list[dict[str, Any]]) -> bool:
+    """Append the model's turn; True (and the transcript on the result) when it asked for no
+    tool."""
+    conversation.append(result.message())
+    if result.tool_calls:
+        return False
+    result.messages = conversation
+    return True
+
+
 def _limit(max_steps: int, messages: list[dict[str, Any]]) -> ToolLoopLimitError:
     return ToolLoopLimitError(f"the model still asked for tools after max_steps={max_steps} "
                               "rounds; raise max_steps or simplify the task", messages=messages)
@@ -73,14 +83,12 @@ def run_tool_loop(llms: Any, messages: list[dict[str, Any]], *, tools: list[dict
     conversation = [dict(m) for m in messages]
     for _ in range(max_steps):
         result = llms.chat(conversation, tools=tools, **kwargs)
-        conversation.append(result.message())
-        if not result.tool_calls:
-            result.messages = conversation
+        if _final(result, conversation):
             return result
         for call in result.tool_calls:
             value, error = _invoke(dispatch, call)
             if inspect.isawaitable(value):
-                value.close() if hasattr(value, "close") else None
+                getattr(value, "close", lambda: None)()  # never awaited: do not leak it
                 value, error = None, "error: async tools need arun_tool_loop"
             conversation.append(_tool_message(call, error or _as_content(value)))
     raise _limit(max_steps, conversation)
@@ -94,9 +102,7 @@ async def arun_tool_loop(llms: Any, messages: list[dict[str, Any]], *,
     conversation = [dict(m) for m in messages]
     for _ in range(max_steps):
         result = await llms.chat(conversation, tools=tools, **kwargs)
-        conversation.append(result.message())
-        if not result.tool_calls:
-            result.messages = conversation
+        if _final(result, conversation):
             return result
         for call in result.tool_calls:
             value, error = _invoke(dispatch, call)
