@@ -74,6 +74,20 @@ def check_prompt(prompt: Any) -> Messages:
     return [{"role": "user", "content": prompt}]
 
 
+RESERVED_PARAMS = ("model", "messages", "stream", "stream_options", "tools")
+
+
+def check_call(operation: Any, trace_id: Any, params: Mapping[str, Any]) -> None:
+    """Labels are non-empty strings; extra provider params may not override the broker's."""
+    for name, value in (("operation", operation), ("trace_id", trace_id)):
+        if value is not None and (not isinstance(value, str) or not value):
+            raise ValueError(f"{name}={value!r}: must be a non-empty string or None")
+    clash = sorted(set(params) & set(RESERVED_PARAMS))
+    if clash:
+        raise ValueError(f"{clash[0]}=...: the broker sets this request field itself; pass the "
+                         "prompt, messages or tools as arguments and let the pool pick the model")
+
+
 def check_score(score: Any) -> float:
     if isinstance(score, bool) or not isinstance(score, (int, float)) or math.isnan(score) \
             or not 0.0 <= score <= 1.0:
@@ -278,6 +292,7 @@ class AsyncBroker:
                         tools: list[dict[str, Any]] | None, operation: str | None,
                         trace_id: str | None, wait: float | None, fastest_of: int | None,
                         params: Mapping[str, Any]) -> LLMResult:
+        check_call(operation, trace_id, params)
         budget = Budget(wait)
         lanes_wanted = check_fastest_of(fastest_of)
         pool = await self._ready()

@@ -36,7 +36,7 @@ import httpx
 
 from jevlaya_lab.broker.attempt import Attempt
 from jevlaya_lab.broker.budget import Budget
-from jevlaya_lab.broker.engine import AsyncBroker, Messages, check_fastest_of
+from jevlaya_lab.broker.engine import AsyncBroker, Messages, check_call, check_fastest_of
 from jevlaya_lab.broker.errors import (
     LLMRequestError,
     LLMTimeoutError,
@@ -94,6 +94,7 @@ class StreamCore:
                  fastest_of: int | None, window: float, params: dict[str, Any]) -> None:
         import uuid
 
+        check_call(operation, trace_id, params)
         self.broker = broker
         self.caller = caller
         self.messages = messages

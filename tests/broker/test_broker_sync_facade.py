@@ -148,3 +148,24 @@ def test_an_async_broker_refuses_a_second_event_loop(abroker) -> None:
     assert asyncio.run(b.ask("x")).text
     with pytest.raises(RuntimeError, match="another event loop"):
         asyncio.run(b.ask("x"))
+
+
+def test_labels_and_provider_params_are_checked(broker) -> None:
+    b = broker("a")
+    with pytest.raises(ValueError, match="operation=3"):
+        b.ask("x", operation=3)
+    with pytest.raises(ValueError, match="trace_id=''"):
+        b.stream("x", trace_id="")
+    with pytest.raises(ValueError, match="model=...: the broker sets"):
+        b.ask("x", model="gpt-4")
+    assert b.ask("x", max_tokens=2, temperature=0.0).text  # other params reach the provider
+
+
+def test_prompt_and_answer_text_are_journaled_only_on_request(broker) -> None:
+    b = broker("a")
+    b.ask("secret prompt")
+    assert b.calls()[0]["prompt_text"] is None and b.calls()[0]["answer_text"] is None
+    b2 = broker("a", store_text=True)
+    answer = b2.ask("kept prompt")
+    row = b2.calls()[-1]
+    assert row["prompt_text"] == "kept prompt" and row["answer_text"] == answer.text
