@@ -302,6 +302,7 @@ class AsyncBroker:
         errors: list[BaseException] = []
         last_rejection: ProviderError | None = None
         running: dict[asyncio.Task[Reply], Attempt] = {}
+        won = False
         try:
             while True:
                 pick = None
@@ -332,6 +333,7 @@ class AsyncBroker:
                     attempt = running.pop(task)
                     exc = task.exception()
                     if exc is None:
+                        won = True
                         return self._result(attempt, task.result())
                     errors.append(exc)
                     if isinstance(exc, ProviderError) and exc.status is not None \
@@ -339,8 +341,8 @@ class AsyncBroker:
                         excluded.add(attempt.llm_name)
                         last_rejection = exc
         finally:
-            for task, attempt in running.items():
-                attempt.cancel_status = "superseded"
+            for task, attempt in running.items():  # race losers, or the caller gave up
+                attempt.cancel_status = "superseded" if won else "cancelled"
                 task.cancel()
             if running:
                 await asyncio.gather(*running, return_exceptions=True)

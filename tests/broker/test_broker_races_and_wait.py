@@ -151,5 +151,5 @@ def test_async_ask_and_cancellation_release_the_slot(abroker, server) -> None:
                 await task
             assert (await b.snapshot())["a"]["in_flight"] == 0
             rows = await b.calls()
-            assert [r["status"] for r in rows] == ["superseded"]
+            assert [r["status"] for r in rows] == ["cancelled"]
     asyncio.run(main())
