@@ -169,3 +169,29 @@ def test_prompt_and_answer_text_are_journaled_only_on_request(broker) -> None:
     answer = b2.ask("kept prompt")
     row = b2.calls()[-1]
     assert row["prompt_text"] == "kept prompt" and row["answer_text"] == answer.text
+
+
+def test_a_reachable_remote_catalog_refreshes_the_database(tmp_path: Path, cfg) -> None:
+    import functools
+    import json
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    site = tmp_path / "site"
+    site.mkdir()
+    remote = [{"name": "remote/x", "base_url": "https://api.example.com/v1", "model": "x",
+               "api_key_ref": "X_KEY"}]
+    (site / "catalog.json").write_text(json.dumps({"models": remote}))
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(site))
+    handler.log_message = lambda *a: None  # type: ignore[attr-defined]
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{httpd.server_port}/catalog.json"
+        with Broker(home=tmp_path, models=cfg("a"), catalog=url) as b:
+            assert b.llm_names == ["a", "remote/x"]  # the user's entries stay first
+        with Broker(home=tmp_path) as b:  # later opens keep the stored catalog
+            assert "remote/x" in b.llm_names and "local/smollm2" not in b.llm_names
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
