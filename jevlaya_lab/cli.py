@@ -13,6 +13,7 @@ import sys
 # subcommand -> (entry point "module:function", one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("jevlaya_lab.decisions.training.cli:main", "train a bundled decision checkpoint (mini-en, mini-multi)"),
+    "ask": ("jevlaya_lab.broker.cli:main", "one answer from the LLM pool (local SmolLM2 without keys), streamed"),
     "serve": ("jevlaya_lab.local.cli:main", "serve local chat models over an OpenAI-compatible API, with fault profiles"),
     "predict": ("jevlaya_lab.decisions.agent:predict_command", "answer typed questions about states with a decision checkpoint (JSON lines)"),
     "route": ("jevlaya_lab.decisions.router:route_command", "show which checkpoint the Router picks for a state, and why"),
