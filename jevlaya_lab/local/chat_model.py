@@ -46,8 +46,7 @@ class ChatModel:
         self.default_max_tokens = validation.check_max_tokens(default_max_tokens, 1)
         self._logits_processor = logits_processor
         self._lock = FairLock()
-        if not getattr(tokenizer, "chat_template", None):
-            tokenizer.chat_template = PLAIN_CHAT_TEMPLATE
+        self._template = getattr(tokenizer, "chat_template", None) or PLAIN_CHAT_TEMPLATE
         config = model.config
         self.context_length = int(getattr(config, "max_position_embeddings", None)
                                   or getattr(config, "n_positions", None) or 2048)
@@ -65,10 +64,18 @@ class ChatModel:
         return self._lock.waiting
 
     def prompt_ids(self, messages: Sequence[dict[str, Any]]) -> list[int]:
-        """Token ids of the messages rendered with the chat template, ready for the answer."""
-        text = self.tokenizer.apply_chat_template(validation.check_messages(messages),
+        """Token ids of the messages rendered with the chat template, ready for the answer.
+
+        Raises ``ChatRequestError`` if the messages are malformed or leave no room to answer.
+        """
+        text = self.tokenizer.apply_chat_template(validation.check_messages(messages), chat_template=self._template,
                                                   tokenize=False, add_generation_prompt=True)
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        ids = list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        if len(ids) >= self.context_length:
+            raise ChatRequestError("messages", f"<{len(ids)} prompt tokens>",
+                                   f"the model {self.name!r} reads at most {self.context_length - 1} "
+                                   "prompt tokens; shorten the messages")
+        return ids
 
     def generate(self, messages: Sequence[dict[str, Any]], *, max_tokens: int | None = None,
                  temperature: float = 0.0, top_p: float = 1.0, seed: int | None = None,
@@ -87,10 +94,6 @@ class ChatModel:
         seed = validation.check_seed(seed)
         stops = validation.check_stop(stop)
         ids = self.prompt_ids(messages)
-        if len(ids) >= self.context_length:
-            raise ChatRequestError("messages", f"<{len(ids)} prompt tokens>",
-                                   f"the model {self.name!r} reads at most {self.context_length - 1} "
-                                   "prompt tokens; shorten the messages")
         budget = min(max_tokens, self.context_length - len(ids))
         generator = None
         if temperature > 0.0:

@@ -29,7 +29,7 @@ class FaultProfile:
     - ``garbage``: a 200 whose body is not a completion (non-JSON, or non-JSON SSE events).
     - ``empty``: a 200 completion whose content is empty.
     - ``cut_after=N``: close the connection after N content deltas (non-streaming: after N
-      tokens, without any response).
+      tokens, without any response); an answer with fewer pieces completes normally.
     - ``every``, ``probability``, ``seed``: which calls the profile applies to.
     """
 

@@ -94,6 +94,10 @@ class ChatHandler(BaseHTTPRequestHandler):
             self._drop_connection()
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the client went away; nothing left to tell it
+        except Exception as exc:  # a bug or a model failure before any byte of the answer was sent
+            logger.exception("chat completion failed")
+            self.close_connection = True
+            self._send_error(500, f"the local model failed: {type(exc).__name__}: {exc}")
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -283,8 +287,10 @@ def _options(request: dict[str, Any], model: ChatModel) -> dict[str, Any]:
     if not isinstance(stream_options, dict):
         raise ChatRequestError("stream_options", stream_options, 'use {"include_usage": true}')
     max_tokens = request.get("max_completion_tokens", request.get("max_tokens"))
+    messages = validation.check_messages(request.get("messages"))
+    model.prompt_ids(messages)  # a prompt too long for the model is a 400 before any streaming starts
     generate = {
-        "messages": validation.check_messages(request.get("messages")),
+        "messages": messages,
         "max_tokens": validation.check_max_tokens(max_tokens, model.default_max_tokens),
         "temperature": validation.check_temperature(request.get("temperature")),
         "top_p": validation.check_top_p(request.get("top_p")),

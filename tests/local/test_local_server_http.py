@@ -349,3 +349,31 @@ def test_serve_rejects_bad_arguments_with_the_field() -> None:
         serve([tiny_chat_model(0)], faults={"other": FaultProfile()})
     with serve([tiny_chat_model(0)]) as busy, pytest.raises(OSError, match="choose another port"):
         serve([tiny_chat_model(0)], port=busy.port)
+
+
+def test_a_prompt_too_long_for_the_model_is_a_400_even_when_streaming(server: Any) -> None:
+    for stream in (False, True):
+        response = post(server, {"model": "tiny-0", "messages": [{"role": "user", "content": "x" * 5000}],
+                                 "stream": stream})
+        assert response.status_code == 400
+        assert response.json()["error"]["param"] == "messages"
+        assert "at most 4095 prompt tokens" in response.json()["error"]["message"]
+
+
+def test_a_model_failure_is_a_500_or_an_error_event_mid_stream(start_server: Any) -> None:
+    from jevlaya_lab.local import ChatModel
+
+    tiny = tiny_chat_model(0)
+
+    def explode(step: int, logits: Any) -> Any:
+        if step == 2:
+            raise RuntimeError("weights on fire")
+        return logits
+
+    server = start_server([ChatModel(tiny.model, tiny.tokenizer, name="broken", logits_processor=explode)])
+    response = post(server, chat_body("broken"))
+    assert response.status_code == 500
+    assert "weights on fire" in response.json()["error"]["message"]
+    events = sse_events(post(server, chat_body("broken", stream=True)))
+    assert "weights on fire" in events[-1]["error"]["message"]
+    assert "[DONE]" not in events and events[0]["choices"][0]["delta"]["role"] == "assistant"
