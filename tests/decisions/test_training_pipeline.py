@@ -1,0 +1,157 @@
+"""Training of the bundled checkpoints: generator, metrics, temperature fit, end-to-end run (issue 4, item 3)."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+
+import pytest
+import torch
+
+from jevlaya_lab.decisions import presets
+from jevlaya_lab.decisions.agent import Agent
+from jevlaya_lab.decisions.checkpoint import load_checkpoint
+from jevlaya_lab.decisions.questions import parse_question
+from jevlaya_lab.decisions.testing import make_tiny_checkpoint
+from jevlaya_lab.decisions.training import cli as train_cli
+from jevlaya_lab.decisions.training import metrics
+from jevlaya_lab.decisions.training.synthetic import generate, gold_index
+from jevlaya_lab.decisions.training.temperature import fit_temperatures
+from jevlaya_lab.decisions.training.trainer import TrainConfig, export_head, train
+
+# ------------------------------------------------------------------ generator
+
+
+def test_generator_is_seeded_same_seed_same_data():
+    assert generate(200, seed=7) == generate(200, seed=7)
+    assert generate(200, seed=7) != generate(200, seed=8)
+
+
+def test_generator_noul_statements_are_true_and_false_in_equal_measure_per_task():
+    counts = Counter((e.task, bool(e.gold)) for e in generate(4000, seed=3) if e.question["type"] == "noul")
+    tasks = {task for task, _ in counts}
+    assert len(tasks) >= 6
+    for task in tasks:
+        assert abs(counts[(task, True)] - counts[(task, False)]) <= 1, task
+
+
+def test_generator_option_counts_span_2_to_20_and_orders_are_shuffled():
+    examples = generate(4000, seed=1)
+    ks = {len(e.question["criteria"]) for e in examples if e.question["type"] == "choice"}
+    assert min(ks) == 2 and max(ks) == 20
+    intent_orders = {tuple(e.question["criteria"]) for e in examples if e.task == "triage.intent"}
+    assert len(intent_orders) > 20
+
+
+def test_generator_covers_every_preset_question_and_generic_tasks():
+    tasks = {e.task for e in generate(3000, seed=2)}
+    for name, factory in presets.PRESETS.items():
+        assert {f"{name}.{qid}" for qid in factory()} <= tasks
+    assert {"generic.topic", "generic.topic_noul", "generic.emotion", "generic.urgency"} <= tasks
+
+
+def test_generated_questions_are_valid_and_gold_points_at_an_option():
+    for i, e in enumerate(generate(1500, seed=4)):
+        q = parse_question(f"q{i}", e.question)
+        assert 0 <= gold_index(e) < len(q.labels)
+
+
+def test_generator_rejects_bad_arguments_with_the_field_named():
+    with pytest.raises(ValueError, match="n=-1"):
+        generate(-1)
+    with pytest.raises(ValueError, match="generic_share=2"):
+        generate(5, generic_share=2)
+
+
+# ------------------------------------------------------------------ metrics and temperatures
+
+
+def test_ece_matches_a_hand_computed_value():
+    probs = [[0.9, 0.1], [0.8, 0.2], [0.3, 0.7], [0.6, 0.4]]
+    golds = [0, 1, 1, 0]
+    # bins: 0.9 -> bin 9 (hit), 0.8 -> bin 8 (miss), 0.7 -> bin 7 (hit), 0.6 -> bin 6 (hit)
+    expected = (abs(0.9 - 1) + abs(0.8 - 0) + abs(0.7 - 1) + abs(0.6 - 1)) / 4
+    assert metrics.expected_calibration_error(probs, golds) == pytest.approx(expected)
+    assert metrics.accuracy(probs, golds) == 0.75
+
+
+def test_score_mae_uses_the_expected_level():
+    assert metrics.mean_absolute_error([[0.0, 0.5, 0.5]], [2]) == pytest.approx(0.5)
+
+
+def test_temperature_fit_recovers_a_known_overconfidence():
+    rng = random.Random(0)
+    logits, golds, types = [], [], []
+    for _ in range(600):
+        true = torch.tensor([rng.gauss(0, 1.5) for _ in range(4)])
+        gold = int(torch.multinomial(torch.softmax(true, -1), 1))
+        logits.append(true * 2.5)  # the model is 2.5x too sharp
+        golds.append(gold)
+        types.append("choice")
+    fit = fit_temperatures(logits, golds, types)
+    assert fit.temperature[0] == pytest.approx(2.5, rel=0.25)
+    assert fit.temperature[1:] == [1.0, 1.0]  # no rows: left at 1
+    assert "choice:3-5" in fit.temperature_by_options
+    assert fit.report["choice"]["nll_after"] < fit.report["choice"]["nll_before"]
+
+
+def test_temperature_fit_checks_lengths():
+    with pytest.raises(ValueError, match="one entry per held-out row"):
+        fit_temperatures([torch.zeros(2)], [0, 1], ["noul"])
+
+
+def test_train_config_rejects_bad_values_naming_the_field():
+    with pytest.raises(ValueError, match="epochs=0"):
+        TrainConfig(epochs=0)
+    with pytest.raises(ValueError, match="lr=2"):
+        TrainConfig(lr=2)
+
+
+# ------------------------------------------------------------------ end to end on a tiny budget
+
+TINY = dict(n_train=48, n_heldout=40, epochs=1, batch_size=16, threads=1, max_len=96, head_max_len=64,
+            encoder_layers=1, head_layers=1)
+
+
+def test_training_runs_end_to_end_on_a_tiny_budget_and_the_result_loads_in_an_agent(tmp_path):
+    source = make_tiny_checkpoint(tmp_path / "tiny", seed=1)
+    encoder, tokenizer, encoder_id = train_cli.load_encoder(str(source))
+    before = {k: v.clone() for k, v in encoder.state_dict().items()}
+    result = train(encoder, tokenizer, TrainConfig(**TINY), encoder_id=encoder_id, log=lambda m: None)
+    after = result.model.encoder.state_dict()
+    changed = {k.split(".")[2] for k in before if not torch.equal(before[k], after[k])}
+    assert changed == {str(len(encoder.encoder.layer) - 1)}  # only the top layer was fine-tuned
+    assert all(0.5 <= t <= 5.0 for t in result.config["temperature"])
+    assert result.heldout and all(0.0 <= row["accuracy"] <= 1.0 for row in result.heldout.values())
+
+    head = export_head(result, tmp_path / "head")
+    from safetensors.torch import load_file
+
+    shipped = load_file(head / "head.safetensors")
+    assert "scorer.0.weight" in shipped and "type_emb.weight" in shipped
+    assert not any(k.startswith("encoder.embeddings") for k in shipped)
+
+    agent = Agent(str(_save(result, tmp_path)))
+    out = agent.predict({"message": "I want a refund now"}, presets.triage_questions())
+    assert set(out["answers"]) == {"intent", "sentiment", "is_urgent", "priority"}
+    assert math.isclose(sum(out["answers"]["intent"]["probabilities"].values()), 1.0, abs_tol=1e-3)
+
+
+def _save(result, tmp_path):
+    from jevlaya_lab.decisions.checkpoint import CheckpointConfig, save_checkpoint
+
+    return save_checkpoint(tmp_path / "trained", result.model, result.tokenizer,
+                           CheckpointConfig.from_dict(result.config))
+
+
+def test_train_command_writes_a_loadable_checkpoint(tmp_path, capsys):
+    source = make_tiny_checkpoint(tmp_path / "tiny", seed=2)
+    args = ["--encoder", str(source), "--out", str(tmp_path / "out")]
+    for key, value in TINY.items():
+        args += [f"--{key.replace('_', '-')}", str(value)]
+    assert train_cli.main(args) == 0
+    model, _, config = load_checkpoint(tmp_path / "out")
+    assert config.act_costs == [1.0] and config.head_layers == 1
+    assert (tmp_path / "out" / "head" / "calibration.json").is_file()
+    assert "checkpoint ->" in capsys.readouterr().out
