@@ -444,3 +444,36 @@ def test_seed_garbage_collection_of_an_unclosed_stream_cancels_the_request(abrok
             assert (await broker.snapshot())["a"]["in_flight"] == 0
             assert statuses(await broker.calls()) == [("a", "cancelled")]
     asyncio.run(main())
+
+
+def test_seed_answer_completed_in_time_can_be_had_from_memory_after_wait_ran_out(abroker,
+                                                                                   server):
+    """Rule: an answer completed before the time ran out can still be taken from memory later,
+    but no new provider request starts after it."""
+    server.set_fault("b", FaultProfile(first_token_delay=0.1))
+
+    async def main() -> None:
+        async with abroker("a", "b", "c") as broker:
+            stream = broker.stream("write", fastest_of=2, wait=0.8, stream_selection_window=0)
+            try:
+                assert [d async for d in stream]
+            except StreamReplacementError:
+                pass
+            await asyncio.sleep(0.3)  # b completes in time while the application validates
+            await asyncio.sleep(0.7)  # ... and now wait has run out
+            c_before = server.request_count("c")
+            kept = await stream.another()
+            assert kept is not None and kept.llm_name in {"a", "b"}
+            assert await stream.another() is None
+            assert server.request_count("c") == c_before
+    asyncio.run(main())
+
+
+def test_seed_another_after_close_returns_none(abroker):
+    """Rule: another() works while the stream is open; once closed it returns None."""
+    async def main() -> None:
+        async with abroker("a", "b") as broker:
+            async with broker.stream("write") as stream:
+                assert [d async for d in stream]
+            assert await stream.another() is None
+    asyncio.run(main())
