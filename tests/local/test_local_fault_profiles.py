@@ -62,3 +62,12 @@ def test_probability_is_deterministic_given_the_seed() -> None:
     assert 5 < sum(pattern(1)) < 35
     always = FaultSwitch(FaultProfile(status=500, probability=0.0))
     assert all(always.next_call() is None for _ in range(10))
+
+
+def test_fault_profiles_and_the_server_import_without_torch() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; from jevlaya_lab.local import FaultProfile, serve, Server, FAULT_PRESETS; "
+            "FaultProfile.parse('cut'); assert 'torch' not in sys.modules, 'torch was imported'")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -377,3 +377,17 @@ def test_a_model_failure_is_a_500_or_an_error_event_mid_stream(start_server: Any
     events = sse_events(post(server, chat_body("broken", stream=True)))
     assert "weights on fire" in events[-1]["error"]["message"]
     assert "[DONE]" not in events and events[0]["choices"][0]["delta"]["role"] == "assistant"
+
+
+def test_a_client_that_disconnects_stops_its_generation(start_server: Any) -> None:
+    # the abandoned answer would hold the model for 200 x 0.05 s = 10 s if it kept generating
+    server = start_server(faults={"tiny-0": FaultProfile(token_delay=0.05)})
+    with httpx.stream("POST", f"{server.base_url}/chat/completions",
+                      json=chat_body(stream=True, max_tokens=200), timeout=30) as response:
+        for line in response.iter_lines():
+            if '"content":"' in line and '"content":""' not in line:
+                break  # leaving the block closes the connection mid-answer
+    server.set_fault("tiny-0", None)
+    started = time.perf_counter()
+    assert post(server, chat_body(max_tokens=1)).status_code == 200
+    assert time.perf_counter() - started < 5
