@@ -92,27 +92,35 @@ async def latency(server: LocalServerProcess, n: int) -> dict[str, Any]:
 
     body = {"model": "a", "messages": [{"role": "user", "content": "hi"}], **BODY_PARAMS}
     direct, broker_ms, sdk = [], [], []
+    cpu = {"direct_httpx": 0.0, "broker_ask": 0.0, "openai_sdk": 0.0}
     with tempfile.TemporaryDirectory() as tmp:
         async with httpx.AsyncClient() as client, \
                 AsyncBroker(Path(tmp) / "j.db", models=server.entries("a"), catalog=[]) as b:
             oa = AsyncOpenAI(base_url=server.base_url, api_key="none", max_retries=0)
             for i in range(n + 10):  # 10 warm-up rounds
-                t = time.perf_counter()
+                c, t = time.process_time(), time.perf_counter()
                 r = await client.post(server.base_url + "/chat/completions", json=body)
                 r.json()["choices"][0]["message"]["content"]
-                d = (time.perf_counter() - t) * 1000
-                t = time.perf_counter()
+                d, dc = (time.perf_counter() - t) * 1000, time.process_time() - c
+                c, t = time.process_time(), time.perf_counter()
                 await b.ask("hi", **BODY_PARAMS)
-                k = (time.perf_counter() - t) * 1000
-                t = time.perf_counter()
+                k, kc = (time.perf_counter() - t) * 1000, time.process_time() - c
+                c, t = time.process_time(), time.perf_counter()
                 await oa.chat.completions.create(model="a", messages=body["messages"],
                                                  max_tokens=1)
-                o = (time.perf_counter() - t) * 1000
+                o, oc = (time.perf_counter() - t) * 1000, time.process_time() - c
                 if i >= 10:
                     direct.append(d), broker_ms.append(k), sdk.append(o)
+                    for name, used in (("direct_httpx", dc), ("broker_ask", kc),
+                                       ("openai_sdk", oc)):
+                        cpu[name] += used
             await oa.close()
     out = {"direct_httpx": summary(direct), "broker_ask": summary(broker_ms),
            "openai_sdk": summary(sdk)}
+    for name, used in cpu.items():
+        out[name]["client_cpu_us_per_call"] = used * 1e6 / n
+    out["added_cpu_us_per_call"] = (out["broker_ask"]["client_cpu_us_per_call"]
+                                    - out["direct_httpx"]["client_cpu_us_per_call"])
     out["added_p50_ms"] = out["broker_ask"]["p50_ms"] - out["direct_httpx"]["p50_ms"]
     out["added_p99_ms"] = out["broker_ask"]["p99_ms"] - out["direct_httpx"]["p99_ms"]
     paired = [k - d for k, d in zip(broker_ms, direct, strict=True)]
@@ -185,11 +193,13 @@ def main(argv: list[str] | None = None) -> int:
     jc = journal_cost(20_000 if not args.quick else 5_000)
     result = {"machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
               "latency": lat, "async_50_callers": thr, "sync_50_threads": sthr, "journal": jc}
-    print(f"{'1-token ask, sequential':<38}{'p50 ms':>10}{'p99 ms':>10}")
+    print(f"{'1-token ask, sequential':<38}{'p50 ms':>10}{'p99 ms':>10}{'client CPU us':>15}")
     for name in ("direct_httpx", "broker_ask", "openai_sdk"):
-        print(f"  {name:<36}{lat[name]['p50_ms']:>10.2f}{lat[name]['p99_ms']:>10.2f}")
+        print(f"  {name:<36}{lat[name]['p50_ms']:>10.2f}{lat[name]['p99_ms']:>10.2f}"
+              f"{lat[name]['client_cpu_us_per_call']:>15.0f}")
     print(f"  {'added by the broker':<36}{lat['added_p50_ms']:>10.2f}{lat['added_p99_ms']:>10.2f}"
-          f"   (paired median {lat['added_paired_median_ms']:.2f} ms)")
+          f"{lat['added_cpu_us_per_call']:>15.0f}   (paired median "
+          f"{lat['added_paired_median_ms']:.2f} ms)")
     print(f"  openai SDK / broker at p50: {lat['openai_sdk_over_broker_p50']:.2f}x")
     print(f"50 async callers: {thr['calls_per_s']:.0f} calls/s, "
           f"{thr['client_cpu_ms_per_call']:.2f} ms client CPU per call, "
