@@ -23,14 +23,29 @@ class FairLock:
     def waiting(self) -> int:
         return len(self._waiters)
 
-    def acquire(self) -> None:
+    def acquire(self, timeout: float | None = None) -> bool:
+        """Wait for our turn; False if ``timeout`` seconds pass first (we then leave the queue)."""
         with self._mutex:
             if not self._held:
                 self._held = True
-                return
+                return True
             turn = threading.Event()
             self._waiters.append(turn)
-        turn.wait()  # release() hands the lock over directly, so nobody can barge in
+        try:
+            granted = turn.wait(timeout)  # release() hands the lock over directly: no barging in
+        except BaseException:  # e.g. KeyboardInterrupt in a notebook: never strand the lock
+            if self._leave(turn):
+                self.release()
+            raise
+        return granted or self._leave(turn)
+
+    def _leave(self, turn: threading.Event) -> bool:
+        """Leave the queue; True if the lock was handed to us in the meantime (we now hold it)."""
+        with self._mutex:
+            if turn in self._waiters:
+                self._waiters.remove(turn)
+                return False
+        return True
 
     def release(self) -> None:
         with self._mutex:

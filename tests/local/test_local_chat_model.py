@@ -185,6 +185,23 @@ def test_fair_lock_serves_waiters_in_arrival_order() -> None:
         lock.release()
 
 
+def test_fair_lock_waiter_that_gives_up_leaves_the_queue() -> None:
+    lock = FairLock()
+    lock.acquire()
+    assert lock.acquire(timeout=0.05) is False
+    assert lock.waiting == 0
+    got: list[bool] = []
+    waiter = threading.Thread(target=lambda: got.append(lock.acquire(timeout=10)))
+    waiter.start()
+    while lock.waiting < 1:
+        threading.Event().wait(0.001)
+    lock.release()  # handed straight to the remaining waiter
+    waiter.join(5)
+    assert got == [True]
+    lock.release()
+    assert lock.acquire(timeout=0) is True
+
+
 def test_concurrent_generate_calls_all_complete_identically() -> None:
     model = tiny_chat_model(2)
     expected = model.generate(USER).text
