@@ -174,11 +174,11 @@ class AsyncBroker:
             self.store.put_user_models([m.to_dict() for m in self._user_models])
         self.store.purge(self._retention_days)
         self._next_purge = time.monotonic() + PURGE_INTERVAL_S
-        mine = {m.name for m in self._user_models}
         entries = [LLMConfig.coerce({k: v for k, v in row.items() if k != "origin"})
                    for row in self.store.registry()]
-        # the user's entries of this broker first, in the order given
-        entries.sort(key=lambda e: (e.name not in mine, names_index(self._user_models, e.name)))
+        # this broker's own entries first, in the order given; the rest keep registry order
+        mine = {m.name: i for i, m in enumerate(self._user_models)}
+        entries.sort(key=lambda e: mine.get(e.name, len(mine)))
         return Pool(entries, self.keys, Quality(self.store.rating_totals()),
                     optimize=self._optimize)
 
@@ -334,7 +334,7 @@ class AsyncBroker:
                     exc = task.exception()
                     if exc is None:
                         won = True
-                        return self._result(attempt, task.result())
+                        return self._result(attempt)
                     errors.append(exc)
                     if isinstance(exc, ProviderError) and exc.status is not None \
                             and 400 <= exc.status < 500 and exc.status != 429:
@@ -421,7 +421,7 @@ class AsyncBroker:
             return await self._embedded.base_url(local), key
         return state.entry.base_url.rstrip("/"), key
 
-    def _result(self, attempt: Attempt, reply: Reply | None = None) -> LLMResult:
+    def _result(self, attempt: Attempt) -> LLMResult:
         return LLMResult(text=attempt.text, llm_name=attempt.llm_name, call_id=attempt.call_id,
                          trace_id=attempt.trace_id, usage=dict(attempt.usage),
                          tool_calls=list(attempt.tool_calls),
@@ -476,9 +476,3 @@ class AsyncBroker:
                            f"{', '.join(pool.states) or '(none)'}")
         return pool.states[name]
 
-
-def names_index(models: list[LLMConfig], name: str) -> int:
-    for i, m in enumerate(models):
-        if m.name == name:
-            return i
-    return 0

@@ -485,12 +485,12 @@ class StreamCore:
             body = build_body(state.entry.model, self.messages, stream=False,
                               params=self.params)
             try:
-                reply = await self.broker._run_lane(attempt, self.caller, body, self.budget)
+                await self.broker._run_lane(attempt, self.caller, body, self.budget)
             except ProviderError as exc:
                 self.errors.append(exc)
                 continue
             self.returned.add(attempt.call_id)
-            return self.broker._result(attempt, reply)
+            return self.broker._result(attempt)
         return None
 
     # results, rating, closing -------------------------------------------------------------------
