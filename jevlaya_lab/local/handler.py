@@ -88,16 +88,18 @@ class ChatHandler(BaseHTTPRequestHandler):
         except (ValueError, UnicodeDecodeError) as exc:
             self._send_error(400, f"the request body is not valid JSON ({exc}); send a JSON object")
             return
+        self._answering = False  # True once the 200 status line of an answer is out
         try:
             self._chat(request)
         except (_Cut, _Stopping):
             self._drop_connection()
-        except (BrokenPipeError, ConnectionResetError):
+        except ConnectionError:
             self.close_connection = True  # the client went away; nothing left to tell it
-        except Exception as exc:  # a bug or a model failure before any byte of the answer was sent
+        except Exception as exc:  # a bug or a model failure
             logger.exception("chat completion failed")
             self.close_connection = True
-            self._send_error(500, f"the local model failed: {type(exc).__name__}: {exc}")
+            if not self._answering:
+                self._send_error(500, f"the local model failed: {type(exc).__name__}: {exc}")
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -203,6 +205,7 @@ class ChatHandler(BaseHTTPRequestHandler):
         self._write_chunk(b"")
 
     def _start_stream(self) -> None:
+        self._answering = True
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
         self.send_header("Cache-Control", "no-cache")
@@ -230,10 +233,7 @@ class ChatHandler(BaseHTTPRequestHandler):
                   fault: FaultProfile | None) -> None:
         if fault is not None and fault.cut_after == 0:
             raise _Cut
-        if fault is not None and fault.empty:
-            generation = _empty_answer(model, options)
-        else:
-            generation = model.generate(on_token=self._paced(fault, lambda piece: None), **options["generate"])
+        generation = _answer(model, options, fault, self._paced(fault, lambda piece: None))
         self._send_json(200, wire.completion(wire.completion_id(), name, generation))
 
     def _stream(self, name: str, model: ChatModel, options: dict[str, Any],
@@ -246,11 +246,8 @@ class ChatHandler(BaseHTTPRequestHandler):
         send = self._paced(fault, lambda piece: self._write_chunk(
             wire.sse(wire.chunk(cid, name, delta={"content": piece}))))
         try:
-            if fault is not None and fault.empty:
-                generation = _empty_answer(model, options)
-            else:
-                generation = model.generate(on_token=send, **options["generate"])
-        except (_Cut, _Stopping, BrokenPipeError, ConnectionResetError):
+            generation = _answer(model, options, fault, send)
+        except (_Cut, _Stopping, ConnectionError):
             raise
         except Exception as exc:  # headers are gone: report the failure inside the stream
             logger.exception("generation failed for model %r", name)
@@ -265,9 +262,12 @@ class ChatHandler(BaseHTTPRequestHandler):
         self._write_chunk(b"")
 
 
-def _empty_answer(model: ChatModel, options: dict[str, Any]) -> Generation:
-    prompt = model.prompt_ids(options["generate"]["messages"])
-    return Generation("", "stop", len(prompt), 0)
+def _answer(model: ChatModel, options: dict[str, Any], fault: FaultProfile | None,
+            on_token: Any) -> Generation:
+    """Generate, or with an ``empty`` fault answer nothing at all."""
+    if fault is not None and fault.empty:
+        return Generation("", "stop", options["prompt_tokens"], 0)
+    return model.generate(on_token=on_token, **options["generate"])
 
 
 def _options(request: dict[str, Any], model: ChatModel) -> dict[str, Any]:
@@ -288,7 +288,7 @@ def _options(request: dict[str, Any], model: ChatModel) -> dict[str, Any]:
         raise ChatRequestError("stream_options", stream_options, 'use {"include_usage": true}')
     max_tokens = request.get("max_completion_tokens", request.get("max_tokens"))
     messages = validation.check_messages(request.get("messages"))
-    model.prompt_ids(messages)  # a prompt too long for the model is a 400 before any streaming starts
+    prompt_tokens = len(model.prompt_ids(messages))  # too long for the model: a 400 before streaming
     generate = {
         "messages": messages,
         "max_tokens": validation.check_max_tokens(max_tokens, model.default_max_tokens),
@@ -298,4 +298,4 @@ def _options(request: dict[str, Any], model: ChatModel) -> dict[str, Any]:
         "stop": validation.check_stop(request.get("stop")),
     }
     return {"stream": stream, "include_usage": bool(stream_options.get("include_usage")),
-            "generate": generate}
+            "prompt_tokens": prompt_tokens, "generate": generate}

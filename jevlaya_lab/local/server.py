@@ -134,7 +134,11 @@ class Server:
 
     def __repr__(self) -> str:
         state = "stopped" if self.stopping.is_set() else "running"
-        return f"<Server {self.base_url} models={self.model_names} {state}>"
+        with self._lock:
+            models = ", ".join(f"{name} ({self._calls[name]} calls"
+                               + (f", fault {self._faults[name].profile}" if name in self._faults else "") + ")"
+                               for name in self._models)
+        return f"<Server {self.base_url} {state}: {models}>"
 
     def model_for(self, name: str) -> ChatModel | None:
         return self._models.get(name)
