@@ -10,8 +10,8 @@ function render({ model, el }) {
       l.text ? h("div", { class: "jv-stream-text" }, l.text) : null));
     const answers = model.get("answers").map((a, i) => h("div", { class: "jv-stream-lane" },
       h("b", {}, `another() #${i + 1}: ${a.model}`), " ",
-      h("button", { onclick: () => send({ action: "rate", score: 1, answer: i }) }, "👍"),
-      h("button", { onclick: () => send({ action: "rate", score: 0, answer: i }) }, "👎"),
+      h("button", { onclick: () => send({ action: "rate", score: 1, answer: i }) }, "good"),
+      h("button", { onclick: () => send({ action: "rate", score: 0, answer: i }) }, "bad"),
       h("div", { class: "jv-stream-text" }, a.text)));
     const ended = status === "done" || status === "error";
     return h("div", { class: "jv-card jv-stream" },
@@ -21,8 +21,8 @@ function render({ model, el }) {
       model.get("error") ? h("div", { class: "jv-err" }, model.get("error")) : null,
       ended ? h("div", {},
         h("button", { onclick: () => send({ action: "another" }) }, "another()"),
-        h("button", { onclick: () => send({ action: "rate", score: 1 }) }, "👍 good"),
-        h("button", { onclick: () => send({ action: "rate", score: 0 }) }, "👎 bad"),
+        h("button", { onclick: () => send({ action: "rate", score: 1 }) }, "rate good"),
+        h("button", { onclick: () => send({ action: "rate", score: 0 }) }, "rate bad"),
         h("span", { class: "jv-muted" }, `${model.get("ratings").length} ratings`)) : null,
       answers);
   });

@@ -13,6 +13,8 @@ finishing). Buttons call :meth:`another` (the next complete answer, listed in ``
 
 State is in traits: ``status`` (``waiting``, ``streaming``, ``done``, ``error``), ``lanes``,
 ``answers``, ``error``, ``trace_id``; the prompt and answers are text, never markup.
+Tokens/s of the lane read here count from its first token; lanes known only from the journal
+(race losers, failovers, ``another()`` answers) count over the whole attempt.
 """
 
 from __future__ import annotations
@@ -166,8 +168,9 @@ class StreamView(anywidget.AnyWidget):
                     else lane["ttft_ms"]
                 if row["completion_tokens"]:
                     lane["tokens"] = int(row["completion_tokens"])
-                    span = (row["latency_ms"] or 0) - (row["first_token_ms"] or 0)
-                    lane["tokens_per_s"] = _rate(lane["tokens"], span / 1000.0)
+                    if lane.get("_first") is None:  # not read here: rate over the attempt
+                        lane["tokens_per_s"] = _rate(lane["tokens"],
+                                                     (row["latency_ms"] or 0) / 1000.0)
         self._throttle.flush()
         return self.lanes
 
