@@ -160,7 +160,11 @@ def notebooks_command(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.install_kernel:
         print(f"installed kernel spec {install_kernel()}")
-    paths = [find_notebook(n) for n in args.names] if args.names else notebook_paths()
+    try:
+        paths = [find_notebook(n) for n in args.names] if args.names else notebook_paths()
+    except FileNotFoundError as exc:
+        print(f"jevlaya-lab notebooks: {exc}", file=sys.stderr)
+        return 2
     if not args.run:
         for p in paths:
             print(p)

@@ -61,3 +61,8 @@ class AnswersView(anywidget.AnyWidget):
             **predict_kwargs: Any) -> AnswersView:
         """Run ``agent.predict_batch(states, questions, **predict_kwargs)`` and show it."""
         return cls(agent.predict_batch(list(states), questions, **predict_kwargs), states=states)
+
+    def __repr__(self) -> str:
+        first = self.results[0]["rows"] if self.results else []
+        shown = ", ".join(f"{r['question']}={r['answer']}" for r in first[:4])
+        return f"AnswersView({len(self.results)} results; first: {shown or '-'})"

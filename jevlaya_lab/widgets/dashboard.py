@@ -76,3 +76,8 @@ class JournalDashboard(w.VBox):
                 target.add_traces(list(fig.data))
                 target.layout = fig.layout
         return self.summary
+
+    def __repr__(self) -> str:
+        s = self.summary
+        return (f"JournalDashboard(attempts={s.get('attempts')}, calls={s.get('calls')}, "
+                f"statuses={s.get('statuses')}, ratings={s.get('ratings')})")

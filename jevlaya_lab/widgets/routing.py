@@ -102,3 +102,9 @@ class RoutingView(anywidget.AnyWidget):
             counts[row["model"]] = counts.get(row["model"], 0) + 1
         self.batch, self.counts = rows, counts
         return rows
+
+    def __repr__(self) -> str:
+        d = self.decision
+        shown = f"→ {d['model']} by {d['source']}: {d['reason']}" if d else "no state"
+        batch = f"; batch {self.counts}" if self.batch else ""
+        return f"RoutingView({shown}{batch})"

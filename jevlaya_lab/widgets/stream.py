@@ -220,6 +220,11 @@ class StreamView(anywidget.AnyWidget):
             stream.close()
         super().close()
 
+    def __repr__(self) -> str:
+        lanes = "; ".join(f"{lane['model']} {lane['state']}: {lane['text'][:60]!r}"
+                          for lane in self.lanes)
+        return f"StreamView({self.status}; {lanes or 'no lanes yet'})"
+
 
 def _lane(model: str | None, state: str, *, call_id: str | None = None,
           text: str = "") -> dict[str, Any]:

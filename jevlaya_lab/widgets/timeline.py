@@ -137,3 +137,7 @@ class HookTimeline(anywidget.AnyWidget, BaseHook):
                        "error": r.get("error")}, float(r["t"]))
         view.flush()
         return view
+
+    def __repr__(self) -> str:
+        lanes = {e["lane"] for e in self.events}
+        return f"HookTimeline({len(lanes)} lanes, {len(self.events)} events)"

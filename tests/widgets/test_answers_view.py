@@ -48,3 +48,12 @@ def test_answers_view_bad_input_names_the_field(agent: Any) -> None:
         AnswersView(results, states=["a"])
     with pytest.raises(TypeError, match="'answers' mapping"):
         AnswersView([{"model": "x"}])
+
+
+def test_views_have_a_plain_text_repr_for_reports_and_plain_python(agent: Any, router: Any) -> None:
+    from jevlaya_lab.widgets import HookTimeline, RoutingView
+
+    view = AnswersView(agent.predict_batch(["x"], triage_questions()))
+    assert repr(view).startswith("AnswersView(1 results; first: intent=")
+    assert repr(RoutingView(router, "Где моя посылка?")).startswith("RoutingView(→ multilingual")
+    assert repr(HookTimeline()) == "HookTimeline(0 lanes, 0 events)"
