@@ -356,8 +356,8 @@ class StreamCore:
         try:
             pick = self.broker._pool.pick(  # type: ignore[union-attr]
                 self.caller, self.tried, self.operation, self.budget.wait)
-        except NoLLMAvailableError:
-            return False
+        except NoLLMAvailableError as exc:
+            raise self._no_llm(exc) from None
         if pick.ready:
             self._fill_lanes()
             return any(la.alive for la in self.lanes)

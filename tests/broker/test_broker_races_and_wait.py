@@ -153,3 +153,10 @@ def test_async_ask_and_cancellation_release_the_slot(abroker, server) -> None:
             rows = await b.calls()
             assert [r["status"] for r in rows] == ["cancelled"]
     asyncio.run(main())
+
+
+def test_a_race_stream_reports_the_pool_reason(broker) -> None:
+    with pytest.raises(NoLLMAvailableError) as info:
+        for _ in broker(models=[]).stream("x", fastest_of=2):
+            pass
+    assert info.value.reason == "empty_pool"
