@@ -215,13 +215,16 @@ def latency_percentiles(data: Journal | pd.DataFrame,
 
 
 # -- failures --------------------------------------------------------------------------------
-def _cause(row: pd.Series) -> str:
-    status = row["status"]
-    if pd.notna(row["http_status"]) and int(row["http_status"]) >= 400:
-        return f"{status}/{int(row['http_status'])}"
-    detail = row["error_detail"] if isinstance(row["error_detail"], str) else ""
-    words = detail.replace(":", " ").split()[:2]
-    return f"{status}/{' '.join(words)}" if words else str(status)
+def _causes(failed: pd.DataFrame) -> pd.Series:
+    """``status/http_status`` when there is an HTTP error status, else ``status/<first two
+    words of error_detail>``, else the status alone."""
+    status = failed["status"].astype(str)
+    http = failed["http_status"]
+    words = (failed["error_detail"].fillna("").astype(str).str.replace(":", " ", regex=False)
+             .str.split().str[:2].str.join(" "))
+    by_detail = status.where(words == "", status + "/" + words)
+    has_http = http.notna() & (http.fillna(0) >= 400)
+    return by_detail.where(~has_http, status + "/" + http.astype("string"))
 
 
 def error_rates(data: Journal | pd.DataFrame, *, by: str = "cause") -> pd.DataFrame:
@@ -231,7 +234,7 @@ def error_rates(data: Journal | pd.DataFrame, *, by: str = "cause") -> pd.DataFr
         raise ValueError(f"by={by!r}: choose 'cause', 'status' or 'llm_name'")
     df = _attempts(data)
     failed = df[df["status"].isin(FAILED_STATUSES)].copy()
-    failed["cause"] = failed.apply(_cause, axis=1) if len(failed) else pd.Series(dtype=str)
+    failed["cause"] = _causes(failed)
     counts = failed.groupby(by).size().sort_values(ascending=False)
     out = pd.DataFrame({"failures": counts.astype("int64")})
     out["rate"] = out["failures"] / max(len(df), 1)
@@ -241,16 +244,16 @@ def error_rates(data: Journal | pd.DataFrame, *, by: str = "cause") -> pd.DataFr
 
 def failover_rate(data: Journal | pd.DataFrame) -> pd.DataFrame:
     """Per operation (and ``"all"``): calls, calls that failed over, and the rate."""
-    df = _attempts(data).sort_values(["called_at"], kind="stable")
-    rows = []
-    for trace, group in df.groupby("trace_id", sort=False):
-        failed_before = group["status"].isin(FAILED_STATUSES).iloc[:-1].any() if len(group) > 1 \
-            else False
-        rows.append({"trace_id": trace, "operation": group["operation"].iloc[0] or "",
-                     "failed_over": bool(failed_before),
-                     "answered": bool((group["status"] == "ok").any())})
-    calls = pd.DataFrame(rows, columns=["trace_id", "operation", "failed_over", "answered"])
-    out = calls.groupby("operation").agg(calls=("trace_id", "size"),
+    df = _attempts(data).sort_values("called_at", kind="stable")
+    by_trace = df.groupby("trace_id", sort=False)
+    not_last = by_trace.cumcount() < by_trace["trace_id"].transform("size") - 1
+    failed_early = df["status"].isin(FAILED_STATUSES) & not_last
+    calls = pd.DataFrame({
+        "operation": by_trace["operation"].first().fillna(""),
+        "failed_over": failed_early.groupby(df["trace_id"], sort=False).any(),
+        "answered": (df["status"] == "ok").groupby(df["trace_id"], sort=False).any(),
+    })
+    out = calls.groupby("operation").agg(calls=("failed_over", "size"),
                                          failed_over=("failed_over", "sum"),
                                          answered=("answered", "sum"))
     out.loc["all"] = [len(calls), int(calls["failed_over"].sum()), int(calls["answered"].sum())]
