@@ -85,3 +85,19 @@ def test_from_records_replays_an_event_recorder(agent: Any) -> None:
         HookTimeline.from_records([{"event": "on_route"}])
     with pytest.raises(ValueError, match="max_events=0"):
         HookTimeline(max_events=0)
+
+
+def test_from_records_accepts_the_analysis_decisions_frame(router: Any) -> None:
+    """Fed from the journal side: analysis.decision_events(recorder) (a DataFrame whose
+    load/evict rows have no run_id) replays onto the same lanes."""
+    from jevlaya_lab import analysis
+
+    recorder = EventRecorder()
+    router.predict_batch([{"state": "Где моя посылка?", "questions": triage_questions()}],
+                         hooks=[recorder])
+    frame = analysis.decision_events(recorder)
+    timeline = HookTimeline.from_records(frame)
+    lanes = timeline.lanes()
+    assert [e["event"] for e in lanes["router"]] == ["on_load"]
+    assert set(lanes) == {"router", *recorder.run_ids()}
+    assert len(timeline.events) == len(frame)
