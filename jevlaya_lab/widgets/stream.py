@@ -110,8 +110,10 @@ class StreamView(anywidget.AnyWidget):
             self._set_status("done")
         except LLMRequestError as exc:
             with self._lock:
-                lane["state"] = "failed"
-                self.error = f"{type(exc).__name__}: {exc}"
+                lane["state"] = "failed"  # after the first delta its text stands
+                if lane["model"] is None:  # no text at all: the journal lanes tell the story
+                    self._lanes.remove(lane)
+            self.error = f"{type(exc).__name__}: {exc}"
             self._set_status("error")
         except Exception as exc:  # surface anything else in the view, never in a dead thread
             self.error = f"{type(exc).__name__}: {exc}"

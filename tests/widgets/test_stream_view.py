@@ -86,3 +86,27 @@ def test_throttled_updates_arrive_in_full_at_the_end(broker: Any, server: Any) -
     assert view.wait(30)
     assert view.lanes[0]["text"] == view.stream.text
     assert view._throttle.pushes < 16
+
+
+def test_when_every_model_fails_the_view_shows_the_error_and_the_failed_attempts(
+        broker: Any, server: Any) -> None:
+    server.set_fault("a", FaultProfile(status=500))
+    server.set_fault("b", FaultProfile(status=429, retry_after=30))
+    view = StreamView(broker("a", "b"), "hello", max_tokens=4)
+    assert view.wait(30)
+    assert view.status == "error" and view.error.split(":")[0].endswith("Error")
+    assert sorted((lane["model"], lane["state"]) for lane in view.lanes) == [
+        ("a", "failed"), ("b", "failed")]
+    assert {lane["detail"].split()[0] for lane in view.lanes} == {"unavailable", "rate_limited"}
+
+
+def test_a_stream_cut_after_the_first_delta_keeps_the_delivered_text(broker: Any,
+                                                                     server: Any) -> None:
+    """Seed: after the first delta a broken answer raises StreamInterruptedError and the
+    delivered deltas stand."""
+    server.set_fault("a", FaultProfile(cut_after=2))
+    view = StreamView(broker("a", "b"), "hello", max_tokens=8)
+    assert view.wait(30)
+    assert view.status == "error" and "StreamInterruptedError" in view.error
+    shown = view.lanes[0]
+    assert shown["model"] == "a" and shown["state"] == "failed" and shown["text"]
