@@ -26,10 +26,12 @@ With ``wait=None`` a model that sends nothing for 60 s (``ATTEMPT_TIMEOUT_S``) c
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import time
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -49,6 +51,8 @@ from jevlaya_lab.broker.http import Delta, Failure, build_body, open_stream, rea
 from jevlaya_lab.broker.pool import Caller, utc
 from jevlaya_lab.broker.results import LLMResult
 
+log = logging.getLogger("jevlaya_lab.broker")
+
 
 def check_window(window: Any) -> float:
     if isinstance(window, bool) or not isinstance(window, (int, float)) or math.isnan(window) \
@@ -56,6 +60,23 @@ def check_window(window: Any) -> float:
         raise ValueError(f"stream_selection_window={window!r}: must be a number of seconds >= 0 "
                          "(0 shows the first text from any lane)")
     return float(window)
+
+
+@dataclass(frozen=True)
+class LaneView:
+    """A snapshot of one lane for views (e.g. a widget): which model, what it has said so far,
+    and where it stands (``running``, ``complete`` or the journal status it ended with)."""
+
+    llm_name: str
+    call_id: str
+    rank: int
+    text: str
+    state: str
+    shown: bool
+    winner: bool
+    first_token_ms: float | None
+    elapsed_ms: float
+    usage: dict[str, int]
 
 
 class Lane:
@@ -117,6 +138,7 @@ class StreamCore:
         self.no_more = False  # another() returns None from now on
         self.started_at: float | None = None
         self.changed = asyncio.Event()
+        self.listeners: list[Callable[[LaneView], None]] = []
         self._expiry: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         broker._streams.add(self)
@@ -240,6 +262,7 @@ class StreamCore:
                 lane.attempt.finish_reason = delta.finish_reason
             if delta.text or delta.tool_calls:
                 lane.attempt.add(delta.text, delta.tool_calls)
+                self._touch(lane)
                 return delta.text
 
     # bookkeeping shared by both modes -------------------------------------------------------
@@ -255,7 +278,7 @@ class StreamCore:
                            else exc)
         if lane.response is not None:
             asyncio.ensure_future(lane.close_response())
-        self.changed.set()
+        self._touch(lane)
 
     def _lane_complete(self, lane: Lane) -> None:
         lane.complete = True
@@ -267,7 +290,7 @@ class StreamCore:
             if self.shown is None or self.shown is lane or self.lanes_wanted == 1:
                 self.final = lane.attempt
             self._arm_expiry()
-        self.changed.set()
+        self._touch(lane)
 
     def _after_first_delta_error(self, lane: Lane, exc: BaseException) -> LLMRequestError:
         self.final = lane.attempt
@@ -407,7 +430,6 @@ class StreamCore:
             await self._open(lane)
             while True:
                 text = await self._pull(lane)
-                self.changed.set()
                 if text is None:
                     break
             if not lane.attempt.started_answer:
@@ -420,7 +442,7 @@ class StreamCore:
         except asyncio.CancelledError:
             lane.attempt.finish(lane.attempt.cancel_status)
             await lane.close_response()
-            self.changed.set()
+            self._touch(lane)
             raise
         self._lane_complete(lane)
 
@@ -492,6 +514,24 @@ class StreamCore:
             self.returned.add(attempt.call_id)
             return self.broker._result(attempt)
         return None
+
+    # views -------------------------------------------------------------------------------------
+    def view(self, lane: Lane) -> LaneView:
+        attempt = lane.attempt
+        state = "complete" if lane.complete else (attempt.status or "running")
+        return LaneView(attempt.llm_name, attempt.call_id, lane.rank, attempt.text, state,
+                        lane is self.shown, lane is self.winner, attempt.first_token_ms,
+                        (time.perf_counter() - attempt.started) * 1000.0, dict(attempt.usage))
+
+    def _touch(self, lane: Lane) -> None:
+        """A lane changed: wake the reader and tell the listeners (their errors are logged,
+        never raised into the stream)."""
+        self.changed.set()
+        for listener in self.listeners:
+            try:
+                listener(self.view(lane))
+            except Exception:  # noqa: BLE001
+                log.exception("stream listener %r failed", listener)
 
     # results, rating, closing -------------------------------------------------------------------
     def result(self, lane: Lane) -> LLMResult:
@@ -577,6 +617,16 @@ class AsyncStream:
     def tool_calls(self) -> list[dict[str, Any]]:
         final = self._core.final
         return list(final.tool_calls) if final is not None else []
+
+    @property
+    def lanes(self) -> list[LaneView]:
+        """Every attempt of this call so far (one per model), as snapshots."""
+        return [self._core.view(lane) for lane in self._core.lanes]
+
+    def add_listener(self, listener: Callable[[LaneView], None]) -> None:
+        """Call ``listener(LaneView)`` on every new piece, completion or failure of any lane
+        (on the broker's event loop; keep it quick). Views use it to draw races live."""
+        self._core.listeners.append(listener)
 
     def __aiter__(self) -> AsyncStream:
         return self

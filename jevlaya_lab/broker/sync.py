@@ -196,8 +196,12 @@ class SyncStream:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
+    def add_listener(self, listener: Any) -> None:
+        """See ``AsyncStream.add_listener``: called on the broker's loop thread."""
+        self._stream.add_listener(listener)
+
     def __getattr__(self, name: str) -> Any:
-        if name in ("llm_name", "call_id", "trace_id", "usage", "text", "tool_calls"):
+        if name in ("llm_name", "call_id", "trace_id", "usage", "text", "tool_calls", "lanes"):
             return getattr(self._stream, name)
         raise AttributeError(name)
 

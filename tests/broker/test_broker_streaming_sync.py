@@ -122,3 +122,25 @@ def test_seed_twelve_threads_streaming_through_one_broker(broker) -> None:
     rows = b.calls()
     assert len(rows) == 12 and {r["status"] for r in rows} == {"ok"}
     assert all(s["in_flight"] == 0 for s in b.snapshot().values())
+
+
+def test_lanes_and_listeners_show_a_race_as_it_happens(broker, server) -> None:
+    """For views (StreamView): every lane is observable, with the shown lane and the winner."""
+    server.set_fault("a", FaultProfile(token_delay=0.05))
+    server.set_fault("b", FaultProfile(first_token_delay=0.1))
+    b = broker("a", "b")
+    events = []
+    stream = b.stream("write", fastest_of=2)
+    stream.add_listener(lambda view: events.append(view))
+    stream.add_listener(lambda view: 1 / 0)  # a broken listener never breaks the stream
+    with pytest.raises(StreamReplacementError):
+        for _ in stream:
+            pass
+    lanes = {v.llm_name: v for v in stream.lanes}
+    assert lanes["a"].shown and not lanes["a"].winner
+    assert lanes["b"].winner and lanes["b"].state == "complete"
+    assert lanes["b"].text == stream.text
+    assert {e.llm_name for e in events} == {"a", "b"}
+    assert any(e.state == "complete" and e.llm_name == "b" for e in events)
+    stream.close()
+    assert {v.llm_name: v.state for v in stream.lanes}["a"] in ("complete", "cancelled")
