@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,6 +44,21 @@ class LLMResult:
 
     def __str__(self) -> str:
         return self.text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "llm_name": self.llm_name, "call_id": self.call_id,
+                "trace_id": self.trace_id, "operation": self.operation, "usage": self.usage,
+                "tool_calls": self.tool_calls, "finish_reason": self.finish_reason}
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        """Notebook display: the answer as escaped text (never markup) plus a JSON mimetype."""
+        usage = ", ".join(f"{k}={v}" for k, v in self.usage.items())
+        body = html.escape(self.text) or "<i>(tool calls only)</i>"
+        page = (f'<div class="jevlaya-llm-result"><div style="white-space:pre-wrap">{body}</div>'
+                f'<small>{html.escape(self.llm_name)} &middot; call {self.call_id[:8]}'
+                f'{" &middot; " + html.escape(usage) if usage else ""}</small></div>')
+        return {"text/plain": repr(self), "text/html": page,
+                "application/vnd.jevlaya+json": self.to_dict()}
 
 
 @dataclass(eq=False)

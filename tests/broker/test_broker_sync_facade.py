@@ -195,3 +195,14 @@ def test_a_reachable_remote_catalog_refreshes_the_database(tmp_path: Path, cfg) 
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+def test_results_display_as_escaped_html_and_json(broker) -> None:
+    from jevlaya_lab.broker.results import LLMResult
+
+    result = LLMResult("<script>alert(1)</script>", "m", "c" * 32, "t")
+    bundle = result._repr_mimebundle_()
+    assert "<script>" not in bundle["text/html"] and "&lt;script&gt;" in bundle["text/html"]
+    assert bundle["application/vnd.jevlaya+json"]["text"] == result.text
+    live = broker("a").ask("x")._repr_mimebundle_()
+    assert live["application/vnd.jevlaya+json"]["llm_name"] == "a"
