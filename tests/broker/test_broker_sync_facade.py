@@ -206,3 +206,24 @@ def test_results_display_as_escaped_html_and_json(broker) -> None:
     assert bundle["application/vnd.jevlaya+json"]["text"] == result.text
     live = broker("a").ask("x")._repr_mimebundle_()
     assert live["application/vnd.jevlaya+json"]["llm_name"] == "a"
+
+
+_CHILD = """
+import sys
+from jevlaya_lab.broker import Broker, LLMConfig
+url, db, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+with Broker(db, models=[LLMConfig(name="a", base_url=url, model="a")], catalog=[]) as b:
+    for i in range(n):
+        b.ask(f"q{i}", max_tokens=2).record_quality(0.5)
+"""
+
+
+def test_two_processes_with_brokers_share_one_sqlite_journal_losing_no_row(server, db) -> None:
+    import subprocess
+    import sys
+
+    procs = [subprocess.Popen([sys.executable, "-c", _CHILD, server.base_url, str(db), "40"])
+             for _ in range(2)]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    store = open_store(db)
+    assert len(store.attempts(status="ok")) == 80 and len(store.ratings()) == 80
