@@ -21,6 +21,7 @@ Decisions the spec leaves open, written down here:
 
 from __future__ import annotations
 
+import html
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from jevlaya_lab.decisions import detect as detection
@@ -60,6 +61,17 @@ class Decision(dict):
     @property
     def workflow(self) -> str | None:
         return self.get("workflow")
+
+    def _repr_html_(self) -> str:
+        """Notebook view: the checkpoint, the rule that chose it, the reason and the script mix."""
+        found = self.get("detection") or {}
+        profile = ", ".join(f"{script} {share:.0%}" for script, share in found.get("script_profile", {}).items())
+        rows = [("model", self.get("model")), ("source", self.get("source")), ("reason", self.get("reason"))]
+        if found:
+            rows += [("language", found.get("language") or "undecided"), ("scripts", profile or "no letters")]
+        body = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th>"
+                       f"<td style='text-align:left'>{html.escape(str(v))}</td></tr>" for k, v in rows)
+        return f"<table class='jevlaya-decision'>{body}</table>"
 
 
 class RoutingPolicy:

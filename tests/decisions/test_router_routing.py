@@ -211,3 +211,11 @@ def test_route_subcommand_prints_the_decision_as_json(capsys):
     assert [s["step"] for s in json.loads(capsys.readouterr().out)["explain"]["steps"]][-1] == "lang"
     assert main(["route", "--model", "englsh", "hi"]) == 2
     assert "Did you mean 'english'" in capsys.readouterr().err
+
+
+def test_decision_has_an_escaped_notebook_view(router):
+    view = router.route({"body": SPANISH})._repr_html_()
+    assert "multilingual" in view and "Latin 100%" in view and "Spanish" in view
+    pinned = Decision(model="m<b>", source="hook", reason="x < y & z", detection=None, workflow=None)
+    view = pinned._repr_html_()
+    assert "m&lt;b&gt;" in view and "x &lt; y &amp; z" in view and "<b>" not in view
