@@ -30,11 +30,8 @@ import logging
 import math
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
-
-import httpx
 
 from jevlaya_lab.broker.attempt import Attempt
 from jevlaya_lab.broker.budget import Budget
@@ -47,7 +44,8 @@ from jevlaya_lab.broker.errors import (
     StreamInterruptedError,
     StreamReplacementError,
 )
-from jevlaya_lab.broker.http import Delta, Failure, build_body, open_stream, read_deltas
+from jevlaya_lab.broker.http import Failure, build_body, open_stream, read_deltas
+from jevlaya_lab.broker.lanes import Lane, LaneView
 from jevlaya_lab.broker.pool import Caller, utc
 from jevlaya_lab.broker.results import LLMResult
 
@@ -60,50 +58,6 @@ def check_window(window: Any) -> float:
         raise ValueError(f"stream_selection_window={window!r}: must be a number of seconds >= 0 "
                          "(0 shows the first text from any lane)")
     return float(window)
-
-
-@dataclass(frozen=True)
-class LaneView:
-    """A snapshot of one lane for views (e.g. a widget): which model, what it has said so far,
-    and where it stands (``running``, ``complete`` or the journal status it ended with)."""
-
-    llm_name: str
-    call_id: str
-    rank: int
-    text: str
-    state: str
-    shown: bool
-    winner: bool
-    first_token_ms: float | None
-    elapsed_ms: float
-    usage: dict[str, int]
-
-
-class Lane:
-    """One streaming attempt: its open response and what it has produced so far."""
-
-    def __init__(self, attempt: Attempt, rank: int) -> None:
-        self.attempt = attempt
-        self.rank = rank
-        self.response: httpx.Response | None = None
-        self.deltas: AsyncIterator[Delta] | None = None
-        self.task: asyncio.Task[None] | None = None
-        self.failure: BaseException | None = None
-        self.complete = False
-        self.timed_out = False
-        self.key: str | None = None
-
-    @property
-    def alive(self) -> bool:
-        return not self.complete and self.failure is None and self.attempt.status is None
-
-    @property
-    def has_text(self) -> bool:
-        return bool(self.attempt.pieces)
-
-    async def close_response(self) -> None:
-        if self.response is not None:
-            await self.response.aclose()
 
 
 class StreamCore:
