@@ -2,9 +2,12 @@
 
 ``AsyncBroker`` is the engine, ``Broker`` the same API for synchronous code; both journal every
 attempt to SQLite (:mod:`jevlaya_lab.journal`). Module map: ``engine`` (routed calls, races,
-ratings), ``streaming`` (``stream()``), ``pool`` (ranking, cooldowns), ``quality`` (learned
-priority), ``http`` (wire + failure table), ``budget`` (``wait``), ``catalog`` / ``keys`` /
-``config`` (registry), ``sync`` (facade), ``tools`` (tool loops), ``errors``.
+ratings), ``attempt`` (one request = one journal row), ``streaming`` + ``lanes`` (``stream()``),
+``pool`` (ranking, cooldowns, slots), ``quality`` (learned priority, demotion), ``http`` (wire and
+the failure table), ``budget`` (``wait``), ``config`` / ``catalog`` / ``keys`` (registry),
+``embedded`` (``local://`` models), ``scoped`` / ``direct`` (other callers), ``sync`` (facade),
+``tools`` (tool loops), ``results``, ``report`` (stats, snapshot), ``cli`` (``jevlaya-lab ask``),
+``errors``.
 """
 
 from jevlaya_lab.broker.config import LLMConfig
