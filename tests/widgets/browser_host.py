@@ -16,7 +16,7 @@ from typing import Any
 
 PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>jevlaya widgets</title>
 <style>body{font-family:sans-serif;margin:12px} .slot{margin-bottom:16px}</style>
-<style>%(css)s</style></head><body>%(slots)s
+<style>%(css)s</style></head><body>%(slots)s%(extra)s
 <script type="module">
 const n = %(n)d;
 async function mount(i) {
@@ -51,10 +51,12 @@ document.body.dataset.ready = String(n);
 
 
 class WidgetHost:
-    """``with WidgetHost([w1, w2]) as host: page.goto(host.url)``."""
+    """``with WidgetHost([w1, w2]) as host: page.goto(host.url)``; ``extra`` HTML snippets
+    (e.g. plotly figures with their inlined plotly.js) follow the widgets on the page."""
 
-    def __init__(self, widgets: list[Any]) -> None:
+    def __init__(self, widgets: list[Any], extra: list[str] | None = None) -> None:
         self.widgets = widgets
+        self.extra = extra or []
         host = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -99,7 +101,8 @@ class WidgetHost:
     def page(self) -> str:
         css = self.widgets[0]._css if self.widgets else ""
         slots = "".join(f'<div class="slot" id="w{i}"></div>' for i in range(len(self.widgets)))
-        return PAGE % {"css": css, "slots": slots, "n": len(self.widgets)}
+        extra = "".join(f'<div class="extra">{html}</div>' for html in self.extra)
+        return PAGE % {"css": css, "slots": slots, "extra": extra, "n": len(self.widgets)}
 
     def __enter__(self) -> WidgetHost:
         self.thread.start()

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from jevlaya_lab import analysis
 from jevlaya_lab.decisions.presets import triage_questions
 from jevlaya_lab.widgets import AnswersView, HookTimeline, RoutingView, StreamView
 
@@ -45,10 +46,14 @@ def test_views_render_in_chromium_with_payloads_as_text(page: Any, router: Any, 
     timeline = HookTimeline(throttle=0)
     agent.predict_batch(["one", "two"], triage_questions(), hooks=[timeline])
     agent.predict_batch(["three"], triage_questions(), hooks=[timeline])
-    stream = StreamView(broker("a", "b"), PAYLOAD, max_tokens=6)
+    b = broker("a", "b")
+    stream = StreamView(b, PAYLOAD, max_tokens=6)
     assert stream.wait(30)
+    journal = analysis.load_journal(b)
+    figures = [analysis.tokens_figure(journal).to_html(full_html=False, include_plotlyjs=True),
+               analysis.latency_figure(journal).to_html(full_html=False, include_plotlyjs=False)]
 
-    with WidgetHost([routing, answers, timeline, stream]) as host:
+    with WidgetHost([routing, answers, timeline, stream], extra=figures) as host:
         page.goto(host.url)
         page.wait_for_selector("body[data-ready='4']", timeout=20_000)
 
@@ -64,6 +69,12 @@ def test_views_render_in_chromium_with_payloads_as_text(page: Any, router: Any, 
         # stream: prompt as text, one winning lane with text
         assert PAYLOAD in page.inner_text("#w3 .jv-stream")
         assert page.locator("#w3 .jv-stream-lane[data-state='won']").count() == 1
+
+        # plots from the journal analysis, drawn by the plotly.js shipped in the package
+        page.wait_for_selector(".extra .js-plotly-plot .main-svg", timeout=20_000)
+        assert page.locator(".extra .js-plotly-plot").count() == 2
+        legend = page.locator(".extra .js-plotly-plot").first.locator(".legendtext")
+        assert sorted(legend.all_text_contents()) == ["completion", "prompt"]
 
         # nothing from the payload became markup or ran
         assert page.locator(".slot img, .slot script").count() == 0
