@@ -277,7 +277,7 @@ class AsyncBroker:
 
     async def store_key(self, ref: str, value: str | None) -> None:
         """Keep a key in this broker's database (``None`` deletes it)."""
-        await asyncio.to_thread(self.store.set_key, ref, value)
+        await asyncio.to_thread(self.keys.store, ref, value)
 
     @property
     def llm_names(self) -> list[str]:

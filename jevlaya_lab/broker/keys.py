@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
 from jevlaya_lab.journal.store import Store
 
+STORED_KEY_TTL_S = 60.0
 _KEY_SHAPED = re.compile(r"\b(sk|pk|rk|gsk|xai|Bearer)([-_ ])[A-Za-z0-9*._-]{6,}")
 
 
@@ -44,16 +46,31 @@ class KeyResolver:
         self._store = store
         self._secrets = dict(secrets or {})
         self._dotenv = read_dotenv(dotenv if dotenv is not None else Path.cwd() / ".env")
+        self._cache: dict[str, tuple[str | None, float]] = {}
 
     def resolve(self, ref: str, scope: str | None = None) -> str | None:
         names = [f"{scope}/{ref}", ref] if scope else [ref]
         for name in names:
-            for lookup in (self._secrets.get, self._store.get_key, self._dotenv.get,
-                           os.environ.get):
+            for lookup in (self._secrets.get, self._stored, self._dotenv.get, os.environ.get):
                 value = lookup(name)
                 if value:
                     return value
         return None
+
+    def _stored(self, ref: str) -> str | None:
+        """A key stored in the database, cached for ``STORED_KEY_TTL_S`` so routing does not
+        query the database on every call (keys stored by other processes appear after that)."""
+        now = time.monotonic()
+        hit = self._cache.get(ref)
+        if hit is None or now - hit[1] > STORED_KEY_TTL_S:
+            hit = (self._store.get_key(ref), now)
+            self._cache[ref] = hit
+        return hit[0]
+
+    def store(self, ref: str, value: str | None) -> None:
+        """Keep ``value`` in the database under ``ref`` (``None`` deletes it)."""
+        self._store.set_key(ref, value)
+        self._cache.pop(ref, None)
 
     def known_values(self) -> list[str]:
         """Every key this resolver could hand out from memory (for redaction)."""
