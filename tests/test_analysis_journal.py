@@ -187,3 +187,21 @@ def test_bad_sources_name_the_value_and_the_fix(tmp_path: Path) -> None:
         analysis.error_rates(analysis.attempts_frame([]), by="day")
     with pytest.raises(ValueError, match=r"decisions\[0\]"):
         analysis.decision_events([{"run_id": "x"}])
+
+
+def test_aload_journal_reads_an_async_broker_with_pending_writes(tmp_path: Path) -> None:
+    import asyncio
+
+    from jevlaya_lab.broker import AsyncBroker
+
+    async def run(base_url: str) -> tuple[analysis.Journal, str]:
+        cfg = [LLMConfig(name="a", base_url=base_url, model="a")]
+        async with AsyncBroker(tmp_path / "async.db", models=cfg, catalog=[]) as broker:
+            result = await broker.ask("hi", max_tokens=3)
+            await result.record_quality(0.5)
+            return await analysis.aload_journal(broker), result.call_id
+
+    with serve({"a": tiny_chat_model(seed=0, name="a")}) as server:
+        journal, call_id = asyncio.run(run(server.base_url))
+    assert list(journal.attempts["call_id"]) == [call_id]
+    assert list(journal.ratings["score"]) == [0.5]
