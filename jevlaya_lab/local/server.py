@@ -9,8 +9,10 @@ port. The same server runs as a process with ``jevlaya-lab serve``.
 from __future__ import annotations
 
 import ipaddress
+import logging
 import socket
 import struct
+import sys
 import threading
 import time
 import warnings
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
     from jevlaya_lab.local.chat_model import ChatModel
 
 STOP_JOIN_SECONDS = 5.0
+logger = logging.getLogger("jevlaya_lab.local.server")
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -57,8 +60,11 @@ class _HTTPServer(ThreadingHTTPServer):
         super().shutdown_request(request)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
-        if not self.app.stopping.is_set():
-            super().handle_error(request, client_address)
+        """Log (never print) failures; a client that vanished is routine, not an error."""
+        if self.app.stopping.is_set() or isinstance(sys.exc_info()[1], ConnectionError):
+            logger.debug("connection from %s ended abruptly", client_address, exc_info=True)
+        else:
+            logger.exception("unexpected failure serving %s", client_address)
 
     def close_connections(self, timeout: float) -> None:
         """Wake every connection thread (reads return end-of-file), wait, then abort stragglers."""
