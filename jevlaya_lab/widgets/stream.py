@@ -7,8 +7,10 @@ another lane (``StreamReplacementError``) the shown lane is greyed as ``replaced
 winner's lane shows the replacement text, as the seed asks (chunks are never spliced). When
 the answer ends, the journal rows of the call (``broker.calls(trace_id=...)``) add one lane per
 other model that ran (``lost`` for superseded race lanes, ``failed`` for failover attempts) with
-its latency and tokens; ``refresh_lanes()`` reads them again (race losers may still be
-finishing). Buttons call :meth:`another` (the next complete answer, listed in ``answers``) and
+its latency and tokens. Race lanes that lose keep running to completion (their answers are
+kept for ``another()``), so after a ``fastest_of=N`` stream a background refresh polls the
+journal for up to ``settle`` seconds until all N lanes are there (``retained``: complete but
+not shown; ``lost``: superseded or cancelled); ``wait(lanes=True)`` waits for that too. Buttons call :meth:`another` (the next complete answer, listed in ``answers``) and
 :meth:`rate` (``record_quality`` on the answer shown or on one of ``answers``).
 
 State is in traits: ``status`` (``waiting``, ``streaming``, ``done``, ``error``), ``lanes``,
@@ -30,7 +32,7 @@ from jevlaya_lab.widgets.assets import css, esm
 from jevlaya_lab.widgets.throttle import Throttle
 
 FINAL = ("done", "error")
-JOURNAL_STATES = {"ok": "won", "superseded": "lost", "cancelled": "lost"}
+JOURNAL_STATES = {"ok": "retained", "superseded": "lost", "cancelled": "lost"}
 
 
 class StreamView(anywidget.AnyWidget):
@@ -47,7 +49,7 @@ class StreamView(anywidget.AnyWidget):
     ratings = traitlets.List().tag(sync=True)
 
     def __init__(self, broker: Any, prompt: str, *, throttle: float = 0.05, start: bool = True,
-                 **stream_kwargs: Any) -> None:
+                 settle: float = 10.0, **stream_kwargs: Any) -> None:
         if not callable(getattr(broker, "stream", None)) or not callable(
                 getattr(broker, "calls", None)):
             raise TypeError(f"broker={type(broker).__name__}: expected a jevlaya_lab Broker "
@@ -60,6 +62,9 @@ class StreamView(anywidget.AnyWidget):
         self._lanes: list[dict[str, Any]] = []
         self._results: list[Any] = []
         self._done = threading.Event()
+        self._settled = threading.Event()
+        self._lanes_expected = stream_kwargs.get("fastest_of") or 1
+        self.settle = settle
         self._throttle = Throttle(self._push, throttle)
         self._thread: threading.Thread | None = None
         self.on_msg(self._on_button)
@@ -74,9 +79,10 @@ class StreamView(anywidget.AnyWidget):
                                         daemon=True)
         self._thread.start()
 
-    def wait(self, timeout: float | None = None) -> bool:
-        """Block until the answer has ended (``True``) or ``timeout`` seconds passed."""
-        return self._done.wait(timeout)
+    def wait(self, timeout: float | None = None, *, lanes: bool = False) -> bool:
+        """Block until the answer has ended (``True``) or ``timeout`` seconds passed; with
+        ``lanes=True`` also until every race lane is in the journal (or ``settle`` ran out)."""
+        return (self._settled if lanes else self._done).wait(timeout)
 
     def _read(self) -> None:
         from jevlaya_lab.broker.errors import LLMRequestError, StreamReplacementError
@@ -120,9 +126,22 @@ class StreamView(anywidget.AnyWidget):
             self._set_status("error")
         finally:
             try:
-                self.refresh_lanes()
+                rows = len(self.refresh_lanes_rows())
             finally:
                 self._done.set()
+            self._settle(rows)
+
+    def _settle(self, rows: int) -> None:
+        """Poll the journal until every race lane has a row (losers may still be running)."""
+        deadline = time.monotonic() + self.settle
+        try:
+            while rows < self._lanes_expected and time.monotonic() < deadline:
+                time.sleep(0.2)
+                rows = len(self.refresh_lanes_rows())
+        except RuntimeError:  # the broker was closed meanwhile: nothing more to read
+            pass
+        finally:
+            self._settled.set()
 
     def _new_lane(self, model: str | None, state: str) -> dict[str, Any]:
         lane = _lane(model, state)
@@ -151,20 +170,26 @@ class StreamView(anywidget.AnyWidget):
 
     def refresh_lanes(self) -> list[dict[str, Any]]:
         """Add or update a lane per journal row of this call (other race lanes, failovers)."""
+        self.refresh_lanes_rows()
+        return self.lanes
+
+    def refresh_lanes_rows(self) -> list[dict[str, Any]]:
+        """:meth:`refresh_lanes`, returning the journal rows it read."""
         if getattr(self.broker, "closed", False):
-            return self.lanes
+            return []
         rows = self.broker.calls(trace_id=self.trace_id)
+        fetched = {a["call_id"] for a in self.answers}
         with self._lock:
             by_call = {lane["call_id"]: lane for lane in self._lanes if lane["call_id"]}
             for row in rows:
                 lane = by_call.get(row["call_id"])
                 if lane is None:
-                    state = JOURNAL_STATES.get(row["status"], "failed")
-                    if row["call_id"] in {r["call_id"] for r in self.answers}:
-                        state = "another"
-                    lane = _lane(row["llm_name"], state, call_id=row["call_id"])
+                    lane = _lane(row["llm_name"], JOURNAL_STATES.get(row["status"], "failed"),
+                                 call_id=row["call_id"])
                     lane["detail"] = row["error_detail"] or row["status"]
                     self._lanes.append(lane)
+                if row["call_id"] in fetched:
+                    lane["state"] = "another"
                 lane["latency_ms"] = row["latency_ms"]
                 lane["ttft_ms"] = row["first_token_ms"] if row["first_token_ms"] is not None \
                     else lane["ttft_ms"]
@@ -174,7 +199,7 @@ class StreamView(anywidget.AnyWidget):
                         lane["tokens_per_s"] = _rate(lane["tokens"],
                                                      (row["latency_ms"] or 0) / 1000.0)
         self._throttle.flush()
-        return self.lanes
+        return rows
 
     # -- buttons -------------------------------------------------------------------------------
     def another(self) -> Any:

@@ -110,3 +110,17 @@ def test_a_stream_cut_after_the_first_delta_keeps_the_delivered_text(broker: Any
     assert view.status == "error" and "StreamInterruptedError" in view.error
     shown = view.lanes[0]
     assert shown["model"] == "a" and shown["state"] == "failed" and shown["text"]
+
+
+def test_a_race_shows_one_lane_per_model_with_the_loser_greyed(broker: Any, server: Any) -> None:
+    """Seed: fastest_of=N runs N distinct models; the first complete answer wins and is shown
+    (no replacement); the other lane finishes in the background and is kept for another()."""
+    server.set_fault("b", FaultProfile(latency=0.4))
+    view = StreamView(broker("a", "b"), "hello", fastest_of=2, max_tokens=6,
+                      stream_selection_window=0)
+    assert view.wait(30, lanes=True)
+    states = {lane["model"]: lane["state"] for lane in view.lanes}
+    assert states["a"] == "won" and states["b"] in ("retained", "lost")
+    other = view.another()
+    assert other is not None and other.llm_name == "b"
+    assert {lane["model"]: lane["state"] for lane in view.lanes}["b"] == "another"
