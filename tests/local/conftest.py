@@ -10,9 +10,16 @@ import torch
 
 from jevlaya_lab.local import Server, serve, tiny_chat_model
 
-torch.set_num_threads(1)
-
 USER = [{"role": "user", "content": "hello there"}]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_torch_thread() -> Iterator[None]:
+    """Tiny models gain nothing from two threads on a shared 2-core machine; other areas keep theirs."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
 
 
 @pytest.fixture
