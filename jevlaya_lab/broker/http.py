@@ -6,6 +6,7 @@ or a :class:`Reply`; the engine decides what a failure does to the pool.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from jevlaya_lab.broker.errors import (
 from jevlaya_lab.broker.keys import redact
 from jevlaya_lab.journal.rows import MAX_DETAIL
 
+DRAIN_S = 0.5
 # kind -> journal status
 _STATUS = {"rate_limited": "rate_limited", "unavailable": "unavailable", "auth": "error",
            "rejected": "error", "invalid": "error", "interrupted": "error"}
@@ -194,12 +196,14 @@ async def read_deltas(response: httpx.Response, key: str | None) -> AsyncIterato
     """Parse the SSE body into :class:`Delta` objects; a body that ends without ``[DONE]`` or a
     finish reason, or a transport error, raises an ``unavailable`` Failure."""
     finished = False
+    lines = response.aiter_lines()
     try:
-        async for line in response.aiter_lines():
+        async for line in lines:
             if not line.startswith("data:"):
                 continue
             data = line[5:].strip()
             if data == "[DONE]":
+                await _drain(lines)
                 return
             try:
                 chunk = json.loads(data)
@@ -219,6 +223,17 @@ async def read_deltas(response: httpx.Response, key: str | None) -> AsyncIterato
         raise transport_failure(exc, key) from None
     if not finished:
         raise Failure("unavailable", "the stream ended without [DONE] (connection cut)")
+
+
+async def _drain(lines: AsyncIterator[str]) -> None:
+    """Read what follows ``[DONE]`` (the end of the chunked body) so the connection goes back
+    to the pool instead of being closed; bounded, a server that lingers is simply cut."""
+    try:
+        async with asyncio.timeout(DRAIN_S):
+            async for _ in lines:
+                pass
+    except (TimeoutError, httpx.HTTPError):
+        pass
 
 
 def merge_tool_calls(acc: list[dict[str, Any]], fragments: list[dict[str, Any]]) -> None:

@@ -138,7 +138,7 @@ class StreamCore:
                                                     "text nor tool calls", 200))
                     self.shown = None
                     continue
-                self._lane_complete(lane)
+                await self._lane_complete(lane)
                 self.ended = True
                 self.budget.run_continuously()
                 raise StopAsyncIteration
@@ -234,7 +234,7 @@ class StreamCore:
             asyncio.ensure_future(lane.close_response())
         self._touch(lane)
 
-    def _lane_complete(self, lane: Lane) -> None:
+    async def _lane_complete(self, lane: Lane) -> None:
         lane.complete = True
         self.broker._pool.succeeded(lane.attempt.llm_name)  # type: ignore[union-attr]
         lane.attempt.succeed()
@@ -245,6 +245,7 @@ class StreamCore:
                 self.final = lane.attempt
             self._arm_expiry()
         self._touch(lane)
+        await lane.close_response()  # the body was read to its end: the connection is reused
 
     def _after_first_delta_error(self, lane: Lane, exc: BaseException) -> LLMRequestError:
         self.final = lane.attempt
@@ -398,7 +399,7 @@ class StreamCore:
             await lane.close_response()
             self._touch(lane)
             raise
-        self._lane_complete(lane)
+        await self._lane_complete(lane)
 
     def _arm_expiry(self) -> None:
         """After the first complete answer the clock runs on its own: stop lanes at the end."""
