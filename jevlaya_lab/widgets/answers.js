@@ -1,5 +1,5 @@
 function render({ model, el }) {
-  live(model, el, ["results"], () => {
+  return live(model, el, ["results"], () => {
     const root = h("div", { class: "jv-answers" });
     for (const res of model.get("results")) {
       const card = h("div", { class: "jv-card" },

@@ -33,10 +33,12 @@ function bars(items, cls = "") {
   return table;
 }
 
-// Redraw el whenever one of the named traits changes.
+// Redraw el whenever one of the named traits changes; returns the cleanup anywidget calls
+// when the view is removed (so listeners do not pile up across views of one model).
 function live(model, el, names, draw) {
   el.classList.add("jevlaya");
   const redraw = () => el.replaceChildren(draw());
   for (const name of names) model.on(`change:${name}`, redraw);
   redraw();
+  return () => { for (const name of names) model.off(`change:${name}`, redraw); };
 }

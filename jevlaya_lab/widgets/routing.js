@@ -42,10 +42,10 @@ function render({ model, el }) {
     }
     out.replaceChildren(...parts);
   };
-  for (const n of ["decision", "alternatives", "batch", "counts", "error", "state_text"]) {
-    model.on(`change:${n}`, draw);
-  }
+  const names = ["decision", "alternatives", "batch", "counts", "error", "state_text"];
+  for (const n of names) model.on(`change:${n}`, draw);
   draw();
   el.replaceChildren(box, out);
+  return () => { clearTimeout(timer); for (const n of names) model.off(`change:${n}`, draw); };
 }
 export default { render };

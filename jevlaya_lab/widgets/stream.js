@@ -1,5 +1,5 @@
 function render({ model, el }) {
-  live(model, el, ["lanes", "status", "answers", "error", "ratings"], () => {
+  return live(model, el, ["lanes", "status", "answers", "error", "ratings"], () => {
     const status = model.get("status");
     const send = (msg) => model.send(msg);
     const lanes = model.get("lanes").map((l) => h("div", {

@@ -11,7 +11,7 @@ function tip(e) {
 }
 
 function render({ model, el }) {
-  live(model, el, ["events"], () => {
+  return live(model, el, ["events"], () => {
     const events = model.get("events");
     const lanes = new Map();
     for (const e of events) {
