@@ -36,6 +36,29 @@ def _table(title: str, report: dict) -> str:
     return "\n".join(lines)
 
 
+def _speed(name: str, agent) -> dict:
+    """Warm load time and p50/p90 latency of one state x 5 questions (triage + one email question)."""
+    import statistics
+
+    from jevlaya_lab.decisions import presets
+    from jevlaya_lab.decisions.agent import Agent
+
+    t0 = time.perf_counter()
+    Agent(str(bundled.checkpoint_dir(name)), model_id=name)
+    warm = time.perf_counter() - t0
+    questions = {**presets.triage_questions(), "needs_reply": presets.email_questions()["needs_reply"]}
+    state = {"message": "Hi, my order #5521 still has not arrived and I need it for Friday. Can you check?"}
+    agent.predict(state, questions)
+    times = []
+    for _ in range(30):
+        t0 = time.perf_counter()
+        agent.predict(state, questions)
+        times.append((time.perf_counter() - t0) * 1000)
+    times.sort()
+    return {"warm_load_seconds": round(warm, 2), "p50_ms_1x5": round(statistics.median(times), 1),
+            "p90_ms_1x5": round(times[int(0.9 * len(times)) - 1], 1)}
+
+
 def evaluate(name: str, n_synthetic: int) -> dict:
     import torch
 
@@ -48,7 +71,7 @@ def evaluate(name: str, n_synthetic: int) -> dict:
     load_s = time.perf_counter() - t0
     calibration = json.loads((bundled.head_dir(name) / bundled.HEAD_CALIBRATION).read_text())
     seed = (calibration.get("train_config") or {}).get("seed", 0)
-    out: dict = {"checkpoint": name, "load_seconds": round(load_s, 2)}
+    out: dict = {"checkpoint": name, "load_seconds": round(load_s, 2), **_speed(name, agent)}
     t0 = time.perf_counter()
     heldout = evaluation.sample(generate(max(n_synthetic, 1), seed=seed + HELDOUT_SEED_OFFSET), n_synthetic)
     out["synthetic_heldout"] = evaluation.evaluate_examples(agent, heldout)
@@ -67,8 +90,15 @@ def evaluate(name: str, n_synthetic: int) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoints", nargs="+", default=list(bundled.BUNDLED), choices=bundled.BUNDLED)
-    parser.add_argument("--synthetic", type=int, default=1500, help="held-out synthetic rows to score")
+    parser.add_argument("--synthetic", type=int, default=800, help="held-out synthetic rows to score")
+    parser.add_argument("--keep-cache", action="store_true",
+                        help="reuse the user cache (default: a fresh one, so 'cold' includes first-use assembly)")
     args = parser.parse_args(argv)
+    if not args.keep_cache:
+        import os
+        import tempfile
+
+        os.environ["JEVLAYA_LAB_CACHE"] = tempfile.mkdtemp(prefix="jevlaya-quality-")
     results = []
     for name in args.checkpoints:
         try:
@@ -83,7 +113,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: hand-written set: {result['handwritten']['error']}")
         else:
             print(_table(f"{name}: hand-written set ({result['handwritten_states']} states)", result["handwritten"]))
-        print(f"  load {result['load_seconds']}s, evaluation {result['eval_seconds']}s\n")
+        print(f"  load cold {result['load_seconds']}s (first use assembles the cache), warm "
+              f"{result['warm_load_seconds']}s; 1 state x 5 questions p50 {result['p50_ms_1x5']} ms, "
+              f"p90 {result['p90_ms_1x5']} ms; evaluation {result['eval_seconds']}s\n")
     out = ROOT / "bench" / "results" / "quality.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1) + "\n")
