@@ -37,6 +37,7 @@ class Attempt:
         self.usage: dict[str, int] = {}
         self.finish_reason: str | None = None
         self.status: str | None = None  # set once, by finish()
+        self.journal_seq = 0  # the writer's sequence number of this attempt's row
         self.cancel_status = "superseded"  # what a cancellation journals as
         self._pool = pool
         self._journal = journal
@@ -76,7 +77,7 @@ class Attempt:
             return
         self.status = status
         self._pool.release(self.llm_name)
-        self._journal({
+        self.journal_seq = self._journal({
             "call_id": self.call_id, "trace_id": self.trace_id, "llm_name": self.llm_name,
             "operation": self.operation, "scope": self.scope, "status": status,
             "called_at": self.called_at,

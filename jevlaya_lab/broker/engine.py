@@ -429,16 +429,17 @@ class AsyncBroker:
                          _rate=self._rate)
 
     # journal and ratings -----------------------------------------------------------------------
-    def _journal_row(self, row: dict[str, Any]) -> None:
+    def _journal_row(self, row: dict[str, Any]) -> int:
         self._journaled[row["call_id"]] = {k: row[k] for k in (
             "trace_id", "llm_name", "operation", "scope", "status")}
         if len(self._journaled) > _RECENT_CALLS:
             self._journaled.popitem(last=False)
         try:
-            self._writer.attempt(row)
+            return self._writer.attempt(row)
         except RuntimeError:  # an attempt that outlived aclose(): say so, never lose it silently
             log.warning("attempt %s (%s, %s) ended after the broker closed; not journaled",
                         row["call_id"], row["llm_name"], row["status"])
+            return 0
 
     def _rate(self, call_id: str, score: float) -> None:
         """Journal a rating of ``call_id`` and feed it to quality learning (any thread)."""

@@ -518,11 +518,17 @@ class StreamCore:
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
         self.broker._streams.discard(self)
-        await asyncio.to_thread(self.broker._writer.flush)
+        writer = self.broker._writer
+        if writer.written < max((la.attempt.journal_seq for la in self.lanes), default=0):
+            await asyncio.to_thread(writer.flush)  # close returns once its rows are written
 
     def abort_soon(self) -> None:
         """Close from a garbage-collector callback, on any thread, without blocking."""
         loop = self._loop
+        if self.ended and not any(la.alive for la in self.lanes):
+            self.closed = True  # nothing left to cancel
+            self.broker._streams.discard(self)
+            return
         if self.closed or loop is None or loop.is_closed():
             self.closed = self.closed or loop is None
             if loop is None:

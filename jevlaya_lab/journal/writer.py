@@ -26,19 +26,24 @@ class JournalWriter:
         self._batch = batch
         self._queue: queue.Queue[Any] = queue.Queue()
         self._closed = False
+        self._queued = 0  # rows handed in so far
+        self.written = 0  # rows in the database (or logged as failed) so far
         self._thread = threading.Thread(target=self._run, name="jevlaya-journal", daemon=True)
         self._thread.start()
 
-    def attempt(self, row: Mapping[str, Any]) -> None:
-        self._put(("a", dict(row)))
+    def attempt(self, row: Mapping[str, Any]) -> int:
+        """Queue an attempt row; returns its sequence number (see ``written``)."""
+        return self._put(("a", dict(row)))
 
-    def rating(self, row: Mapping[str, Any]) -> None:
-        self._put(("r", dict(row)))
+    def rating(self, row: Mapping[str, Any]) -> int:
+        return self._put(("r", dict(row)))
 
-    def _put(self, item: tuple[str, dict[str, Any]]) -> None:
+    def _put(self, item: tuple[str, dict[str, Any]]) -> int:
         if self._closed:
             raise RuntimeError("the journal writer is closed; open a new broker to journal more")
+        self._queued += 1
         self._queue.put(item)
+        return self._queued
 
     def flush(self) -> None:
         if self._thread.is_alive():
@@ -63,6 +68,7 @@ class JournalWriter:
             rows = [i for i in items if i is not _STOP]
             if rows:
                 self._write(rows)
+                self.written += len(rows)
             for _ in items:
                 self._queue.task_done()
             if stop:
