@@ -107,29 +107,26 @@ def _field(preset: str, field: str | None) -> str:
     return name
 
 
+def _choice(instructions: str, criteria: dict[str, str]) -> dict[str, Any]:
+    return {"type": "choice", "instructions": instructions, "criteria": dict(criteria)}
+
+
+def _score(instructions: str, levels: list[str]) -> dict[str, Any]:
+    return {"type": "score", "instructions": instructions, "criteria": list(levels)}
+
+
+def _noul(statement: str) -> dict[str, Any]:
+    return {"type": "noul", "instructions": statement}
+
+
 def triage_questions(field: str | None = None) -> dict[str, dict[str, Any]]:
     """Customer-support triage of the state's ``message`` field: intent, sentiment, urgency."""
     f = _field("triage", field)
     return {
-        "intent": {
-            "type": "choice",
-            "instructions": f"What does the customer want in the {f}?",
-            "criteria": dict(TRIAGE_INTENTS),
-        },
-        "sentiment": {
-            "type": "choice",
-            "instructions": f"How does the customer feel in the {f}?",
-            "criteria": dict(SENTIMENTS),
-        },
-        "is_urgent": {
-            "type": "noul",
-            "instructions": f"The {f} is urgent and needs action right away.",
-        },
-        "priority": {
-            "type": "score",
-            "instructions": f"How high a priority is the {f}?",
-            "criteria": list(PRIORITY_LEVELS),
-        },
+        "intent": _choice(f"What does the customer want in the {f}?", TRIAGE_INTENTS),
+        "sentiment": _choice(f"How does the customer feel in the {f}?", SENTIMENTS),
+        "is_urgent": _noul(f"The {f} is urgent and needs action right away."),
+        "priority": _score(f"How high a priority is the {f}?", PRIORITY_LEVELS),
     }
 
 
@@ -137,19 +134,9 @@ def email_questions(field: str | None = None) -> dict[str, dict[str, Any]]:
     """Inbox sorting of the state's ``email`` field: category, needs a reply, is spam."""
     f = _field("email", field)
     return {
-        "category": {
-            "type": "choice",
-            "instructions": f"What kind of {f} is this?",
-            "criteria": dict(EMAIL_CATEGORIES),
-        },
-        "needs_reply": {
-            "type": "noul",
-            "instructions": f"The sender of the {f} expects a personal reply.",
-        },
-        "is_spam": {
-            "type": "noul",
-            "instructions": f"The {f} is spam, phishing or a scam.",
-        },
+        "category": _choice(f"What kind of {f} is this?", EMAIL_CATEGORIES),
+        "needs_reply": _noul(f"The sender of the {f} expects a personal reply."),
+        "is_spam": _noul(f"The {f} is spam, phishing or a scam."),
     }
 
 
@@ -157,15 +144,8 @@ def guard_questions(field: str | None = None) -> dict[str, dict[str, Any]]:
     """Input guard for an LLM app on the state's ``user_input`` field: attack type and safety."""
     f = _field("guard", field)
     return {
-        "attack": {
-            "type": "choice",
-            "instructions": f"Which kind of misuse does the {f} attempt?",
-            "criteria": dict(GUARD_ATTACKS),
-        },
-        "is_safe": {
-            "type": "noul",
-            "instructions": f"The {f} is safe to pass to the assistant.",
-        },
+        "attack": _choice(f"Which kind of misuse does the {f} attempt?", GUARD_ATTACKS),
+        "is_safe": _noul(f"The {f} is safe to pass to the assistant."),
     }
 
 
@@ -173,20 +153,9 @@ def moderation_questions(field: str | None = None) -> dict[str, dict[str, Any]]:
     """Content moderation of the state's ``text`` field: category, toxicity, allowed or not."""
     f = _field("moderation", field)
     return {
-        "category": {
-            "type": "choice",
-            "instructions": f"Which moderation category fits the {f}?",
-            "criteria": dict(MODERATION_CATEGORIES),
-        },
-        "toxicity": {
-            "type": "score",
-            "instructions": f"How toxic is the {f}?",
-            "criteria": list(TOXICITY_LEVELS),
-        },
-        "is_allowed": {
-            "type": "noul",
-            "instructions": f"The {f} may be published as it is.",
-        },
+        "category": _choice(f"Which moderation category fits the {f}?", MODERATION_CATEGORIES),
+        "toxicity": _score(f"How toxic is the {f}?", TOXICITY_LEVELS),
+        "is_allowed": _noul(f"The {f} may be published as it is."),
     }
 
 
@@ -194,20 +163,9 @@ def router_questions(field: str | None = None) -> dict[str, dict[str, Any]]:
     """LLM request routing on the state's ``request`` field: task kind, complexity, tool use."""
     f = _field("router", field)
     return {
-        "route": {
-            "type": "choice",
-            "instructions": f"Which kind of task is the {f}?",
-            "criteria": dict(ROUTES),
-        },
-        "complexity": {
-            "type": "score",
-            "instructions": f"How complex is the {f}?",
-            "criteria": list(COMPLEXITY_LEVELS),
-        },
-        "needs_tools": {
-            "type": "noul",
-            "instructions": f"Answering the {f} needs live data, files or running code.",
-        },
+        "route": _choice(f"Which kind of task is the {f}?", ROUTES),
+        "complexity": _score(f"How complex is the {f}?", COMPLEXITY_LEVELS),
+        "needs_tools": _noul(f"Answering the {f} needs live data, files or running code."),
     }
 
 
