@@ -6,6 +6,8 @@ import threading
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from jevlaya_lab.local import ChatRequestError, tiny_chat_model
 from jevlaya_lab.local.decoding import TextStream
@@ -212,3 +214,32 @@ def test_concurrent_generate_calls_all_complete_identically() -> None:
     for thread in threads:
         thread.join(30)
     assert results == [expected] * 8
+
+
+_ALPHABET = "ab é世🙂\n"
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(alphabet=_ALPHABET, max_size=12),
+       stops=st.lists(st.text(alphabet=_ALPHABET, min_size=1, max_size=3), max_size=3))
+def test_streamed_pieces_always_equal_the_final_text(text: str, stops: list[str]) -> None:
+    """Pieces never split a character, never show a stop sequence, and add up to the answer."""
+    tokenizer = _BYTE_TOKENIZER
+    stream = TextStream(tokenizer, stops)
+    pieces = []
+    for token in tokenizer(text, add_special_tokens=False)["input_ids"]:
+        pieces.append(stream.push(token))
+        if stream.stopped:
+            break
+    pieces.append(stream.finish())
+    expected = text
+    for end in range(len(text) + 1):  # generation halts as soon as any stop sequence has appeared
+        hits = [text[:end].find(stop) for stop in stops if stop in text[:end]]
+        if hits:
+            expected = text[: min(hits)]
+            break
+    assert "".join(pieces) == stream.text == expected
+    assert "\ufffd" not in "".join(pieces)
+
+
+_BYTE_TOKENIZER = byte_level_tokenizer()

@@ -1,0 +1,85 @@
+"""Property: any JSON body gets a completion or an OpenAI-style 4xx naming the field, never a 500."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from jevlaya_lab.local import Server, serve, tiny_chat_model
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers(-5, 5) | st.floats(-3, 3) | st.text(max_size=5),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+                    max_leaves=6)
+MESSAGE = st.fixed_dictionaries({"role": st.sampled_from(["user", "system", "assistant", ""]) | JSON,
+                                 "content": st.text(max_size=20) | JSON})
+GOOD_MESSAGES = st.lists(st.fixed_dictionaries({"role": st.sampled_from(["user", "system", "assistant"]),
+                                                "content": st.text(max_size=20)}), min_size=1, max_size=3)
+
+
+GOOD = {
+    "model": st.just("tiny-0"),
+    "messages": GOOD_MESSAGES,
+}
+GOOD_OPTIONAL = {
+    "max_tokens": st.integers(1, 4),
+    "temperature": st.floats(0, 2),
+    "top_p": st.floats(0.01, 1),
+    "seed": st.integers(-3, 3),
+    "stop": st.lists(st.text(min_size=1, max_size=3), max_size=4),
+    "stream": st.booleans(),
+    "stream_options": st.fixed_dictionaries({"include_usage": st.booleans()}),
+    "n": st.just(1),
+}
+FIELDS = {**GOOD, **GOOD_OPTIONAL}
+BAD = {
+    "model": st.sampled_from(["nope", "", None, 5, ["tiny-0"]]),
+    "messages": st.lists(MESSAGE, max_size=3) | JSON,
+    "max_tokens": st.integers(-2, 0) | JSON,
+    "temperature": st.floats(-1, 3) | JSON,
+    "top_p": st.floats(-0.5, 1.5) | JSON,
+    "stream": JSON,
+    "stop": JSON,
+    "n": st.integers(0, 2) | JSON,
+}
+
+
+@st.composite
+def bodies(draw: st.DrawFn) -> Any:
+    """A valid request with up to two fields replaced by odd values, or any JSON at all."""
+    if draw(st.integers(0, 9)) == 0:
+        return draw(JSON)
+    body = draw(st.fixed_dictionaries(GOOD, optional=GOOD_OPTIONAL))
+    for field in draw(st.lists(st.sampled_from(sorted(BAD)), max_size=2, unique=True)):
+        body[field] = draw(BAD[field])
+    return body
+
+
+BODY = bodies()
+
+
+@pytest.fixture(scope="module")
+def fuzz_server() -> Iterator[Server]:
+    with serve([tiny_chat_model(0)]) as server:
+        yield server
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=BODY)
+def test_any_request_body_gets_an_answer_or_a_documented_4xx(fuzz_server: Server, body: Any) -> None:
+    response = httpx.post(f"{fuzz_server.base_url}/chat/completions", json=body, timeout=30)
+    event(f"HTTP {response.status_code}")
+    assert response.status_code in (200, 400, 404), response.text
+    if response.status_code != 200:
+        error = response.json()["error"]
+        assert error["type"] == "invalid_request_error"
+        assert error["param"] in FIELDS or error["param"] is None or error["param"].startswith("messages[")
+        assert "=" in error["message"] or "does not exist" in error["message"] or "JSON object" in error["message"]
+    elif body.get("stream") is True:
+        assert response.text.rstrip().endswith("data: [DONE]")
+    else:
+        assert response.json()["object"] == "chat.completion"
