@@ -99,6 +99,10 @@ class DirectStream:
         finally:
             await response.aclose()
 
+    async def record_quality(self, score: float) -> None:
+        raise ValueError(f"direct({self._direct.name!r}) streams write no journal row, so there "
+                         "is nothing to rate; use the pool (broker.stream) to rate answers")
+
     async def aclose(self) -> None:
         if self._gen is not None:
             await self._gen.aclose()  # type: ignore[attr-defined]

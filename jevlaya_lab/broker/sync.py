@@ -184,7 +184,7 @@ class SyncStream:
 
     def record_quality(self, score: float) -> None:
         """Rate the answer this stream names (after a replacement: the winner)."""
-        self._stream._core.rate(score)
+        self._broker._run(self._stream.record_quality(score))
 
     def close(self) -> None:
         if not self._broker.closed:

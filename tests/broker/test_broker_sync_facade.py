@@ -106,6 +106,10 @@ def test_direct_calls_one_model_without_failover_or_journal(broker, server) -> N
     assert b.calls() == []
     with pytest.raises(ValueError, match="no journal row"):
         b.direct("a").ask("x").record_quality(1.0)
+    with b.direct("a").stream("x") as direct_stream:
+        assert "".join(direct_stream)
+    with pytest.raises(ValueError, match="nothing to rate"):
+        direct_stream.record_quality(1.0)
 
 
 def test_bad_arguments_name_the_field(broker, db, tmp_path) -> None:
