@@ -74,6 +74,8 @@ def test_embedded_default_serves_local_models_and_journals_per_user(tmp_path: Pa
 
 
 def test_packaged_catalog_fills_an_empty_database(tmp_path: Path, monkeypatch) -> None:
+    """Seed (SQLite): an empty database is filled before the pool is built, from the copy of
+    the list shipped in the package when no remote catalog answers."""
     monkeypatch.delenv("JEVLAYA_CATALOG_URL", raising=False)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with Broker(home=tmp_path, dotenv=tmp_path / "none.env") as b:
@@ -84,6 +86,7 @@ def test_packaged_catalog_fills_an_empty_database(tmp_path: Path, monkeypatch) -
 
 def test_unreachable_remote_catalog_logs_a_warning_and_keeps_the_database(
         tmp_path: Path, dead_url: str, caplog) -> None:
+    """Seed (SQLite): an unreachable remote catalog is a logged warning, not an error."""
     with Broker(home=tmp_path, catalog=dead_url + "/catalog.json") as b:
         names = b.llm_names
     assert "local/smollm2" in names  # the packaged copy filled the empty database
@@ -176,6 +179,7 @@ def test_prompt_and_answer_text_are_journaled_only_on_request(broker) -> None:
 
 
 def test_a_reachable_remote_catalog_refreshes_the_database(tmp_path: Path, cfg) -> None:
+    """Seed (SQLite): later the list is updated automatically (from the remote catalog)."""
     import functools
     import json
     from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -223,6 +227,7 @@ with Broker(db, models=[LLMConfig(name="a", base_url=url, model="a")], catalog=[
 
 
 def test_two_processes_with_brokers_share_one_sqlite_journal_losing_no_row(server, db) -> None:
+    """Seed (SQLite): several users of one file rely on WAL and the file lock."""
     import subprocess
     import sys
 
