@@ -283,6 +283,11 @@ class AsyncBroker:
     def llm_names(self) -> list[str]:
         return list(self._pool.states) if self._pool else []
 
+    @property
+    def location(self) -> str:
+        """Where the registry and journal live (e.g. for ``analysis.load_journal``)."""
+        return self.store.location
+
     def __repr__(self) -> str:
         return (f"<AsyncBroker {self.store.location} models={len(self.llm_names)} "
                 f"{'closed' if self.closed else 'open'}>")

@@ -157,6 +157,10 @@ class Broker:
     def llm_names(self) -> list[str]:
         return self._engine.llm_names
 
+    @property
+    def location(self) -> str:
+        return self._engine.location
+
     def __repr__(self) -> str:
         return repr(self._engine).replace("AsyncBroker", "Broker", 1)
 

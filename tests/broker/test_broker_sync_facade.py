@@ -33,7 +33,7 @@ def test_close_is_idempotent_and_flushes_the_journal(server, db, cfg) -> None:
     b.ask("x")
     b.close()
     b.close()
-    assert b.closed and len(open_store(db).attempts()) == 1
+    assert b.closed and len(open_store(b.location).attempts()) == 1
     with pytest.raises(RuntimeError, match="closed"):
         b.ask("x")
 
