@@ -82,8 +82,9 @@ def check_top_p(value: Any) -> float:
 
 
 def check_seed(value: Any) -> int | None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-        raise ChatRequestError("seed", value, "use a whole number or leave it unset")
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                              or not -(2**63) <= value < 2**64):
+        raise ChatRequestError("seed", value, "use a whole number from -2**63 to 2**64-1, or leave it unset")
     return value
 
 

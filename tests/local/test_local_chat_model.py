@@ -129,6 +129,7 @@ def test_generation_does_not_touch_the_global_torch_rng() -> None:
     ({"temperature": 2.5}, "temperature"),
     ({"top_p": 0.0}, "top_p"),
     ({"seed": 1.5}, "seed"),
+    ({"seed": 2**64}, "seed"),
     ({"stop": ""}, "stop"),
     ({"stop": ["a", "b", "c", "d", "e"]}, "stop"),
 ])

@@ -42,6 +42,7 @@ BAD = {
     "max_tokens": st.integers(-2, 0) | JSON,
     "temperature": st.floats(-1, 3) | JSON,
     "top_p": st.floats(-0.5, 1.5) | JSON,
+    "seed": st.integers(2**63, 2**70) | st.integers(-(2**70), -(2**63) - 1) | JSON,
     "stream": JSON,
     "stop": JSON,
     "n": st.integers(0, 2) | JSON,
