@@ -13,11 +13,11 @@ from jevlaya_lab.local import FaultProfile
 
 
 def test_fastest_of_first_complete_answer_wins_losers_are_superseded(broker, server) -> None:
-    server.set_fault("a", FaultProfile(latency=1.0))
+    server.set_fault("a", FaultProfile(latency=2.0))
     b = broker("a", "b")
     started = time.monotonic()
     result = b.ask("hello", fastest_of=2)
-    assert result.llm_name == "b" and time.monotonic() - started < 0.9
+    assert result.llm_name == "b" and time.monotonic() - started < 1.8
     rows = {r["llm_name"]: r for r in b.calls()}
     assert rows["a"]["status"] == "superseded" and rows["b"]["status"] == "ok"
     assert rows["a"]["trace_id"] == rows["b"]["trace_id"] == result.trace_id
@@ -68,7 +68,7 @@ def test_wait_positive_bounds_queueing_and_answering(broker, server) -> None:
 
 
 def test_wait_zero_never_queues(broker, server) -> None:
-    server.set_fault("a", FaultProfile(latency=0.5))
+    server.set_fault("a", FaultProfile(latency=1.5))
     b = broker(models=[LLMConfig(name="a", base_url=server.base_url, model="a", parallel=1)])
 
     def slow() -> None:
@@ -81,7 +81,7 @@ def test_wait_zero_never_queues(broker, server) -> None:
     started = time.monotonic()
     with pytest.raises(NoLLMAvailableError) as info:
         b.ask("second", wait=0)
-    assert info.value.reason == "timeout" and time.monotonic() - started < 0.2
+    assert info.value.reason == "timeout" and time.monotonic() - started < 0.6
     t.join()
     assert b.ask("third", wait=0).llm_name == "a"  # no deadline once it may start
 
