@@ -18,7 +18,7 @@ import torch
 from transformers import DynamicCache
 
 from jevlaya_lab.local import validation
-from jevlaya_lab.local.decoding import TextStream, sample_next
+from jevlaya_lab.local.decoding import GREEDY_BELOW, TextStream, sample_next
 from jevlaya_lab.local.errors import ChatRequestError
 from jevlaya_lab.local.generation import Generation
 from jevlaya_lab.local.queueing import FairLock
@@ -96,7 +96,7 @@ class ChatModel:
         ids = self.prompt_ids(messages)
         budget = min(max_tokens, self.context_length - len(ids))
         generator = None
-        if temperature > 0.0:
+        if temperature >= GREEDY_BELOW:
             generator = torch.Generator()
             generator.manual_seed(seed) if seed is not None else generator.seed()
         with self._lock:

@@ -73,10 +73,14 @@ class TextStream:
         return best
 
 
+# Below this, dividing logits by the temperature can overflow to inf; sampling is greedy anyway.
+GREEDY_BELOW = 1e-4
+
+
 def sample_next(logits: torch.Tensor, temperature: float, top_p: float,
                 generator: torch.Generator | None) -> int:
-    """Pick the next token from 1-D logits: greedy at temperature 0, else nucleus sampling."""
-    if temperature == 0.0:
+    """Pick the next token from 1-D logits: greedy at temperature ~0, else nucleus sampling."""
+    if temperature < GREEDY_BELOW:
         return int(torch.argmax(logits))
     probs = torch.softmax(logits.float() / temperature, dim=-1)
     if top_p < 1.0:

@@ -114,6 +114,11 @@ def test_sampling_is_reproducible_with_a_seed() -> None:
     assert model.generate(USER, temperature=1.0, top_p=1e-6, seed=3).text == model.generate(USER).text
 
 
+def test_a_vanishing_temperature_is_greedy_not_a_crash() -> None:
+    model = tiny_chat_model(0)
+    assert model.generate(USER, temperature=1e-300, seed=1).text == model.generate(USER).text
+
+
 def test_generation_does_not_touch_the_global_torch_rng() -> None:
     torch.manual_seed(123)
     expected = torch.rand(1)
