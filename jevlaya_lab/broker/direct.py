@@ -58,10 +58,10 @@ class DirectStream:
     """Text deltas from one model; a failure at any point raises (no failover)."""
 
     def __init__(self, direct: AsyncDirect, prompt: str, params: dict[str, Any]) -> None:
-        from jevlaya_lab.broker.engine import check_prompt
+        from jevlaya_lab.broker.engine import check_stream_input
 
         self._direct = direct
-        self._messages = check_prompt(prompt)
+        self._messages = check_stream_input(prompt)
         self._params = params
         self._gen: AsyncIterator[str] | None = None
         self.llm_name: str | None = None

@@ -88,6 +88,11 @@ def check_call(operation: Any, trace_id: Any, params: Mapping[str, Any]) -> None
                          "prompt, messages or tools as arguments and let the pool pick the model")
 
 
+def check_stream_input(prompt: Any) -> Messages:
+    """``stream()`` takes a prompt string or, like ``chat()``, a list of messages."""
+    return check_prompt(prompt) if isinstance(prompt, str) else check_messages(prompt)
+
+
 def check_score(score: Any) -> float:
     if isinstance(score, bool) or not isinstance(score, (int, float)) or math.isnan(score) \
             or not 0.0 <= score <= 1.0:
@@ -212,15 +217,17 @@ class AsyncBroker:
         return await self._complete(self._callers[None], check_messages(messages), tools,
                                     operation, trace_id, wait, fastest_of, params)
 
-    def stream(self, prompt: str, *, operation: str | None = None, trace_id: str | None = None,
-               wait: float | None = None, fastest_of: int | None = None,
-               stream_selection_window: float = 1.0, **params: Any) -> Any:
-        """An async stream of text deltas (see :mod:`jevlaya_lab.broker.streaming`)."""
+    def stream(self, prompt: str | Messages, *, operation: str | None = None,
+               trace_id: str | None = None, wait: float | None = None,
+               fastest_of: int | None = None, stream_selection_window: float = 1.0,
+               **params: Any) -> Any:
+        """An async stream of text deltas for a prompt (or a list of messages); see
+        :mod:`jevlaya_lab.broker.streaming`."""
         from jevlaya_lab.broker.streaming import AsyncStream
 
-        return AsyncStream(self, self._callers[None], check_prompt(prompt), operation=operation,
-                           trace_id=trace_id, wait=wait, fastest_of=fastest_of,
-                           window=stream_selection_window, params=params)
+        return AsyncStream(self, self._callers[None], check_stream_input(prompt),
+                           operation=operation, trace_id=trace_id, wait=wait,
+                           fastest_of=fastest_of, window=stream_selection_window, params=params)
 
     def for_scope(self, scope: str) -> Any:
         from jevlaya_lab.broker.scoped import AsyncScopedBroker

@@ -35,15 +35,15 @@ class AsyncScopedBroker:
         return await self.broker._complete(self.caller, messages, tools, operation, trace_id,
                                            wait, fastest_of, params)
 
-    def stream(self, prompt: str, *, operation: str | None = None, trace_id: str | None = None,
+    def stream(self, prompt: str | list[dict[str, Any]], *, operation: str | None = None, trace_id: str | None = None,
                wait: float | None = None, fastest_of: int | None = None,
                stream_selection_window: float = 1.0, **params: Any) -> Any:
-        from jevlaya_lab.broker.engine import check_prompt
+        from jevlaya_lab.broker.engine import check_stream_input
         from jevlaya_lab.broker.streaming import AsyncStream
 
-        return AsyncStream(self.broker, self.caller, check_prompt(prompt), operation=operation,
-                           trace_id=trace_id, wait=wait, fastest_of=fastest_of,
-                           window=stream_selection_window, params=params)
+        return AsyncStream(self.broker, self.caller, check_stream_input(prompt),
+                           operation=operation, trace_id=trace_id, wait=wait,
+                           fastest_of=fastest_of, window=stream_selection_window, params=params)
 
     async def record_quality(self, score: float, *, call_id: str | None = None,
                              trace_id: str | None = None) -> None:

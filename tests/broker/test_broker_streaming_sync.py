@@ -144,3 +144,14 @@ def test_lanes_and_listeners_show_a_race_as_it_happens(broker, server) -> None:
     assert any(e.state == "complete" and e.llm_name == "b" for e in events)
     stream.close()
     assert {v.llm_name: v.state for v in stream.lanes}["a"] in ("complete", "cancelled")
+
+
+def test_stream_takes_a_conversation_like_chat(broker) -> None:
+    b = broker("a")
+    messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
+    with b.stream(messages) as stream:
+        assert "".join(stream) and stream.llm_name == "a"
+    with b.for_scope("team").stream(messages) as scoped:
+        assert "".join(scoped)
+    with pytest.raises(ValueError, match="messages="):
+        b.stream([])
