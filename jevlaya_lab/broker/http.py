@@ -10,6 +10,8 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
@@ -85,12 +87,29 @@ def headers_for(key: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"} if key else {}
 
 
-def _retry_after(response: httpx.Response) -> float | None:
+def retry_after(response: httpx.Response) -> float | None:
+    """Seconds the provider asks us to wait: ``retry-after-ms`` (OpenAI), then ``Retry-After``
+    as seconds or as an HTTP date; ``None`` when absent or unreadable."""
+    millis = response.headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(0.0, float(millis) / 1000.0)
+        except ValueError:
+            pass
     value = response.headers.get("retry-after")
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
+    if value is None:
         return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
 def _detail(text: str, key: str | None) -> str:
@@ -114,7 +133,7 @@ def classify_status(response: httpx.Response, body: bytes, key: str | None) -> F
     detail = error_detail(body, key)
     if status in (429, 503):
         return Failure("rate_limited" if status == 429 else "unavailable", detail, status,
-                       _retry_after(response))
+                       retry_after(response))
     if status >= 500:
         return Failure("unavailable", detail, status)
     if status in (401, 403):

@@ -135,3 +135,23 @@ def test_ask_waits_for_a_cooling_model_while_wait_allows(broker, server) -> None
     result = b.ask("two", wait=5)  # call 2: 429, cools 0.3 s, then call 3 answers
     assert result.llm_name == "a" and 0.25 < time.monotonic() - started < 3
     assert [r["status"] for r in b.calls()] == ["ok", "rate_limited", "ok"]
+
+
+def test_retry_after_forms_seconds_http_date_and_milliseconds() -> None:
+    """Providers say when to come back as seconds, an HTTP date, or (OpenAI) milliseconds."""
+    from datetime import UTC, timedelta
+    from email.utils import format_datetime
+
+    import httpx
+
+    from jevlaya_lab.broker.http import retry_after
+
+    def answer(**headers: str) -> httpx.Response:
+        return httpx.Response(429, headers=headers)
+
+    assert retry_after(answer(**{"retry-after": "7"})) == 7.0
+    assert retry_after(answer(**{"retry-after-ms": "250", "retry-after": "7"})) == 0.25
+    later = format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True)
+    assert 25 < retry_after(answer(**{"retry-after": later})) <= 30
+    assert retry_after(answer(**{"retry-after": "soon"})) is None
+    assert retry_after(answer()) is None
