@@ -50,19 +50,19 @@ class TrainConfig:
     """Everything that decides a training run; stored next to the trained head."""
 
     n_train: int = 6000
-    n_heldout: int = 1200
+    n_heldout: int = 1000
     seed: int = 0
-    epochs: int = 2
+    epochs: int = 8
     batch_size: int = 16
     lr: float = 2e-3
     head_layers: int = 0  # fresh head layers start as noise over the encoder states; see module docstring
     encoder_layers: int = 2  # top encoder layers fine-tuned (the rest stay frozen and cached)
-    encoder_lr: float = 4e-4
+    encoder_lr: float = 3e-4
     max_len: int = 256
     head_max_len: int = 192
     threads: int = 2
-    time_budget: float | None = 1500.0  # seconds of optimisation; None = run all epochs
-    generic_share: float = 0.25
+    time_budget: float | None = 1560.0  # seconds of optimisation; None = run all epochs
+    generic_share: float = 0.15
 
     def __post_init__(self) -> None:
         for name in ("n_train", "n_heldout", "epochs", "batch_size", "threads", "max_len", "head_max_len"):
