@@ -8,7 +8,10 @@ platform cache), so later loads take about a second. The conversion writes to a 
 directory and renames it into place, so concurrent first loads cannot see half a copy.
 
 ``dtype="auto"`` picks bfloat16 on CPUs with native bf16 instructions (about twice the tokens/s
-of float32 for SmolLM2, see ``bench/local.py``) and float32 elsewhere.
+of float32 for SmolLM2, see ``bench/local.py``) and float32 elsewhere. On a machine whose cores
+are busy with other work, OpenMP's spinning threads collapse (2 threads: ~12 tokens/s instead of
+~50); ``torch.set_num_threads(1)`` or ``OMP_WAIT_POLICY=PASSIVE`` (set before torch is imported)
+keeps SmolLM2 at 30-37 tokens/s there.
 """
 
 from __future__ import annotations
