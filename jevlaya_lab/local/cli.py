@@ -36,6 +36,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 = any free)")
     parser.add_argument("--api-key-env", metavar="VAR", help="require 'Authorization: Bearer $VAR'")
     parser.add_argument("--stop-after", type=float, metavar="SECONDS", help="stop after this many seconds")
+    parser.add_argument("--threads", type=int, metavar="N",
+                        help="torch threads for generation (1 is fastest when the CPU is shared)")
     return parser
 
 
@@ -59,6 +61,12 @@ def main(argv: list[str]) -> int:
     from jevlaya_lab.local.server import serve
 
     try:
+        if args.threads is not None:
+            if args.threads < 1:
+                raise ChatRequestError("--threads", args.threads, "use a whole number >= 1")
+            import torch
+
+            torch.set_num_threads(args.threads)
         faults = {}
         for spec in args.fault:
             name, sep, profile = spec.partition("=")

@@ -27,7 +27,7 @@ def start(*args: str, env: dict[str, str] | None = None) -> tuple[subprocess.Pop
 
 
 def test_serve_command_serves_models_with_faults_and_stops_on_sigterm() -> None:
-    process, base_url = start("--model", "tiny", "--model", "b=tiny:1", "--fault", "b=rate-limited,every=2",
+    process, base_url = start("--model", "tiny", "--model", "b=tiny:1", "--fault", "b=rate-limited,every=2", "--threads", "1",
                               "--api-key-env", "LOCAL_TEST_KEY", env={"LOCAL_TEST_KEY": "k1"})
     try:
         headers = {"Authorization": "Bearer k1"}
@@ -47,8 +47,10 @@ def test_serve_command_serves_models_with_faults_and_stops_on_sigterm() -> None:
 def test_serve_command_rejects_bad_arguments_with_exit_code_2(capsys: object) -> None:
     assert main(["serve", "--model", "tiny", "--fault", "tiny-0=nonsense"]) == 2
     assert main(["serve", "--model", "tiny:x"]) == 2
+    assert main(["serve", "--model", "tiny", "--threads", "0"]) == 2
     assert main(["serve", "--model", "tiny", "--fault", "other=slow"]) == 2
     err = capsys.readouterr().err  # type: ignore[attr-defined]
     assert "preset 'nonsense' is unknown" in err
     assert "tiny:SEED" in err
+    assert "--threads=0" in err
     assert "'other' is not served here" in err
