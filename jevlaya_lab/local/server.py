@@ -37,6 +37,8 @@ class _HTTPServer(ThreadingHTTPServer):
 
     daemon_threads = True
     allow_reuse_address = True
+    # a burst of clients (50 broker callers at once) must queue, not be reset by a backlog of 5
+    request_queue_size = 128
 
     def __init__(self, address: tuple[str, int], app: Server) -> None:
         self.app = app

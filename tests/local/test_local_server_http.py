@@ -391,3 +391,26 @@ def test_a_client_that_disconnects_stops_its_generation(start_server: Any) -> No
     started = time.perf_counter()
     assert post(server, chat_body(max_tokens=1)).status_code == 200
     assert time.perf_counter() - started < 5
+
+
+def test_a_burst_of_new_connections_is_queued_not_reset(server: Any) -> None:
+    """50 callers connecting at the same instant (the Broker's throughput case) all get answers."""
+    import socket
+
+    sockets = []
+    try:
+        # connect all at once: the kernel completes each handshake into the listen backlog; a
+        # backlog that is too small drops SYNs, and the client's retry comes only after 1 s
+        for _ in range(100):
+            sockets.append(socket.create_connection(("127.0.0.1", server.port), timeout=0.9))
+        for sock in sockets:
+            sock.settimeout(10)
+        request = b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        for sock in sockets:
+            sock.sendall(request)
+        for sock in sockets:
+            status_line = sock.makefile("rb").readline()
+            assert status_line.startswith(b"HTTP/1.") and b" 200 " in status_line, status_line
+    finally:
+        for sock in sockets:
+            sock.close()
