@@ -15,6 +15,9 @@ paused clock. The rules are the streaming page of the Broker's seed:
   Running out before the first delta is ``NoLLMAvailableError``, after it ``LLMTimeoutError``.
 - ``another()``: retained complete answers, then lanes still running, then untried models;
   ``None`` forever once nothing more can be had or the stream is closed.
+- ``record_quality`` raises ``ValueError`` before the answer has ended and been journaled, and
+  for an answer that ``wait`` cut off (the seed: an unfinished answer cannot be rated); a
+  partial answer the application closed itself, or one the provider broke, can be rated.
 - ``aclose()``, the optional context, leaving the broker, and garbage collection cancel the
   provider requests, journal the attempts (``cancelled`` for the lane shown, ``superseded`` for
   the others) and release the slots. A ``break`` alone does not close the stream.
@@ -497,6 +500,11 @@ class StreamCore:
         if attempt is None or attempt.status is None:
             raise ValueError("record_quality: this stream's answer has not ended and been "
                              "journaled yet; rate it after the loop (or after closing it)")
+        if any(la.timed_out and la.attempt is attempt for la in self.lanes):
+            raise ValueError(f"record_quality: the answer of {attempt.llm_name} did not complete "
+                             f"within wait={self.budget.wait:g} s, and an unfinished answer "
+                             "cannot be rated (the missed wait already steers short requests "
+                             "away); rate a complete answer, e.g. one from another()")
         self.broker._rate(attempt.call_id, score)
 
     async def aclose(self) -> None:

@@ -317,6 +317,31 @@ def test_seed_wait_bounds_the_whole_answer_timeout_after_first_delta(abroker, se
     asyncio.run(main())
 
 
+@pytest.mark.parametrize("fastest_of", [1, 2], ids=["single", "race"])
+def test_seed_an_answer_cut_off_by_wait_cannot_be_rated(abroker, server, fastest_of):
+    """Rule: an unfinished answer cannot be rated: record_quality on its object raises (here:
+    the answer wait cut off after its first part; the partial text stays with the app)."""
+    server.set_fault("a", FaultProfile(token_delay=0.1))
+    server.set_fault("b", FaultProfile(token_delay=0.1))
+
+    async def main() -> None:
+        async with abroker("a", "b") as broker:
+            stream = broker.stream("write", wait=0.5, fastest_of=fastest_of,
+                                   stream_selection_window=0)
+            parts = []
+            with pytest.raises(LLMTimeoutError):
+                async for delta in stream:
+                    parts.append(delta)
+            assert parts and stream.text.startswith("".join(parts))
+            with pytest.raises(ValueError, match="did not complete within wait=0.5"):
+                await stream.record_quality(0.0)
+            await stream.aclose()
+            assert await broker.ratings() == []
+            rows = await broker.calls()
+            assert len(rows) == fastest_of and all(r["status"] != "ok" for r in rows)
+    asyncio.run(main())
+
+
 def test_seed_wait_before_first_delta_raises_no_llm_and_cools_the_silent_model(abroker,
                                                                                server):
     """Rule: time out before the first part -> NoLLMAvailableError; a model that sent nothing
