@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -145,17 +146,41 @@ def transport_failure(exc: BaseException, key: str | None) -> Failure:
     return Failure("unavailable", _detail(f"{type(exc).__name__}: {exc}", key))
 
 
+def _shaped(value: Any, kind: type, what: str) -> Any:
+    """``value`` if it is a ``kind`` (``None`` counts as empty), else a ``TypeError`` naming
+    ``what``: providers that answer well-formed JSON of the wrong shape are ``invalid`` too."""
+    if value is None:
+        return kind()
+    if not isinstance(value, kind):
+        raise TypeError(f"{what} is a {type(value).__name__}, not a {kind.__name__}")
+    return value
+
+
+def _tool_calls(raw: Any) -> list[dict[str, Any]]:
+    """Tool calls (or streamed fragments of them) whose fields have the types we fold."""
+    calls = _shaped(raw, list, "tool_calls")
+    for call in calls:
+        call = _shaped(call, dict, "tool call")
+        if not isinstance(call.get("index", 0), int):
+            raise TypeError(f"tool call index is a {type(call['index']).__name__}, not an int")
+        function = _shaped(call.get("function"), dict, "tool call function")
+        for field_name in ("name", "arguments"):
+            _shaped(function.get(field_name), str, f"tool call function.{field_name}")
+    return calls
+
+
 def parse_reply(body: bytes, key: str | None) -> Reply:
-    """A non-streaming 200 body -> Reply, or an ``invalid`` Failure (garbage or empty)."""
+    """A non-streaming 200 body -> Reply, or an ``invalid`` Failure (garbage, wrong shape or
+    empty)."""
     try:
-        data = json.loads(body)
-        choice = data["choices"][0]
-        message = choice["message"]
-    except (ValueError, KeyError, IndexError, TypeError):
-        raise Failure("invalid", "200 whose body is not a chat completion: "
+        data = _shaped(json.loads(body), dict, "the body")
+        choice = _shaped(_shaped(data.get("choices"), list, "choices")[0], dict, "choices[0]")
+        message = _shaped(choice["message"], dict, "message")
+        text = _shaped(message.get("content"), str, "message.content")
+        tool_calls = _tool_calls(message.get("tool_calls"))
+    except (ValueError, KeyError, IndexError, TypeError) as exc:
+        raise Failure("invalid", f"200 whose body is not a chat completion ({exc}): "
                       + _detail(body[:120].decode("utf-8", "replace"), key), 200) from None
-    text = message.get("content") or ""
-    tool_calls = message.get("tool_calls") or []
     if not text and not tool_calls:
         raise Failure("invalid", "200 with neither text nor tool calls", 200)
     return Reply(text, tool_calls, _usage(data.get("usage")), choice.get("finish_reason"))
@@ -165,7 +190,7 @@ def _usage(raw: Any) -> dict[str, int]:
     if not isinstance(raw, dict):
         return {}
     return {k: int(v) for k, v in raw.items() if isinstance(v, (int, float))
-            and k in ("prompt_tokens", "completion_tokens", "total_tokens")}
+            and math.isfinite(v) and k in ("prompt_tokens", "completion_tokens", "total_tokens")}
 
 
 async def post_chat(client: httpx.AsyncClient, url: str, key: str | None,
@@ -211,6 +236,20 @@ async def open_stream(client: httpx.AsyncClient, url: str, key: str | None,
     return response
 
 
+def parse_chunk(data: str) -> Delta:
+    """One SSE ``data:`` payload -> Delta; ``ValueError``/``TypeError`` when it is not a chunk."""
+    chunk = _shaped(json.loads(data), dict, "the chunk")
+    delta = Delta(usage=_usage(chunk.get("usage")) or None)
+    choices = _shaped(chunk.get("choices"), list, "choices")
+    if choices:
+        choice = _shaped(choices[0], dict, "choices[0]")
+        piece = _shaped(choice.get("delta"), dict, "delta")
+        delta.text = _shaped(piece.get("content"), str, "delta.content")
+        delta.tool_calls = _tool_calls(piece.get("tool_calls"))
+        delta.finish_reason = choice.get("finish_reason")
+    return delta
+
+
 async def read_deltas(response: httpx.Response, key: str | None) -> AsyncIterator[Delta]:
     """Parse the SSE body into :class:`Delta` objects; a body that ends without ``[DONE]`` or a
     finish reason, or a transport error, raises an ``unavailable`` Failure."""
@@ -225,18 +264,11 @@ async def read_deltas(response: httpx.Response, key: str | None) -> AsyncIterato
                 await _drain(lines)
                 return
             try:
-                chunk = json.loads(data)
-                choices = chunk.get("choices") or []
-            except (ValueError, AttributeError):
-                raise Failure("invalid", "stream chunk is not JSON: " + _detail(data[:120], key),
-                              200) from None
-            delta = Delta(usage=_usage(chunk.get("usage")) or None)
-            if choices:
-                piece = choices[0].get("delta") or {}
-                delta.text = piece.get("content") or ""
-                delta.tool_calls = piece.get("tool_calls") or []
-                delta.finish_reason = choices[0].get("finish_reason")
-                finished = finished or delta.finish_reason is not None
+                delta = parse_chunk(data)
+            except (ValueError, TypeError, IndexError) as exc:
+                raise Failure("invalid", f"stream chunk is not a chat completion chunk ({exc}): "
+                              + _detail(data[:120], key), 200) from None
+            finished = finished or delta.finish_reason is not None
             yield delta
     except httpx.HTTPError as exc:
         raise transport_failure(exc, key) from None

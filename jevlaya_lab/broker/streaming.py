@@ -48,6 +48,7 @@ from jevlaya_lab.broker.errors import (
     StreamReplacementError,
 )
 from jevlaya_lab.broker.http import Failure, build_body, open_stream, read_deltas
+from jevlaya_lab.broker.keys import redact
 from jevlaya_lab.broker.lanes import Lane, LaneView
 from jevlaya_lab.broker.pool import Caller, utc
 from jevlaya_lab.broker.results import LLMResult
@@ -392,16 +393,20 @@ class StreamCore:
                     break
             if not lane.attempt.started_answer:
                 raise Failure("invalid", "the stream ended with neither text nor tool calls", 200)
-        except (Failure, TimeoutError) as exc:
-            self._lane_failed(lane, exc)
-            if self.winner is None:
-                self._fill_lanes()
-            return
         except asyncio.CancelledError:
             lane.attempt.finish(lane.attempt.cancel_status)
             await lane.close_response()
             self._touch(lane)
             raise
+        except Exception as exc:  # noqa: BLE001
+            if not isinstance(exc, (Failure, TimeoutError)):
+                # a lane that died of a surprise must not leave the reader waiting for it
+                log.exception("stream lane %s failed", lane.attempt.llm_name)
+                exc = Failure("invalid", redact(f"{type(exc).__name__}: {exc}", lane.key))
+            self._lane_failed(lane, exc)
+            if self.winner is None:
+                self._fill_lanes()
+            return
         await self._lane_complete(lane)
 
     def _arm_expiry(self) -> None:
