@@ -413,6 +413,37 @@ def test_seed_aclose_cancels_the_request_releases_the_slot_and_partial_can_be_ra
     asyncio.run(main())
 
 
+@pytest.mark.parametrize("how", ["aclose", "context-on-error", "broker-exit"])
+def test_seed_closing_cancels_the_provider_request(abroker, server, how):
+    """Rule: closing interrupts unfinished attempts: the provider stops generating (a model
+    generates one answer at a time, so the next request is served at once, not after the
+    ~5 s the abandoned answer would take); the stream's context closes on errors too."""
+    server.set_fault("d", FaultProfile(token_delay=0.3))  # 16 pieces: ~5 s if left running
+
+    async def main() -> None:
+        async with abroker("d") as broker:
+            stream = broker.stream("write")
+            if how == "context-on-error":
+                with pytest.raises(KeyError):
+                    async with stream:
+                        await stream.__anext__()
+                        raise KeyError("the application failed")
+            else:
+                await stream.__anext__()
+                if how == "aclose":
+                    await stream.aclose()
+        if how == "broker-exit":
+            assert stream._core.closed
+        server.set_fault("d", None)
+        async with abroker("d") as broker:
+            started = time.monotonic()
+            assert (await broker.ask("next")).text
+            assert time.monotonic() - started < 2.5
+            rows = await broker.calls()
+            assert [r["status"] for r in rows] == ["cancelled", "ok"]
+    asyncio.run(main())
+
+
 def test_seed_break_does_not_close_the_stream_but_its_context_does(abroker, server):
     """Rule: a break does not close the stream; the optional context releases it at once."""
     server.set_fault("a", FaultProfile(token_delay=0.2))

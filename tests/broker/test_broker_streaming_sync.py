@@ -14,6 +14,15 @@ from jevlaya_lab.broker.errors import StreamInterruptedError, StreamReplacementE
 from jevlaya_lab.local import FaultProfile
 
 
+def assert_generation_stopped(b: Broker, server, name: str) -> None:
+    """The provider stopped the abandoned answer: the model (one answer at a time) serves the
+    next request at once instead of after the ~3 s the rest of the answer would take."""
+    server.set_fault(name, None)
+    started = time.monotonic()
+    assert b.ask("next").llm_name == name
+    assert time.monotonic() - started < 2.0
+
+
 def test_seed_sync_stream_reads_with_for_and_rates_after_the_context(broker) -> None:
     """Rule: with broker.stream(...) as stream: for delta in stream; then record_quality."""
     b = broker("a")
@@ -75,6 +84,7 @@ def test_seed_sync_stream_closes_when_no_longer_referenced(broker, server) -> No
         time.sleep(0.02)
     assert b.snapshot()["a"]["in_flight"] == 0
     assert [r["status"] for r in b.calls()] == ["cancelled"]
+    assert_generation_stopped(b, server, "a")
 
 
 def test_seed_wsgi_generator_closed_early_cancels_the_request(broker, server) -> None:
@@ -93,6 +103,7 @@ def test_seed_wsgi_generator_closed_early_cancels_the_request(broker, server) ->
     body.close()  # what Django does with StreamingHttpResponse when the client leaves
     assert b.snapshot()["a"]["in_flight"] == 0
     assert [r["status"] for r in b.calls()] == ["cancelled"]
+    assert_generation_stopped(b, server, "a")
 
 
 def test_seed_stream_and_scope_hold_their_broker(server, db, cfg) -> None:
