@@ -270,9 +270,8 @@ class StreamCore:
         pool = self.broker._pool
         assert pool is not None
         now = time.time()
-        cooling = [s.cooldown_until for s in pool.states.values()
-                   if s.cooling(now) and not s.disabled and s.entry.name not in
-                   self.caller.dropped]
+        cooling = [s.cooldown_until for s in pool.states.values()  # this caller's candidates
+                   if s.cooling(now) and not s.disabled and pool.key_for(s, self.caller)[0]]
         retry_at = min(cooling) if cooling else None
         tried = ", ".join(sorted(self.tried)) or "none"
         if retry_at is not None or self.budget.expired():

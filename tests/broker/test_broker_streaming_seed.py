@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from jevlaya_lab.broker import LLMConfig
 from jevlaya_lab.broker.errors import (
     LLMRequestError,
     LLMTimeoutError,
@@ -109,6 +110,31 @@ def test_seed_excluded_means_no_model_can_serve(abroker, server):
                     pass
             assert info.value.reason == "excluded" and info.value.retry_at is None
             assert [e.status for e in info.value.errors] == [400, 404]
+    asyncio.run(main())
+
+
+def test_seed_timeout_counts_only_models_that_could_serve_this_caller(abroker, server,
+                                                                       cfg, monkeypatch):
+    """Rule: reason="timeout" with retry_at only when the models *available to this stream*
+    are blocked for a while; a model cooling for another scope (whose key this caller lacks)
+    does not turn "no model can serve" into "come back later"."""
+    monkeypatch.delenv("TEAM_ONLY", raising=False)
+    server.set_fault("a", FaultProfile(status=400))
+    server.set_fault("b", FaultProfile(status=429, retry_after=30))
+    team_model = LLMConfig(name="k", base_url=server.base_url, model="b",
+                           api_key_ref="TEAM_ONLY")
+
+    async def main() -> None:
+        async with abroker(models=[*cfg("a"), team_model],
+                           secrets={"team/TEAM_ONLY": "sk-team-0123456789"}) as broker:
+            with pytest.raises(NoLLMAvailableError) as info:  # the team's k: 429, cooling
+                async for _ in broker.for_scope("team").stream("write"):
+                    pass
+            assert info.value.reason == "timeout" and info.value.retry_at is not None
+            with pytest.raises(NoLLMAvailableError) as info:  # root: only a, which rejects
+                async for _ in broker.stream("write"):
+                    pass
+            assert info.value.reason == "excluded" and info.value.retry_at is None
     asyncio.run(main())
 
 
