@@ -155,3 +155,35 @@ def test_retry_after_forms_seconds_http_date_and_milliseconds() -> None:
     assert 25 < retry_after(answer(**{"retry-after": later})) <= 30
     assert retry_after(answer(**{"retry-after": "soon"})) is None
     assert retry_after(answer()) is None
+
+
+def test_403_drops_the_model_for_that_caller_only_and_fails_over(broker, server) -> None:
+    """401/403 -> drop that key for this caller and fail over (no cooldown)."""
+    server.set_fault("a", FaultProfile(status=403))
+    b = broker("a", "b")
+    before = server.request_count("a")
+    assert b.ask("hello").llm_name == "b"
+    assert statuses(b.calls())[0] == ("a", "error", 403)
+    assert b.snapshot()["a"]["cooldown_until"] is None
+    server.set_fault("a", None)
+    assert b.ask("hello").llm_name == "b"  # dropped for this caller: a is not asked again
+    assert server.request_count("a") == before + 1
+    assert b.for_scope("other").ask("hello").llm_name == "a"  # another caller still may
+
+
+def test_rate_limit_cooldown_doubling_stops_at_one_hour(tmp_path) -> None:
+    """429/503 cooldowns double per consecutive failure *up to 1 h*."""
+    from jevlaya_lab.broker.http import Failure
+    from jevlaya_lab.broker.keys import KeyResolver
+    from jevlaya_lab.broker.pool import Caller, Pool
+    from jevlaya_lab.broker.quality import Quality
+    from jevlaya_lab.journal import open_store
+
+    pool = Pool([LLMConfig(name="m", base_url="http://127.0.0.1:9/v1", model="m")],
+                KeyResolver(open_store(tmp_path / "p.db")), Quality())
+    lengths = []
+    for _ in range(4):
+        until = pool.failed("m", Failure("rate_limited", "slow down", 429, 1000.0), Caller())
+        lengths.append(round(until - time.time()))
+        pool.states["m"].cooldown_until = 0.0  # as if it had come back, and failed again
+    assert lengths == [1000, 2000, 3600, 3600]

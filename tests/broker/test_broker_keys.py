@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from jevlaya_lab.broker import Broker, LLMConfig
-from jevlaya_lab.broker.errors import AuthError
+from jevlaya_lab.broker.errors import AuthError, NoLLMAvailableError
 from jevlaya_lab.broker.keys import redact
 from jevlaya_lab.local import serve, tiny_chat_model
 
@@ -89,9 +89,16 @@ def test_keys_never_reach_rows_reprs_exceptions_or_logs(locked, db: Path, caplog
     with Broker(db, models=[keyed(locked)], secrets={"TEST_KEY": WRONG}, catalog=[]) as b:
         with pytest.raises(AuthError) as info:
             b.ask("x")
+        scoped = b.for_scope("s")  # a fresh caller: its stream tries the key once more
+        stream = scoped.stream("x")
+        with pytest.raises(NoLLMAvailableError) as streamed:
+            "".join(stream)
         texts = [str(info.value), repr(info.value), repr(b), repr(b.engine.keys),
                  repr(keyed(locked)), str(b.calls()), str(b.snapshot()), str(b.stats()),
-                 caplog.text]
+                 str(streamed.value), repr(streamed.value.errors), repr(stream),
+                 repr(stream.lanes), caplog.text]
+        assert [r["http_status"] for r in b.calls()] == [401, 401]
+    texts.append("\n".join(sqlite3.connect(db).iterdump()))
     for text in texts:
         assert WRONG not in text and RIGHT not in text
 

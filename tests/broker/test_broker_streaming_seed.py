@@ -187,6 +187,9 @@ def test_seed_race_first_complete_answer_wins_and_replacement_is_raised(abroker,
             assert len(rows) == 2 and len({r["trace_id"] for r in rows}) == 1
             assert (await broker.ratings())[0]["llm_name"] == "b"
             await replacement.record_quality(0.8)
+            # two ok rows share the trace: rating by trace_id cannot tell which was shown
+            with pytest.raises(ValueError, match="2 successful answers"):
+                await broker.record_quality(0.5, trace_id=stream.trace_id)
     asyncio.run(main())
 
 
@@ -233,7 +236,8 @@ def test_seed_selection_window_expiry_shows_another_lane_and_is_no_error(abroker
             await stream.__anext__()
             assert stream.llm_name == "b" and 0.15 < time.monotonic() - started < 0.95
             await stream.aclose()
-            assert (await broker.snapshot())["a"]["cooldown_until"] is None
+            snap = (await broker.snapshot())["a"]  # no cooldown, no change to the order
+            assert snap["cooldown_until"] is None and snap["missed_waits"] == []
     asyncio.run(main())
 
 
