@@ -10,7 +10,11 @@ import time
 import pytest
 
 from jevlaya_lab.broker import Broker, SyncLLMResult
-from jevlaya_lab.broker.errors import StreamInterruptedError, StreamReplacementError
+from jevlaya_lab.broker.errors import (
+    LLMTimeoutError,
+    StreamInterruptedError,
+    StreamReplacementError,
+)
 from jevlaya_lab.local import FaultProfile
 
 
@@ -42,6 +46,31 @@ def test_seed_sync_exceptions_arise_on_the_same_delta(broker, server) -> None:
         for delta in b.stream("write"):
             parts.append(delta)
     assert len(parts) == 4
+
+
+def test_seed_sync_failover_before_the_first_delta_and_wait_work_unchanged(broker,
+                                                                           server) -> None:
+    """Rule: everything holds unchanged in sync code: failover before the first part (here a
+    429), the wait clock paused while the loop body runs, LLMTimeoutError after the first part
+    with the parts kept, and nothing read ahead of the loop."""
+    server.set_fault("a", FaultProfile(status=429))
+    server.set_fault("c", FaultProfile(token_delay=0.01))
+    b = broker("a", "c")
+    with b.stream("write", wait=1.0) as stream:
+        parts = []
+        for delta in stream:
+            parts.append(delta)
+            time.sleep(0.1)  # the application's time: not counted against wait
+            # nothing read ahead: the server had time to send more, the broker took one piece
+            assert len(stream._stream._core.final.pieces) == len(parts)
+    assert len(parts) > 10 and stream.llm_name == "c"
+    assert [r["status"] for r in b.calls()] == ["rate_limited", "ok"]
+    server.set_fault("c", FaultProfile(token_delay=0.1))
+    parts = []
+    with pytest.raises(LLMTimeoutError):
+        for delta in b.stream("write", wait=0.5):
+            parts.append(delta)
+    assert 1 <= len(parts) < 16
 
 
 def test_seed_sync_replacement_is_rated_through_the_stream(broker, server) -> None:

@@ -78,8 +78,16 @@ def test_packaged_catalog_fills_an_empty_database(tmp_path: Path, monkeypatch) -
     the list shipped in the package when no remote catalog answers."""
     monkeypatch.delenv("JEVLAYA_CATALOG_URL", raising=False)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    with Broker(home=tmp_path, dotenv=tmp_path / "none.env") as b:
-        snap = b.snapshot()
+    import sqlite3
+
+    b = Broker(home=tmp_path, dotenv=tmp_path / "none.env")
+    assert not (tmp_path / "broker.db").exists() or not sqlite3.connect(
+        tmp_path / "broker.db").execute("SELECT COUNT(*) FROM models").fetchone()[0]
+    snap = b.snapshot()  # the first call: no separate initialisation step
+    raw = sqlite3.connect(tmp_path / "broker.db")
+    stored = {r[0] for r in raw.execute("SELECT name FROM models WHERE origin = 'catalog'")}
+    assert {"local/smollm2", "openai/gpt-4o-mini"} <= stored == set(b.llm_names)
+    b.close()
     assert snap["local/smollm2"]["key"] == "not needed"
     assert snap["openai/gpt-4o-mini"]["key"] == "missing"
 
@@ -91,6 +99,18 @@ def test_unreachable_remote_catalog_logs_a_warning_and_keeps_the_database(
         names = b.llm_names
     assert "local/smollm2" in names  # the packaged copy filled the empty database
     assert "not reachable" in caplog.text
+
+
+def test_unreachable_remote_catalog_keeps_the_list_already_in_the_database(
+        tmp_path: Path, dead_url: str, caplog) -> None:
+    """Seed (SQLite): when the remote catalog is unreachable the broker logs a warning and uses
+    the data in the database (not the packaged copy, which is only for an empty database)."""
+    mine = [{"name": "stored/x", "base_url": "https://api.example.com/v1", "model": "x"}]
+    with Broker(home=tmp_path, catalog=mine) as b:  # a catalog fetched earlier
+        assert b.llm_names == ["stored/x"]
+    with Broker(home=tmp_path, catalog=dead_url + "/catalog.json") as b:
+        assert b.llm_names == ["stored/x"]
+    assert "not reachable" in caplog.text and "WARNING" in caplog.text
 
 
 def test_user_models_rank_before_the_catalog(tmp_path: Path, cfg) -> None:
