@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from jevlaya_lab.broker import LLMConfig
+from jevlaya_lab.broker import AsyncBroker, LLMConfig
 from jevlaya_lab.broker.errors import (
     LLMRequestError,
     LLMTimeoutError,
@@ -272,6 +272,60 @@ def test_seed_selection_window_zero_shows_the_first_text_from_any_lane(abroker, 
             assert info.value.replacement.llm_name == "a"  # a completed first
             late = await stream.another()
             assert late.llm_name == "b" and late.text.startswith("".join(shown))
+    asyncio.run(main())
+
+
+def test_seed_race_shown_lane_breaking_is_replaced_or_interrupted(abroker, server, cfg,
+                                                                   tmp_path):
+    """Rule: in a race the text shown is preliminary until an answer completes: when the lane
+    shown breaks and another lane completes, StreamReplacementError carries that answer (never
+    a splice); when no lane completes, StreamInterruptedError and the shown parts stand."""
+    server.set_fault("a", FaultProfile(cut_after=2))
+    server.set_fault("b", FaultProfile(first_token_delay=0.3))
+
+    async def main() -> None:
+        async with abroker("a", "b") as broker:
+            stream = broker.stream("write", fastest_of=2, stream_selection_window=0)
+            shown = []
+            with pytest.raises(StreamReplacementError) as info:
+                async for delta in stream:
+                    shown.append(delta)
+            assert len(shown) == 2 and info.value.replacement.llm_name == "b"
+            assert stream.text == info.value.replacement.text
+        # a pool of exactly c and d (a new file: the registry keeps a and b otherwise)
+        async with AsyncBroker(tmp_path / "cd.db", models=cfg("c", "d"), catalog=[]) as broker:
+            server.set_fault("c", FaultProfile(cut_after=2))
+            server.set_fault("d", FaultProfile(cut_after=3, first_token_delay=0.3))
+            stream = broker.stream("write", fastest_of=2, stream_selection_window=0)
+            shown = []
+            with pytest.raises(StreamInterruptedError):
+                async for delta in stream:
+                    shown.append(delta)
+            assert len(shown) == 2 and stream.llm_name == "c" and stream.text == "".join(shown)
+            assert sorted(r["status"] for r in await broker.calls(trace_id=stream.trace_id)) \
+                == ["unavailable", "unavailable"]
+    asyncio.run(main())
+
+
+def test_seed_without_fastest_of_one_model_at_a_time_and_the_window_is_ignored(abroker,
+                                                                               server):
+    """Rule: with fastest_of unset or 1 only one model works on the answer and
+    stream_selection_window changes nothing; the window's default is one second."""
+    import inspect
+
+    default = inspect.signature(AsyncBroker.stream).parameters["stream_selection_window"]
+    assert default.default == 1.0
+    server.set_fault("a", FaultProfile(first_token_delay=0.3))
+
+    async def main() -> None:
+        async with abroker("a", "b") as broker:
+            b_before = server.request_count("b")
+            for window in (0, 5.0):
+                stream = broker.stream("write", fastest_of=1, stream_selection_window=window)
+                started = time.monotonic()
+                assert [d async for d in stream] and stream.llm_name == "a"
+                assert time.monotonic() - started < 4.0
+            assert server.request_count("b") == b_before
     asyncio.run(main())
 
 
