@@ -23,8 +23,10 @@ test: setup
 demo: setup
 	$(PY) -m jevlaya_lab.cli demo
 
+# Every benchmark in turn; each prints a table and writes bench/results/<name>.json.
+BENCHES := decisions routing quality local broker streaming workbench
 bench: setup
-	$(PY) bench/decisions.py
+	for b in $(BENCHES); do $(PY) bench/$$b.py || exit 1; done
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info
