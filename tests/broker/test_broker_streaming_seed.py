@@ -478,7 +478,7 @@ def test_seed_after_the_first_answer_the_clock_runs_on_and_no_new_request_starts
 # -- closing -----------------------------------------------------------------------------------
 
 def test_seed_aclose_cancels_the_request_releases_the_slot_and_partial_can_be_rated(abroker,
-                                                                                   server):
+                                                                                   server, db):
     """Rule: closing interrupts unfinished attempts, waits for the journal and the slots; a
     partial reply can be rated after closing while the broker is open."""
     server.set_fault("a", FaultProfile(token_delay=0.2))
@@ -490,6 +490,10 @@ def test_seed_aclose_cancels_the_request_releases_the_slot_and_partial_can_be_ra
             with pytest.raises(ValueError, match="not ended"):
                 await stream.record_quality(0.5)  # rule: no rating before it is journaled
             await stream.aclose()
+            from jevlaya_lab.journal import open_store
+            raw = open_store(db)  # aclose returned only once its row was in the file
+            assert [r["status"] for r in raw.attempts()] == ["cancelled"]
+            raw.close()
             assert (await broker.snapshot())["a"]["in_flight"] == 0
             assert statuses(await broker.calls()) == [("a", "cancelled")]
             await stream.record_quality(0.0)
