@@ -439,7 +439,8 @@ def test_seed_wait_before_first_delta_raises_no_llm_and_cools_the_silent_model(a
                 async for _ in broker.stream("write", wait=0.3):
                     pass
             assert info.value.reason == "timeout" and time.monotonic() - started < 0.95
-            assert (await broker.snapshot())["a"]["cooldown_until"] is not None
+            snap = (await broker.snapshot())["a"]  # cooled, and the short wait remembered
+            assert snap["cooldown_until"] is not None and snap["missed_waits"] == [0.3]
     asyncio.run(main())
 
 
