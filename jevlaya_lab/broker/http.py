@@ -161,8 +161,9 @@ def _tool_calls(raw: Any) -> list[dict[str, Any]]:
     calls = _shaped(raw, list, "tool_calls")
     for call in calls:
         call = _shaped(call, dict, "tool call")
-        if not isinstance(call.get("index", 0), int):
-            raise TypeError(f"tool call index is a {type(call['index']).__name__}, not an int")
+        index = call.get("index")
+        if index is not None and (not isinstance(index, int) or index < 0):
+            raise TypeError(f"tool call index={index!r} is not a whole number >= 0")
         function = _shaped(call.get("function"), dict, "tool call function")
         for field_name in ("name", "arguments"):
             _shaped(function.get(field_name), str, f"tool call function.{field_name}")
@@ -290,7 +291,8 @@ async def _drain(lines: AsyncIterator[str]) -> None:
 def merge_tool_calls(acc: list[dict[str, Any]], fragments: list[dict[str, Any]]) -> None:
     """Fold streamed tool-call fragments (by ``index``) into complete tool calls."""
     for frag in fragments:
-        i = frag.get("index", len(acc))
+        i = frag.get("index")
+        i = len(acc) if i is None else i
         while len(acc) <= i:
             acc.append({"id": None, "type": "function", "function": {"name": "", "arguments": ""}})
         call = acc[i]

@@ -505,8 +505,9 @@ class StreamCore:
             raise ValueError("record_quality: this stream's answer has not ended and been "
                              "journaled yet; rate it after the loop (or after closing it)")
         if any(la.timed_out and la.attempt is attempt for la in self.lanes):
+            limit = f"wait={self.budget.wait:g} s" if self.budget.limited else "the time allowed"
             raise ValueError(f"record_quality: the answer of {attempt.llm_name} did not complete "
-                             f"within wait={self.budget.wait:g} s, and an unfinished answer "
+                             f"within {limit}, and an unfinished answer "
                              "cannot be rated (the missed wait already steers short requests "
                              "away); rate a complete answer, e.g. one from another()")
         self.broker._rate(attempt.call_id, score)
