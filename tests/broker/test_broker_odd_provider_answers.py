@@ -29,6 +29,15 @@ ODD_ANSWERS: dict[str, tuple[list[Any], Any]] = {
                          {"choices": [{"message": {"tool_calls": ["x"]}}]}),
     "chunk-not-an-object": ([[1, 2]], [1, 2]),
 }
+# unusual but valid: tool-call fragments whose index is null are appended in order
+_CALL = {"index": None, "id": "call_1", "type": "function",
+         "function": {"name": "lookup", "arguments": "{}"}}
+VALID_ANSWERS = {
+    "tool-index-null": ([{"choices": [{"delta": {"tool_calls": [_CALL]}}]},
+                         {"choices": [{"delta": {}, "finish_reason": "tool_calls"}]}],
+                        {"choices": [{"message": {"content": None, "tool_calls": [_CALL]},
+                                      "finish_reason": "tool_calls"}]}),
+}
 
 
 class OddProvider(BaseHTTPRequestHandler):
@@ -41,7 +50,7 @@ class OddProvider(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        streamed, whole = ODD_ANSWERS[request["model"]]
+        streamed, whole = {**ODD_ANSWERS, **VALID_ANSWERS}[request["model"]]
         if request.get("stream"):
             body = b"".join(b"data: %s\n\n" % json.dumps(c).encode() for c in streamed)
             body, kind = body + b"data: [DONE]\n\n", "text/event-stream"
@@ -86,5 +95,20 @@ def test_a_wrongly_shaped_200_is_invalid_and_every_call_fails_over(abroker, cfg,
                 assert (row["status"], row["http_status"]) == ("error", 200), how
                 assert "chat completion" in row["error_detail"], how
                 assert (await broker.snapshot())["odd"]["cooldown_until"] is not None, how
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_tool_call_fragments_with_a_null_index_are_an_answer(abroker, odd_url) -> None:
+    models = [LLMConfig(name="tools", base_url=odd_url, model="tool-index-null")]
+
+    async def main() -> None:
+        async with abroker(models=models) as broker:
+            result = await broker.chat([{"role": "user", "content": "look it up"}])
+            assert [c["function"]["name"] for c in result.tool_calls] == ["lookup"]
+            stream = broker.stream("look it up")
+            assert [d async for d in stream] == []  # tool calls only: no text deltas
+            assert stream.tool_calls[0]["function"]["name"] == "lookup"
+            assert [r["status"] for r in await broker.calls()] == ["ok", "ok"]
 
     asyncio.run(asyncio.wait_for(main(), 30))
