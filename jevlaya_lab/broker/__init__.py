@@ -12,9 +12,10 @@ the failure table), ``budget`` (``wait``), ``config`` / ``catalog`` / ``keys`` (
 
 from jevlaya_lab.broker.config import LLMConfig
 from jevlaya_lab.broker.engine import AsyncBroker
+from jevlaya_lab.broker.errors import BrokerClosedError
 from jevlaya_lab.broker.results import LLMResult, SyncLLMResult
 from jevlaya_lab.broker.sync import Broker
 from jevlaya_lab.broker.tools import arun_tool_loop, run_tool_loop
 
-__all__ = ["AsyncBroker", "Broker", "LLMConfig", "LLMResult", "SyncLLMResult", "arun_tool_loop",
+__all__ = ["AsyncBroker", "Broker", "BrokerClosedError", "LLMConfig", "LLMResult", "SyncLLMResult", "arun_tool_loop",
            "run_tool_loop"]

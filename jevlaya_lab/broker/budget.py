@@ -4,6 +4,10 @@
 queueing and no deadline; ``wait>0``: total seconds for queueing and answering. A stream pauses
 the clock while a delta is in the application's hands and resumes it on the next pull; after the
 first complete answer the clock runs continuously (``run_continuously``).
+
+A new attempt is not started once ``too_late_to_start()``: with almost nothing of ``wait`` left
+it could only time out, and a timeout cools its model for a slowness that was the queue's; the
+call reports ``NoLLMAvailableError(reason="timeout")`` instead.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import math
 import time
 
 ATTEMPT_TIMEOUT_S = 60.0
+MIN_START_S = 0.1  # an attempt needs at least this much of wait (or a quarter of a tiny wait)
 
 
 def check_wait(wait: float | None) -> float | None:
@@ -54,6 +59,11 @@ class Budget:
     def expired(self) -> bool:
         left = self.remaining()
         return left is not None and left <= 0.0
+
+    def too_late_to_start(self) -> bool:
+        """Is too little of ``wait`` left for a new attempt to have a fair chance?"""
+        left = self.remaining()
+        return left is not None and left < min(MIN_START_S, 0.25 * self.wait)  # type: ignore
 
     def attempt_timeout(self) -> float:
         left = self.remaining()

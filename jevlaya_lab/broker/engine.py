@@ -11,6 +11,16 @@ only when it returns within 60 s; ``wait`` < 0 is a ``ValueError``; ``optimize=F
 registry order only (no learned wait bound, demotion or ratings); prompt and answer text are
 journaled only with ``store_text=True``; ``record_quality(trace_id=...)`` refuses to guess when
 several answers of that trace succeeded.
+
+Closing (``aclose()``, leaving ``async with``, ``Broker.close()`` from any thread) never loses a
+journal row. In order: (1) the broker stops taking calls: a new ``ask``/``chat``/``stream``
+raises :class:`~jevlaya_lab.broker.errors.BrokerClosedError` (a ``RuntimeError`` too);
+(2) open streams are closed (their lanes journaled ``cancelled``/``superseded``); (3) calls in
+flight get ``grace`` seconds (default 0) to finish, then their attempts are cancelled, each
+journaled ``cancelled``, and their callers get ``BrokerClosedError``; (4) the journal writer
+writes every queued row; (5) HTTP, the embedded server and storage close. A caller who cancels
+its own call still gets ``CancelledError``. Closing twice is harmless; a second ``aclose()``
+returns once the first has finished.
 """
 
 from __future__ import annotations
@@ -21,9 +31,9 @@ import math
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -32,7 +42,7 @@ from jevlaya_lab.broker.budget import ATTEMPT_TIMEOUT_S, Budget
 from jevlaya_lab.broker.catalog import CatalogSource, fill_store
 from jevlaya_lab.broker.config import LLMConfig
 from jevlaya_lab.broker.embedded import EmbeddedServer
-from jevlaya_lab.broker.errors import NoLLMAvailableError, ProviderError
+from jevlaya_lab.broker.errors import NoLLMAvailableError, ProviderError, closed_error
 from jevlaya_lab.broker.http import Failure, Reply, build_body, post_chat
 from jevlaya_lab.broker.keys import KeyResolver
 from jevlaya_lab.broker.pool import DEFAULT_COOLDOWN_S, Caller, ModelState, Pool, utc
@@ -45,6 +55,8 @@ log = logging.getLogger("jevlaya_lab.broker")
 Messages = list[dict[str, Any]]
 _RECENT_CALLS = 100_000
 PURGE_INTERVAL_S = 3600.0  # journal retention is enforced at most hourly
+SETTLE_TIMEOUT_S = 10.0  # how long aclose() waits for cancelled calls to journal their rows
+T = TypeVar("T")
 
 
 def check_fastest_of(fastest_of: int | None) -> int:
@@ -93,6 +105,13 @@ def check_stream_input(prompt: Any) -> Messages:
     return check_prompt(prompt) if isinstance(prompt, str) else check_messages(prompt)
 
 
+def check_grace(grace: Any) -> float:
+    if isinstance(grace, bool) or not isinstance(grace, (int, float)) or not 0 <= grace < math.inf:
+        raise ValueError(f"grace={grace!r}: must be a number of seconds >= 0 (how long calls in "
+                         "flight may still finish before closing cancels them)")
+    return float(grace)
+
+
 def check_score(score: Any) -> float:
     if isinstance(score, bool) or not isinstance(score, (int, float)) or math.isnan(score) \
             or not 0.0 <= score <= 1.0:
@@ -138,6 +157,8 @@ class AsyncBroker:
         self._journaled: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._streams: set[Any] = set()  # open stream cores, closed with the broker
         self._next_purge = math.inf
+        self._calls: set[asyncio.Task[Any]] = set()  # calls in flight, settled by aclose()
+        self._close_done: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.closed = False
 
@@ -151,7 +172,7 @@ class AsyncBroker:
 
     async def _ready(self) -> Pool:
         if self.closed:
-            raise RuntimeError("this broker is closed; create a new one")
+            raise closed_error(self._name)
         if self._pool is not None:
             if self._loop is not asyncio.get_running_loop():
                 raise RuntimeError("this AsyncBroker belongs to another event loop (its HTTP "
@@ -187,18 +208,61 @@ class AsyncBroker:
         return Pool(entries, self.keys, Quality(self.store.rating_totals()),
                     optimize=self._optimize)
 
-    async def aclose(self) -> None:
-        """Close open streams, wait for journal writes, then close HTTP, servers and storage."""
+    async def aclose(self, *, grace: float = 0.0) -> None:
+        """Refuse new calls, close open streams, let calls in flight finish within ``grace``
+        seconds and cancel the rest (journaled ``cancelled``), write every journal row, then
+        close HTTP, servers and storage. See the module docstring."""
+        grace = check_grace(grace)
         if self.closed:
+            if self._close_done is not None:
+                await self._close_done.wait()
             return
         self.closed = True
-        for core in list(self._streams):
-            await core.aclose()
-        await asyncio.to_thread(self._writer.close)
-        if self._client is not None:
-            await self._client.aclose()
-        await asyncio.to_thread(self._embedded.stop)
-        self.store.close()
+        self._close_done = asyncio.Event()
+        try:
+            for core in list(self._streams):
+                await core.aclose()
+            await self._settle_calls(grace)
+            await asyncio.to_thread(self._writer.close)
+            if self._client is not None:
+                await self._client.aclose()
+            await asyncio.to_thread(self._embedded.stop)
+            self.store.close()
+        finally:
+            self._close_done.set()
+
+    async def _settle_calls(self, grace: float) -> None:
+        """Wait up to ``grace`` for calls in flight, then cancel them and wait for their rows."""
+        calls = set(self._calls)
+        if not calls:
+            return
+        if grace > 0:
+            await asyncio.wait(calls, timeout=grace)
+        for call in calls:
+            call.cancel()
+        _, stuck = await asyncio.wait(calls, timeout=SETTLE_TIMEOUT_S)
+        if stuck:
+            log.warning("%d call(s) did not end within %g s of closing the broker",
+                        len(stuck), SETTLE_TIMEOUT_S)
+
+    async def _guarded(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` (a call or lane that journals rows) as a task that ``aclose()`` waits
+        for and may cancel; a cancellation by closing reaches the caller as
+        ``BrokerClosedError``, a cancellation of the caller itself stays ``CancelledError``."""
+        task = asyncio.ensure_future(coro)
+        self._calls.add(task)
+        task.add_done_callback(self._calls.discard)
+        try:
+            return await task
+        except asyncio.CancelledError:
+            me = asyncio.current_task()
+            if self.closed and task.cancelled() and (me is None or not me.cancelling()):
+                raise closed_error(self._name, in_flight=True) from None
+            raise
+
+    @property
+    def _name(self) -> str:
+        return f"the broker at {self.store.location}"
 
     # public calls ------------------------------------------------------------------------------
     async def ask(self, prompt: str, *, operation: str | None = None,
@@ -308,7 +372,16 @@ class AsyncBroker:
         budget = Budget(wait)
         lanes_wanted = check_fastest_of(fastest_of)
         pool = await self._ready()
-        trace_id = trace_id or uuid.uuid4().hex
+        if self.closed:  # closed while this call waited for the registry
+            raise closed_error(self._name)
+        return await self._guarded(self._route(
+            pool, caller, messages, tools, operation, trace_id or uuid.uuid4().hex, budget,
+            lanes_wanted, params))
+
+    async def _route(self, pool: Pool, caller: Caller, messages: Messages,
+                     tools: list[dict[str, Any]] | None, operation: str | None, trace_id: str,
+                     budget: Budget, lanes_wanted: int, params: Mapping[str, Any]) -> LLMResult:
+        """The routed call proper: start lanes, queue, fail over, return the first answer."""
         queue_until = time.monotonic() + ATTEMPT_TIMEOUT_S
         excluded: set[str] = set()
         errors: list[BaseException] = []
@@ -329,7 +402,7 @@ class AsyncBroker:
                             raise last_rejection from None
                         exc.errors = tuple(errors)
                         raise
-                    if not pick.ready or budget.expired():
+                    if not pick.ready or budget.too_late_to_start():
                         break
                     attempt = self._attempt(pick.ready[0], caller, trace_id, operation, budget,
                                             messages)
@@ -365,7 +438,8 @@ class AsyncBroker:
         retry_at = pick.retry_at if pick is not None else None
         left = budget.remaining() if budget.limited else queue_until - time.monotonic()
         coming = (retry_at - time.time()) if retry_at else 0.0
-        if not budget.queues or left is None or left <= 0 or coming > left:
+        if not budget.queues or left is None or left <= 0 or coming > left \
+                or budget.too_late_to_start():
             raise NoLLMAvailableError(
                 "no model could answer in time"
                 + (f"; the first cooling model returns at {utc(retry_at):%H:%M:%S} UTC"
@@ -448,9 +522,9 @@ class AsyncBroker:
             self._journaled.popitem(last=False)
         try:
             return self._writer.attempt(row)
-        except RuntimeError:  # an attempt that outlived aclose(): say so, never lose it silently
-            log.warning("attempt %s (%s, %s) ended after the broker closed; not journaled",
-                        row["call_id"], row["llm_name"], row["status"])
+        except RuntimeError:  # aclose() settles every call first; if one still outlived it, say so
+            log.error("attempt %s (%s, %s) ended after the broker closed; not journaled",
+                      row["call_id"], row["llm_name"], row["status"])
             return 0
 
     def _rate(self, call_id: str, score: float) -> None:

@@ -6,6 +6,7 @@
     ├── StreamInterruptedError           a stream broke after its first delta
     ├── StreamReplacementError           a race was won by a lane other than the one shown
     ├── ToolLoopLimitError               ``run_tool_loop`` needed more than ``max_steps`` rounds
+    ├── BrokerClosedError                the broker was closed before or during the call
     └── ProviderError(status)            the provider answered with an error
         ├── AuthError                    401 / 403
         ├── RateLimitError               429 (and 503 with Retry-After)
@@ -42,6 +43,21 @@ class NoLLMAvailableError(LLMRequestError):
         self.reason = reason
         self.retry_at = retry_at
         self.errors = errors
+
+
+class BrokerClosedError(LLMRequestError, RuntimeError):
+    """The broker is closed (or closed while this call was in flight: its attempts were
+    cancelled and journaled ``cancelled``). Also a ``RuntimeError``, as it is a usage error."""
+
+
+def closed_error(broker: str, *, in_flight: bool = False) -> BrokerClosedError:
+    if in_flight:
+        return BrokerClosedError(f"{broker} was closed while this call was in flight; its "
+                                 "attempts were cancelled and journaled 'cancelled'. Close the "
+                                 "broker only after its calls return (or pass grace=seconds to "
+                                 "close() to let them finish)")
+    return BrokerClosedError(f"{broker} is closed; it takes no new calls. Create a new broker "
+                             "(or call it inside its 'with' block)")
 
 
 class LLMTimeoutError(LLMRequestError):

@@ -133,7 +133,7 @@ class StreamCore:
                 if lane.attempt.started_answer:
                     raise self._after_first_delta_error(lane, exc) from None
                 self.shown = None
-                if self.budget.expired():
+                if self.budget.too_late_to_start():
                     raise self._no_llm() from None
                 continue
             if text is None:  # the answer ended
@@ -160,13 +160,15 @@ class StreamCore:
                 pick = pool.pick(self.caller, self.tried, self.operation, self.budget.wait)
             except NoLLMAvailableError as exc:
                 raise self._no_llm(exc) from None
+            if pick.ready and self.budget.too_late_to_start():
+                raise self._no_llm()  # a lane now could only time out and cool its model
             if pick.ready:
                 lane = self._start_lane(pick.ready[0])
                 try:
                     await self._open(lane)
                 except (Failure, TimeoutError) as exc:
                     self._lane_failed(lane, exc)
-                    if self.budget.expired():
+                    if self.budget.too_late_to_start():
                         raise self._no_llm() from None
                     continue
                 self.shown = lane
@@ -178,7 +180,7 @@ class StreamCore:
         """Wait (within the budget) while candidates are only busy, not cooling; False when
         waiting cannot help. ``wait=0`` never queues: all-busy is then a ``timeout``."""
         busy = [s for s in pick.waiting if not s.cooling(time.time())]
-        if not busy or self.budget.expired():
+        if not busy or self.budget.too_late_to_start():
             return False
         if not self.budget.queues:
             raise NoLLMAvailableError(
@@ -274,7 +276,7 @@ class StreamCore:
                    if s.cooling(now) and not s.disabled and pool.key_for(s, self.caller)[0]]
         retry_at = min(cooling) if cooling else None
         tried = ", ".join(sorted(self.tried)) or "none"
-        if retry_at is not None or self.budget.expired():
+        if retry_at is not None or self.budget.too_late_to_start():
             return NoLLMAvailableError(
                 f"no model gave a first delta (tried: {tried})"
                 + (f"; the first cooling model returns at {utc(retry_at):%H:%M:%S} UTC"
@@ -377,7 +379,7 @@ class StreamCore:
                 pick = pool.pick(self.caller, self.tried, self.operation, self.budget.wait)
             except NoLLMAvailableError:
                 return
-            if not pick.ready or self.budget.expired():
+            if not pick.ready or self.budget.too_late_to_start():
                 return
             lane = self._start_lane(pick.ready[0])
             lane.task = asyncio.ensure_future(self._pump(lane))
@@ -455,7 +457,7 @@ class StreamCore:
         """A complete answer from a model this call has not tried, or None."""
         pool = self.broker._pool
         assert pool is not None
-        while not self.budget.expired() and not self.closed:
+        while not self.budget.too_late_to_start() and not self.closed:
             try:
                 pick = pool.pick(self.caller, self.tried, self.operation, self.budget.wait)
             except NoLLMAvailableError:
@@ -468,8 +470,9 @@ class StreamCore:
                                            self.budget, self.messages)
             body = build_body(state.entry.model, self.messages, stream=False,
                               params=self.params)
-            try:
-                await self.broker._run_lane(attempt, self.caller, body, self.budget)
+            try:  # guarded: closing the broker waits for (or cancels) this lane
+                await self.broker._guarded(
+                    self.broker._run_lane(attempt, self.caller, body, self.budget))
             except ProviderError as exc:
                 self.errors.append(exc)
                 continue

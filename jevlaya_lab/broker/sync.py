@@ -3,19 +3,25 @@
 Every blocking method submits a coroutine of the shared :class:`AsyncBroker` to that loop, so
 many threads may call one ``Broker`` at once. Closing is idempotent; a broker dropped without
 ``close()`` is closed in the background by a finalizer that never blocks the collecting thread.
+``close()`` may come from any thread while others are in calls: it follows the engine's order
+(refuse new calls, cancel the ones in flight with a journaled ``cancelled`` row and a
+``BrokerClosedError`` for their threads, flush the journal, close); no calling thread is left
+waiting on a loop that has stopped, and a second ``close()`` returns once the first is done.
 Streams and scoped callers hold their broker until they are done.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures as cf
 import threading
 import weakref
 from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from jevlaya_lab.broker.engine import AsyncBroker
+from jevlaya_lab.broker.engine import AsyncBroker, check_grace
+from jevlaya_lab.broker.errors import closed_error
 from jevlaya_lab.broker.results import SyncLLMResult
 
 T = TypeVar("T")
@@ -26,29 +32,48 @@ class LoopThread:
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
+        self._pending: set[cf.Future[Any]] = set()  # calls submitted from other threads
+        self._lock = threading.Lock()
+        self._finished = False
         self.thread = threading.Thread(target=self._main, name="jevlaya-broker-loop", daemon=True)
         self.thread.start()
 
     def _main(self) -> None:
         asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
-        self.loop.run_until_complete(self.loop.shutdown_asyncgens())
-        self.loop.close()
+        try:
+            self.loop.run_forever()
+            self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+            self.loop.close()
+        finally:
+            with self._lock:  # a call the stopped loop will never finish must not hang its thread
+                self._finished = True
+                pending, self._pending = self._pending, set()
+            for future in pending:
+                if not future.done():
+                    try:
+                        future.set_exception(closed_error("this broker", in_flight=True))
+                    except cf.InvalidStateError:
+                        pass
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         if threading.current_thread() is self.thread:
             coro.close()
             raise RuntimeError("a sync Broker method was called from the broker's own event "
                                "loop; use the AsyncBroker (await) there")
-        if self.loop.is_closed():
-            coro.close()
-            raise RuntimeError("this broker is closed; create a new one")
-        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        with self._lock:
+            if self._finished or self.loop.is_closed():
+                coro.close()
+                raise closed_error("this broker")
+            future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+            self._pending.add(future)
         try:
             return future.result()
         except BaseException:
             future.cancel()  # KeyboardInterrupt in the caller cancels the call
             raise
+        finally:
+            with self._lock:
+                self._pending.discard(future)
 
     def stop(self, *, join: bool = True) -> None:
         if not self.loop.is_closed():
@@ -81,6 +106,7 @@ class Broker:
         self._engine = AsyncBroker(source, **kwargs)
         self._runner = LoopThread()
         self._closed = False
+        self._close_done = threading.Event()
         self._finalizer = weakref.finalize(self, _close_in_background, self._runner, self._engine)
 
     @property
@@ -98,16 +124,22 @@ class Broker:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def close(self) -> None:
-        """Close open streams, flush the journal, close HTTP and storage (idempotent)."""
+    def close(self, *, grace: float = 0.0) -> None:
+        """Refuse new calls, close open streams, give calls in flight ``grace`` seconds and
+        cancel the rest (journaled ``cancelled``), flush the journal, close HTTP and storage.
+        Any thread may call it, any number of times; it returns once the broker is closed."""
+        grace = check_grace(grace)
         if self._closed:
+            if threading.current_thread() is not self._runner.thread:
+                self._close_done.wait()
             return
         self._closed = True
         self._finalizer.detach()
         try:
-            self._run(self._engine.aclose())
+            self._run(self._engine.aclose(grace=grace))
         finally:
             self._runner.stop()
+            self._close_done.set()
 
     @property
     def closed(self) -> bool:
