@@ -34,7 +34,7 @@ import time
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import nullcontext
 from typing import Any
 
 import torch
@@ -58,7 +58,7 @@ from jevlaya_lab.decisions.encoding import (
 )
 from jevlaya_lab.decisions.model import DecisionModel, DecisionOutput
 from jevlaya_lab.decisions.questions import Question, parse_questions
-from jevlaya_lab.hooks import HookRunner, PredictContext, aggregate_usage
+from jevlaya_lab.hooks import HookHost, HookRunner, PredictContext, aggregate_usage
 
 ROWS_PER_CHUNK = 256
 _HEAD_CACHE_SIZE = 64
@@ -99,7 +99,7 @@ def empty_result(model_id: str) -> dict[str, Any]:
     return {"model": model_id, "answers": {}, "usage": {"input_tokens": 0, "output_tokens": 0}}
 
 
-class Agent:
+class Agent(HookHost):
     """Answers typed questions about states with one decision checkpoint.
 
     ``model`` is a ``(DecisionModel, tokenizer, CheckpointConfig)`` triple (what
@@ -150,24 +150,6 @@ class Agent:
     def __repr__(self) -> str:
         return (f"<Agent model_id={self.model_id!r} device={self.device.type} "
                 f"hooks={len(self._hooks.installed)}>")
-
-    # -- hooks ------------------------------------------------------------------------------
-    @property
-    def hooks(self) -> tuple[Any, ...]:
-        """The installed hooks, in the order they run."""
-        return self._hooks.installed
-
-    def add_hook(self, hook: Any) -> None:
-        """Install ``hook`` after the installed ones (it runs before per-call hooks)."""
-        self._hooks.add_hook(hook)
-
-    def remove_hook(self, hook: Any) -> None:
-        """Uninstall ``hook``; a ``ValueError`` if it is not installed."""
-        self._hooks.remove_hook(hook)
-
-    def hooks_installed(self, *hooks: Any) -> AbstractContextManager[None]:
-        """Install ``hooks`` for the duration of a ``with`` block."""
-        return self._hooks.hooks_installed(*hooks)
 
     # -- prediction -------------------------------------------------------------------------
     def predict_batch(

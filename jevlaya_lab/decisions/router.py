@@ -43,12 +43,12 @@ from jevlaya_lab.decisions.registry import (
     agent_source,
 )
 from jevlaya_lab.decisions.routing import REQUEST_KEYS, Decision, RoutingPolicy, check_budget
-from jevlaya_lab.hooks import HookRunner, PredictContext, aggregate_usage
+from jevlaya_lab.hooks import HookHost, HookRunner, PredictContext, aggregate_usage
 
 __all__ = ["REQUEST_KEYS", "Decision", "Router", "route_command"]
 
 
-class Router:
+class Router(HookHost):
     """Routes each request to a registered checkpoint and runs it on a resident ``Agent``.
 
     ``models`` is ``None`` (the offline default registry: ``english`` and ``multilingual``, both
@@ -126,22 +126,6 @@ class Router:
     @auto_task_detection.setter
     def auto_task_detection(self, value: bool) -> None:
         self.policy.auto_task_detection = bool(value)
-
-    # -- hooks ----------------------------------------------------------------------------------
-    @property
-    def hooks(self) -> tuple[Any, ...]:
-        """The installed hooks, in the order they run."""
-        return self._hooks.installed
-
-    def add_hook(self, hook: Any) -> None:
-        self._hooks.add_hook(hook)
-
-    def remove_hook(self, hook: Any) -> None:
-        self._hooks.remove_hook(hook)
-
-    def hooks_installed(self, *hooks: Any):
-        """Context manager that installs ``hooks`` for the duration of a ``with`` block."""
-        return self._hooks.hooks_installed(*hooks)
 
     # -- registry ------------------------------------------------------------------------------
     def register(self, name: str, source: Any, description: str | None = None, *,

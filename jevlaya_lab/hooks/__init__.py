@@ -8,11 +8,13 @@ lifecycle page. Ready-made hooks live in the modules beside this one (``recorder
 
 from .base import HOOK_EVENTS, BaseHook, CallableHook, check_hook
 from .context import PredictContext, aggregate_usage
-from .dispatch import HookRunner
+from .dispatch import HookHost, HookRunner
 
 _READY_MADE = {
     "EventRecorder": "jevlaya_lab.hooks.recorder",
     "PredictionCache": "jevlaya_lab.hooks.cache",
+    "RedactionHook": "jevlaya_lab.hooks.redaction",
+    "AuditHook": "jevlaya_lab.hooks.audit",
 }
 
 
@@ -26,12 +28,15 @@ def __getattr__(name: str):
 
 __all__ = [
     "HOOK_EVENTS",
+    "AuditHook",
     "BaseHook",
     "CallableHook",
     "EventRecorder",
+    "HookHost",
     "HookRunner",
     "PredictContext",
     "PredictionCache",
+    "RedactionHook",
     "aggregate_usage",
     "check_hook",
 ]

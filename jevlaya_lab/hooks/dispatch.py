@@ -171,6 +171,29 @@ class HookRunner:
                         ctx.error.__context__ = exc
 
 
+class HookHost:
+    """Hook management shared by Agent and Router: both keep their ``HookRunner`` in ``_hooks``."""
+
+    _hooks: HookRunner
+
+    @property
+    def hooks(self) -> tuple[Any, ...]:
+        """The installed hooks, in the order they run."""
+        return self._hooks.installed
+
+    def add_hook(self, hook: Any) -> None:
+        """Install ``hook`` after the installed ones (installed hooks run before per-call hooks)."""
+        self._hooks.add_hook(hook)
+
+    def remove_hook(self, hook: Any) -> None:
+        """Uninstall ``hook``; a ``ValueError`` if it is not installed."""
+        self._hooks.remove_hook(hook)
+
+    def hooks_installed(self, *hooks: Any) -> contextlib.AbstractContextManager[None]:
+        """Install ``hooks`` for the duration of a ``with`` block."""
+        return self._hooks.hooks_installed(*hooks)
+
+
 def _warn(hook: Any, event: str, exc: BaseException) -> None:
     warnings.warn(
         f"hook {hook_name(hook)}.{event} raised {type(exc).__name__}: {exc} "
@@ -180,4 +203,4 @@ def _warn(hook: Any, event: str, exc: BaseException) -> None:
     )
 
 
-__all__ = ["HookRunner", "HOOK_EVENTS"]
+__all__ = ["HookHost", "HookRunner", "HOOK_EVENTS"]

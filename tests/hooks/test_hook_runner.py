@@ -263,3 +263,12 @@ def test_ready_made_hooks_are_reachable_from_the_hooks_package():
     from jevlaya_lab.hooks.recorder import EventRecorder
 
     assert hooks.EventRecorder is EventRecorder and hooks.PredictionCache is PredictionCache
+
+
+def test_every_ready_made_hook_is_exported_and_a_valid_hook():
+    from jevlaya_lab import hooks
+
+    for name in ("EventRecorder", "PredictionCache", "RedactionHook", "AuditHook"):
+        cls = getattr(hooks, name)
+        assert name in hooks.__all__
+        assert any(callable(getattr(cls, event, None)) for event in HOOK_EVENTS), name
