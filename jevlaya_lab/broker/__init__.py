@@ -17,5 +17,5 @@ from jevlaya_lab.broker.results import LLMResult, SyncLLMResult
 from jevlaya_lab.broker.sync import Broker
 from jevlaya_lab.broker.tools import arun_tool_loop, run_tool_loop
 
-__all__ = ["AsyncBroker", "Broker", "BrokerClosedError", "LLMConfig", "LLMResult", "SyncLLMResult", "arun_tool_loop",
-           "run_tool_loop"]
+__all__ = ["AsyncBroker", "Broker", "BrokerClosedError", "LLMConfig", "LLMResult",
+           "SyncLLMResult", "arun_tool_loop", "run_tool_loop"]

@@ -223,6 +223,8 @@ class AsyncBroker:
             for core in list(self._streams):
                 await core.aclose()
             await self._settle_calls(grace)
+            if self._pool is not None:
+                self._pool.notify()  # wake streams waiting for a slot: they now see the close
             await asyncio.to_thread(self._writer.close)
             if self._client is not None:
                 await self._client.aclose()

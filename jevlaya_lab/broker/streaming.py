@@ -46,6 +46,7 @@ from jevlaya_lab.broker.errors import (
     ProviderError,
     StreamInterruptedError,
     StreamReplacementError,
+    closed_error,
 )
 from jevlaya_lab.broker.http import Failure, build_body, open_stream, read_deltas
 from jevlaya_lab.broker.keys import redact
@@ -156,6 +157,8 @@ class StreamCore:
         pool = self.broker._pool
         assert pool is not None
         while True:
+            if self.broker.closed:  # closed while this stream waited for a slot
+                raise closed_error(self.broker._name, in_flight=True)
             try:
                 pick = pool.pick(self.caller, self.tried, self.operation, self.budget.wait)
             except NoLLMAvailableError as exc:

@@ -243,3 +243,23 @@ def test_no_attempt_starts_with_almost_no_wait_left(abroker, server, db, cfg, ki
     asyncio.run(main())
     rows = rows_in_file(db)
     assert [r["status"] for r in rows] == ["cancelled", "ok"]  # the holder, the last ask
+
+
+def test_a_stream_waiting_for_a_slot_when_the_broker_closes_raises_and_adds_no_row(
+        abroker, server, db, cfg, caplog):
+    """A stream queued behind a busy model when aclose() runs starts no attempt afterwards (it
+    could not be journaled): its reader gets BrokerClosedError; only the holder's row exists."""
+    async def main() -> None:
+        async with abroker(models=cfg("a", parallel=1)) as broker:
+            holder = broker.stream("hold the only slot", max_tokens=50)
+            await holder.__anext__()
+            waiting = asyncio.ensure_future(broker.stream("queued", wait=30).__anext__())
+            await asyncio.sleep(0.1)
+            assert not waiting.done()
+            await broker.aclose()
+            with pytest.raises(BrokerClosedError):
+                await asyncio.wait_for(waiting, 5)
+
+    asyncio.run(main())
+    assert [r["status"] for r in rows_in_file(db)] == ["cancelled"]
+    assert "not journaled" not in caplog.text
