@@ -52,7 +52,7 @@ class TrainConfig:
     n_train: int = 6000
     n_heldout: int = 1000
     seed: int = 0
-    epochs: int = 8
+    epochs: int = 14
     batch_size: int = 16
     lr: float = 2e-3
     head_layers: int = 0  # fresh head layers start as noise over the encoder states; see module docstring
@@ -61,7 +61,7 @@ class TrainConfig:
     max_len: int = 256
     head_max_len: int = 192
     threads: int = 2
-    time_budget: float | None = 1560.0  # seconds of optimisation; None = run all epochs
+    time_budget: float | None = 1500.0  # seconds of optimisation; None = run all epochs
     generic_share: float = 0.15
 
     def __post_init__(self) -> None:
