@@ -34,6 +34,7 @@ _EXPORTS: dict[str, str] = {
     "RateLimitError": "jevlaya_lab.broker.errors",
     "InvalidProviderResponseError": "jevlaya_lab.broker.errors",
     "ToolLoopLimitError": "jevlaya_lab.broker.errors",
+    "BrokerClosedError": "jevlaya_lab.broker.errors",
 }
 _SUBPACKAGES = {
     "presets": "jevlaya_lab.decisions.presets",
@@ -68,6 +69,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from jevlaya_lab.broker import AsyncBroker, Broker, LLMConfig, arun_tool_loop, run_tool_loop
     from jevlaya_lab.broker.errors import (
         AuthError,
+        BrokerClosedError,
         InvalidProviderResponseError,
         LLMRequestError,
         LLMTimeoutError,
