@@ -6,8 +6,9 @@ imports torch; the model code loads on first use of ``Agent``, ``load`` or ``Rou
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from jevlaya_lab._lazy import lazy_attributes
 
 __version__ = "0.1.0"
 
@@ -50,19 +51,7 @@ _SUBPACKAGES = {
 __all__ = sorted([*_EXPORTS, *_SUBPACKAGES, "__version__"])
 
 
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    elif name in _SUBPACKAGES:
-        value = importlib.import_module(_SUBPACKAGES[name])
-    else:
-        raise AttributeError(f"module 'jevlaya_lab' has no attribute {name!r}")
-    globals()[name] = value  # cache: later lookups skip __getattr__
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__ = lazy_attributes(__name__, globals(), _EXPORTS, _SUBPACKAGES)
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only

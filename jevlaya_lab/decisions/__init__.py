@@ -9,8 +9,7 @@ not import torch.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from jevlaya_lab._lazy import lazy_attributes
 
 _EXPORTS: dict[str, str] = {
     "Agent": "jevlaya_lab.decisions.agent",
@@ -35,9 +34,4 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'jevlaya_lab.decisions' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_attributes(__name__, globals(), _EXPORTS)

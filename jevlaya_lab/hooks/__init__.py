@@ -6,6 +6,8 @@ lifecycle page. Ready-made hooks live in the modules beside this one (``recorder
 ``cache``, ``redaction``, ``audit``).
 """
 
+from jevlaya_lab._lazy import lazy_attributes
+
 from .base import HOOK_EVENTS, BaseHook, CallableHook, check_hook
 from .context import PredictContext, aggregate_usage
 from .dispatch import HookHost, HookRunner
@@ -18,13 +20,7 @@ _READY_MADE = {
 }
 
 
-def __getattr__(name: str):
-    """Ready-made hooks, imported on first use."""
-    if name in _READY_MADE:
-        import importlib
-
-        return getattr(importlib.import_module(_READY_MADE[name]), name)
-    raise AttributeError(f"module 'jevlaya_lab.hooks' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_attributes(__name__, globals(), _READY_MADE)
 
 __all__ = [
     "HOOK_EVENTS",

@@ -10,8 +10,9 @@ machine. Names are imported lazily: ``FaultProfile`` and ``serve`` do not import
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from jevlaya_lab._lazy import lazy_attributes
 
 _EXPORTS = {
     "ChatModel": "jevlaya_lab.local.chat_model",
@@ -32,17 +33,7 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'jevlaya_lab.local' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
-
+__getattr__, __dir__ = lazy_attributes(__name__, globals(), _EXPORTS)
 
 if TYPE_CHECKING:  # pragma: no cover
     from jevlaya_lab.local.chat_model import ChatModel

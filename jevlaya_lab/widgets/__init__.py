@@ -7,8 +7,7 @@ use of a view, so ``import jevlaya_lab.widgets`` (and ``render``) stay light.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from jevlaya_lab._lazy import lazy_attributes
 
 _VIEWS = {
     "AnswersView": "jevlaya_lab.widgets.answers",
@@ -22,13 +21,4 @@ _VIEWS = {
 __all__ = sorted(_VIEWS)
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _VIEWS:
-        raise AttributeError(f"module 'jevlaya_lab.widgets' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_VIEWS[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__ = lazy_attributes(__name__, globals(), _VIEWS)
