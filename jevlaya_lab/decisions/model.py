@@ -39,7 +39,9 @@ def option_features(option_logits: torch.Tensor, option_mask: torch.Tensor) -> t
     top = torch.topk(probs, k=min(2, probs.shape[-1]), dim=-1).values
     top1 = top[:, 0]
     top2 = top[:, 1] if top.shape[-1] > 1 else torch.zeros_like(top1)
-    entropy = -torch.special.xlogy(probs, probs).sum(dim=-1)
+    # p·log p with log clamped: 0 at masked slots in the forward pass *and* a finite gradient
+    # there (xlogy's gradient at 0 is -inf, which turns into NaN when training the act head)
+    entropy = -(probs * torch.log(probs.clamp_min(1e-12))).sum(dim=-1)
     norm_entropy = entropy / torch.log(k.clamp(min=2.0))
     return torch.stack([top1, top1 - top2, norm_entropy, k / 255.0], dim=-1)
 

@@ -83,3 +83,19 @@ def test_bad_head_arguments_raise_value_error(parts):
         DecisionModel(parts.model.encoder, head_layers=-1, n_act=2)
     with pytest.raises(ValueError, match="n_act"):
         DecisionModel(parts.model.encoder, head_layers=1, n_act=0)
+
+
+def test_act_features_have_finite_gradients_at_masked_option_slots():
+    """Training the act head through option_features must not produce NaN (masked slots are p=0)."""
+    import torch
+
+    from jevlaya_lab.decisions.model import option_features
+
+    logits = torch.tensor([[2.0, 1.0, -1e4, -1e4], [0.5, 0.1, 0.3, -1e4]], requires_grad=True)
+    mask = torch.tensor([[1.0, 1.0, 0.0, 0.0], [1.0, 1.0, 1.0, 0.0]])
+    features = option_features(logits, mask)
+    features.sum().backward()
+    assert torch.isfinite(features).all() and torch.isfinite(logits.grad).all()
+    probs = torch.softmax(logits.detach(), dim=-1) * mask
+    expected = -(probs[1, :3] * probs[1, :3].log()).sum() / torch.log(torch.tensor(3.0))
+    assert abs(features[1, 2].item() - expected.item()) < 1e-5
