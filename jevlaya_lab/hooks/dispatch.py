@@ -120,22 +120,18 @@ class HookRunner:
 
     def emit(self, active: Iterable[Any], event: str, *args: Any, hooks_raise: bool | None = None) -> None:
         """Run ``event`` on every hook that implements it; the first failure raises (or warns)."""
-        raising = self._raise_mode(hooks_raise)
-        for hook in active:
-            if not hasattr(hook, event):
-                continue
-            try:
-                self._invoke(hook, event, args)
-            except Exception as exc:
-                if raising:
-                    exc.add_note(f"raised by hook {hook_name(hook)}.{event}")
-                    raise
-                _warn(hook, event, exc)
+        failure = self._run(active, event, args, hooks_raise, stop_at_first=True)
+        if failure is not None:
+            raise failure
 
     def emit_each(
         self, active: Iterable[Any], event: str, *args: Any, hooks_raise: bool | None = None
     ) -> BaseException | None:
         """Run ``event`` on every hook even if some fail; return the first failure, if any."""
+        return self._run(active, event, args, hooks_raise, stop_at_first=False)
+
+    def _run(self, active: Iterable[Any], event: str, args: tuple, hooks_raise: bool | None,
+             stop_at_first: bool) -> BaseException | None:
         raising = self._raise_mode(hooks_raise)
         first: BaseException | None = None
         for hook in active:
@@ -144,11 +140,13 @@ class HookRunner:
             try:
                 self._invoke(hook, event, args)
             except Exception as exc:
-                if raising:
-                    exc.add_note(f"raised by hook {hook_name(hook)}.{event}")
-                    first = first or exc
-                else:
+                if not raising:
                     _warn(hook, event, exc)
+                    continue
+                exc.add_note(f"raised by hook {hook_name(hook)}.{event}")
+                first = first or exc
+                if stop_at_first:
+                    break
         return first
 
     def emit_error(self, active: Iterable[Any], ctx: Any, hooks_raise: bool | None = None) -> None:
@@ -199,7 +197,7 @@ def _warn(hook: Any, event: str, exc: BaseException) -> None:
         f"hook {hook_name(hook)}.{event} raised {type(exc).__name__}: {exc} "
         f"(ignored because hooks_raise=False)",
         RuntimeWarning,
-        stacklevel=4,
+        stacklevel=5,
     )
 
 
