@@ -53,7 +53,7 @@ class SQLiteStore(Store):
         self._db.row_factory = sqlite3.Row
         self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
         if self.location != ":memory:":
-            self._db.execute("PRAGMA journal_mode = WAL")
+            self._enable_wal(busy_timeout_s)
         self._db.execute("PRAGMA synchronous = NORMAL")
         with self._tx():
             for statement in filter(str.strip, _SCHEMA.split(";")):
@@ -65,6 +65,22 @@ class SQLiteStore(Store):
                 f"{self.location}: schema_version={found[0]} but this jevlaya_lab expects "
                 f"{SCHEMA_VERSION}; open it with the version that wrote it, or point the broker "
                 "at a new file")
+
+    def _enable_wal(self, timeout_s: float) -> None:
+        """Switch to WAL, retrying while another process creates or converts the same file.
+
+        Changing the journal mode needs an exclusive lock, and SQLite answers "database is
+        locked" at once (without its busy handler) when processes open a new file together.
+        """
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                self._db.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.005)
 
     def _tx(self) -> _Transaction:
         return _Transaction(self)

@@ -128,3 +128,31 @@ def test_two_processes_sharing_one_sqlite_journal_lose_no_row(tmp_path: Path) ->
     rows = open_store(path).attempts()
     assert len(rows) == 800
     assert len({r["call_id"] for r in rows}) == 800
+
+
+_OPENER = """
+import sys, time
+from jevlaya_lab.journal import open_store
+folder, start, rounds = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+for r in range(rounds):
+    while time.time() < start + r * 0.05:  # every process opens round r's new file together
+        time.sleep(0.0005)
+    open_store(f"{folder}/r{r}.db").close()
+"""
+
+
+def test_processes_creating_the_same_new_file_at_once_all_open_it(tmp_path: Path) -> None:
+    """Seed (SQLite, WAL): several processes share one file, including when they create it.
+
+    Switching a new file to WAL needs an exclusive lock that SQLite refuses at once, without its
+    busy handler, while another process does the same; the store must wait, not fail.
+    """
+    import time
+
+    start = str(time.time() + 1.5)
+    procs = [subprocess.Popen([sys.executable, "-c", _OPENER, str(tmp_path), start, "30"],
+                              stderr=subprocess.PIPE, text=True) for _ in range(6)]
+    outcomes = [(p.wait(timeout=120), p.stderr.read()) for p in procs]
+    assert all(code == 0 for code, _ in outcomes), [err[-300:] for _, err in outcomes]
+    for r in range(30):
+        assert sqlite3.connect(tmp_path / f"r{r}.db").execute("PRAGMA journal_mode").fetchone()[0] == "wal"
