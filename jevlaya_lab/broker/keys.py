@@ -72,10 +72,6 @@ class KeyResolver:
         self._store.set_key(ref, value)
         self._cache.pop(ref, None)
 
-    def known_values(self) -> list[str]:
-        """Every key this resolver could hand out from memory (for redaction)."""
-        return [v for v in (*self._secrets.values(), *self._dotenv.values()) if len(v) >= 6]
-
     def __repr__(self) -> str:
         return f"KeyResolver({len(self._secrets)} secrets, store={self._store!r})"
 

@@ -386,10 +386,6 @@ class LoadedAgents:
             evicted.append((victim, self._agents.pop(victim)))
         return evicted
 
-    def peek(self, name: str) -> Any | None:
-        with self._lock:
-            return self._agents.get(name)
-
     @property
     def names(self) -> tuple[str, ...]:
         """Resident names, least recently used first."""
