@@ -1,8 +1,10 @@
 """The storage interface and ``open_store``: pick a backend from a source string or path.
 
 A backend keeps three things in one database: the model registry, stored keys and the
-append-only journal (attempt rows and rating rows). Keep it small so a PostgreSQL backend is one
-more class.
+append-only journal (attempt rows and rating rows). Two backends implement it: SQLite
+(:mod:`jevlaya_lab.journal.sqlite`, the default: one file for one machine) and PostgreSQL
+(:mod:`jevlaya_lab.journal.postgresql`: one database for several processes and servers).
+Both hold the same rows and follow the same rules.
 """
 
 from __future__ import annotations
@@ -22,7 +24,48 @@ class JournalSchemaError(RuntimeError):
 
 
 class UnsupportedSourceError(ValueError):
-    """The ``source`` names a backend this version cannot open (e.g. ``postgresql://``)."""
+    """The ``source`` is not a database this version can open (unknown scheme, bad URL/path)."""
+
+
+class JournalUnavailableError(ConnectionError):
+    """The database server cannot be reached, refused the login, or stopped answering.
+
+    The message names the source without its password and what to check.
+    """
+
+
+def redact_url(url: str) -> str:
+    """``url`` without its password (in the user part or a ``password=`` query parameter)."""
+    return split_password(url)[0]
+
+
+def split_password(url: str) -> tuple[str, list[str]]:
+    """``(url without passwords, the passwords it held)``.
+
+    Errs on the side of hiding: the user part ends at the last ``@``, so a password with an
+    unescaped ``@``, ``/`` or ``?`` is still removed whole.
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url, []
+    secrets = []
+    userinfo, at, hosts = rest.rpartition("@")
+    if at:
+        user, colon, password = userinfo.partition(":")
+        if colon and password:
+            secrets.append(password)
+        rest = f"{user}@{hosts}" if user else hosts
+    base, q, query = rest.partition("?")
+    if q:
+        kept = []
+        for part in query.split("&"):
+            key, _, value = part.partition("=")
+            if key == "password":
+                secrets.append(value)
+            else:
+                kept.append(part)
+        rest = base + ("?" + "&".join(kept) if kept else "")
+    return f"{scheme}://{rest}", [s for s in secrets if s]
 
 
 def default_home() -> Path:
@@ -96,7 +139,9 @@ def open_store(source: str | os.PathLike[str] | None = None, *, home: str | os.P
     """Open the database ``source`` names.
 
     ``None`` -> ``<home>/broker.db`` (home: ``$JEVLAYA_HOME`` or the user cache dir); a path or
-    ``sqlite:///path`` -> that SQLite file; ``postgresql://...`` -> not yet supported.
+    ``sqlite:///path`` -> that SQLite file; ``postgresql://user@host:port/dbname`` (or
+    ``postgres://``) -> that PostgreSQL database (needs ``psycopg``; see
+    :mod:`jevlaya_lab.journal.postgresql`).
     """
     from jevlaya_lab.journal.sqlite import SQLiteStore
 
@@ -105,14 +150,15 @@ def open_store(source: str | os.PathLike[str] | None = None, *, home: str | os.P
         return SQLiteStore(base / "broker.db")
     text = os.fspath(source)
     if text.startswith(("postgresql://", "postgres://")):
-        raise UnsupportedSourceError(
-            f"source={text.split('@')[-1]!r}: the PostgreSQL backend is not available in this "
-            "version; use a SQLite file (a path ending in .db/.sqlite or sqlite:///path) for now")
+        from jevlaya_lab.journal.postgresql import PostgreSQLStore
+
+        return PostgreSQLStore(text)
     if text.startswith("sqlite:///"):
         return SQLiteStore(Path(text[len("sqlite:///"):]))
     if "://" in text:
         raise UnsupportedSourceError(
-            f"source={text!r}: unknown database scheme; use a .db/.sqlite path or sqlite:///path")
+            f"source={redact_url(text)!r}: unknown database scheme; use a .db/.sqlite path, "
+            "sqlite:///path or postgresql://user@host:5432/dbname")
     if not text.endswith((".db", ".sqlite", ".sqlite3")) and text != ":memory:":
         raise UnsupportedSourceError(
             f"source={text!r}: a SQLite path must end in .db, .sqlite or .sqlite3 (or use "
