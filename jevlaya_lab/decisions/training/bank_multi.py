@@ -56,7 +56,7 @@ _ES = _Bank(
             "me sale un error 500 al guardar los cambios",
             "desde la última actualización no sincroniza nada entre el móvil y el portátil",
             "la pagina se queda cargando infinito",
-            "el botón de exportar no hace nada, ya probé en Chrome y en Firefox",
+            "le doy a exportar y ni caso, probado en Chrome y Firefox",
             "hace días que no me llegan las notificaciones",
             "la web se queda en blanco al llegar al checkout",
         ],
@@ -79,7 +79,7 @@ _ES = _Bank(
             "la caja llegó con otro producto dentro",
         ],
         "cancellation": [
-            "por favor cancelen mi suscripción",
+            "quiero anular la suscripción ya mismo",
             "quiero darme de baja y que no me cobren nada más",
             "anulen el pedido {order} antes de que salga del almacén",
             "no renueven mi plan el mes que viene",
@@ -115,7 +115,7 @@ _ES = _Bank(
     urgency=[
         ["", "Sin prisa.", "Cuando tengan un rato, no corre prisa.", "No es urgente.", "Puede esperar a la semana que viene."],
         ["", "Por favor respondan esta semana.", "Me gustaría una respuesta en los próximos días.",
-         "Antes del viernes si es posible."],
+         "Antes del viernes si es posible.", "Espero noticias a lo largo de la semana."],
         ["Necesito que lo arreglen hoy.", "Esto me tiene el trabajo bloqueado.", "Respondan hoy por favor.",
          "Estoy perdiendo dinero cada hora que pasa.", "Mis clientes están esperando."],
         ["URGENTE: no funciona nada!", "Todo el equipo está parado ahora mismo, necesitamos ayuda ya.",
@@ -129,7 +129,7 @@ _FR = _Bank(
     requests={
         "refund": [
             "je veux être remboursé pour la commande {order}",
-            "j'ai renvoyé le colis il y a deux semaines et toujours pas de remboursement",
+            "colis retourné depuis quinze jours, l'argent n'est toujours pas revenu sur mon compte",
             "le produit est arrivé cassé, remboursez-moi les {amount} svp",
             "comment je fais pour me faire rembourser ? l'article ne correspond pas à la description",
             "je ne veux pas d'avoir, je veux récupérer mon argent",
@@ -167,7 +167,7 @@ _FR = _Bank(
             "où est mon colis ? la commande {order} n'est toujours pas arrivée",
             "le numéro de suivi ne bouge plus depuis lundi",
             "ma livraison a une semaine de retard",
-            "le livreur dit avoir livré mais je n'ai rien reçu",
+            "marqué livré chez moi, sauf que je n'ai jamais vu le colis",
             "vous pouvez livrer la commande {order} à une autre adresse ?",
             "livrez-vous en Belgique et en Suisse ?",
             "le carton contenait un autre article que celui commandé",
@@ -209,7 +209,7 @@ _FR = _Bank(
     urgency=[
         ["", "Rien d'urgent.", "Quand vous aurez le temps.", "Ça peut attendre la semaine prochaine.", "Pas pressé."],
         ["", "Merci de me répondre dans la semaine.", "Une réponse dans les prochains jours serait bienvenue.",
-         "Idéalement avant vendredi."],
+         "Idéalement avant vendredi.", "D'ici la fin de la semaine, ce serait parfait."],
         ["Il faut que ce soit réglé aujourd'hui.", "Ça bloque mon travail.", "Merci de répondre aujourd'hui.",
          "Je perds de l'argent à chaque heure qui passe.", "Mes clients attendent."],
         ["URGENT : plus rien ne fonctionne !", "Toute l'équipe est bloquée en ce moment, il nous faut de l'aide immédiatement.",
@@ -303,7 +303,7 @@ _DE = _Bank(
     urgency=[
         ["", "Keine Eile.", "Wann immer Sie Zeit haben.", "Nicht dringend.", "Kann bis nächste Woche warten."],
         ["", "Bitte melden Sie sich diese Woche.", "Eine Antwort in den nächsten Tagen wäre nett.",
-         "Gerne bis Freitag."],
+         "Gerne bis Freitag.", "Bis Ende der Woche wäre gut."],
         ["Das muss heute noch gelöst werden.", "Das blockiert meine Arbeit.", "Bitte heute antworten.",
          "Ich verliere jede Stunde Geld.", "Meine Kunden warten."],
         ["DRINGEND: alles ist down!", "Unser ganzes Team steht gerade still, wir brauchen sofort Hilfe.",
@@ -346,7 +346,7 @@ _PT = _Bank(
             "não consigo entrar na minha conta",
             "o email de redefinição de senha nunca chega",
             "minha conta foi bloqueada depois de muitas tentativas",
-            "perdi o celular e não recebo o código de verificação",
+            "troquei de celular e o SMS de verificação não chega mais",
             "diz que meu email não está cadastrado mas eu tenho conta",
             "alguém trocou minha senha e fiquei sem acesso",
             "esqueci meu usuario, como recupero?",
@@ -397,7 +397,7 @@ _PT = _Bank(
     urgency=[
         ["", "Sem pressa.", "Quando puderem.", "Não é urgente.", "Pode esperar até a semana que vem."],
         ["", "Por favor respondam ainda esta semana.", "Uma resposta nos próximos dias seria ótimo.",
-         "Se possível até sexta."],
+         "Se possível até sexta.", "Até o fim da semana está ótimo."],
         ["Preciso disso resolvido hoje.", "Isso está travando meu trabalho.", "Respondam hoje, por favor.",
          "Estou perdendo dinheiro a cada hora.", "Meus clientes estão esperando."],
         ["URGENTE: está tudo fora do ar!", "A equipe inteira está parada agora, precisamos de ajuda imediatamente.",
@@ -442,7 +442,7 @@ _IT = _Bank(
             "l'account è bloccato dopo troppi tentativi",
             "ho perso il telefono e non ricevo il codice di verifica",
             "dice che la mia email non è registrata ma ho un account",
-            "qualcuno ha cambiato la mia password e sono rimasto fuori",
+            "mi hanno modificato la password a mia insaputa, non entro più",
             "ho dimenticato il nome utente, come lo recupero?",
         ],
         "shipping": [
@@ -491,7 +491,7 @@ _IT = _Bank(
     urgency=[
         ["", "Nessuna fretta.", "Quando avete tempo.", "Non è urgente.", "Può aspettare la settimana prossima."],
         ["", "Rispondetemi entro questa settimana per favore.", "Una risposta nei prossimi giorni sarebbe gradita.",
-         "Entro venerdì se possibile."],
+         "Entro venerdì se possibile.", "Entro fine settimana va benissimo."],
         ["Mi serve risolto oggi.", "Mi blocca il lavoro.", "Rispondete oggi per favore.",
          "Sto perdendo soldi ogni ora che passa.", "I miei clienti stanno aspettando."],
         ["URGENTE: non funziona più niente!", "Tutto il team è fermo in questo momento, serve aiuto subito.",
@@ -514,7 +514,7 @@ _RU = _Bank(
         ],
         "billing": [
             "почему в счете {amount}, а не оговоренная цена?",
-            "с меня дважды списали оплату в этом месяце",
+            "за этот месяц деньги сняли два раза",
             "нужно поменять банковскую карту в аккаунте",
             "пришлите, пожалуйста, счет-фактуру по заказу {order}",
             "ежемесячная плата выросла без предупреждения",
@@ -560,7 +560,7 @@ _RU = _Bank(
             "это работает с Windows?",
             "есть ли темная тема?",
             "сколько держит батарея у часов?",
-            "можно ли пользоваться приложением без интернета?",
+            "приложение работает офлайн?",
             "на скольких устройствах можно использовать одну лицензию?",
             "чем отличается базовая версия от pro?",
             "рюкзак водонепроницаемый?",
@@ -585,7 +585,7 @@ _RU = _Bank(
     urgency=[
         ["", "Не срочно.", "Когда будет время.", "Никакой спешки.", "Может подождать до следующей недели."],
         ["", "Ответьте, пожалуйста, на этой неделе.", "Хотелось бы получить ответ в ближайшие дни.",
-         "Желательно до пятницы."],
+         "Желательно до пятницы.", "До конца недели будет нормально."],
         ["Нужно решить это сегодня.", "Из-за этого стоит вся моя работа.", "Ответьте сегодня, пожалуйста.",
          "Я теряю деньги каждый час.", "Мои клиенты ждут."],
         ["СРОЧНО: все упало!", "Вся команда сейчас стоит, нужна помощь немедленно.",
@@ -679,7 +679,7 @@ _UK = _Bank(
     urgency=[
         ["", "Не терміново.", "Коли буде час.", "Жодного поспіху.", "Може почекати до наступного тижня."],
         ["", "Дайте відповідь, будь ласка, цього тижня.", "Хотілося б отримати відповідь найближчими днями.",
-         "Бажано до п'ятниці."],
+         "Бажано до п'ятниці.", "До кінця тижня буде нормально."],
         ["Треба вирішити це сьогодні.", "Через це стоїть уся моя робота.", "Відповідайте сьогодні, будь ласка.",
          "Я втрачаю гроші щогодини.", "Мої клієнти чекають."],
         ["ТЕРМІНОВО: усе впало!", "Уся команда зараз стоїть, потрібна допомога негайно.",
@@ -772,7 +772,7 @@ _AR = _Bank(
     },
     urgency=[
         ["", "مو مستعجل.", "وقت ما يناسبكم.", "الأمر غير عاجل.", "ممكن ينتظر للأسبوع الجاي."],
-        ["", "أرجو الرد خلال هذا الأسبوع.", "أتمنى الرد في الأيام القادمة.", "قبل يوم الجمعة إذا أمكن."],
+        ["", "أرجو الرد خلال هذا الأسبوع.", "أتمنى الرد في الأيام القادمة.", "قبل يوم الجمعة إذا أمكن.", "خلال الأسبوع يكون ممتاز."],
         ["لازم تنحل المشكلة اليوم.", "هذا معطل شغلي بالكامل.", "أرجو الرد اليوم.",
          "أخسر فلوس كل ساعة.", "عملائي ينتظرون."],
         ["عاجل: كل شيء واقف!", "الفريق كله متوقف الآن، نحتاج مساعدة فورا.",
@@ -803,7 +803,7 @@ _HI = _Bank(
             "स्टेटमेंट में एक अनजान चार्ज दिख रहा है, ये क्या है?",
         ],
         "technical_issue": [
-            "ऐप खोलते ही बंद हो जाता है",
+            "ऐप हर बार स्टार्ट होते ही क्रैश हो जाता है",
             "सेव करने पर एरर 500 आता है",
             "पिछले अपडेट के बाद से सिंक काम नहीं कर रहा",
             "पेज लोड ही होता रहता है",
@@ -826,7 +826,7 @@ _HI = _Bank(
             "डिलीवरी एक हफ्ता लेट है",
             "कूरियर वाला कहता है डिलीवर हो गया, पर मुझे कुछ नहीं मिला",
             "क्या ऑर्डर {order} किसी दूसरे पते पर भेज सकते हैं?",
-            "क्या आप पुणे में डिलीवरी करते हैं?",
+            "पुणे तक शिपिंग होती है क्या?",
             "डिब्बे में कोई दूसरा सामान निकला",
         ],
         "cancellation": [
@@ -865,8 +865,8 @@ _HI = _Bank(
     },
     urgency=[
         ["", "कोई जल्दी नहीं है।", "जब समय मिले तब देख लीजिए।", "अर्जेंट नहीं है।", "अगले हफ्ते तक रुक सकता है।"],
-        ["", "कृपया इसी हफ्ते जवाब दें।", "अगले कुछ दिनों में जवाब मिल जाए तो अच्छा।", "हो सके तो शुक्रवार से पहले।"],
-        ["आज ही ठीक होना चाहिए।", "इसकी वजह से मेरा काम रुका हुआ है।", "कृपया आज ही जवाब दें।",
+        ["", "कृपया इसी हफ्ते जवाब दें।", "अगले कुछ दिनों में जवाब मिल जाए तो अच्छा।", "हो सके तो शुक्रवार से पहले।", "हफ्ते के आखिर तक चलेगा।"],
+        ["आज ही ठीक होना चाहिए।", "मेरा सारा काम अटका पड़ा है।", "कृपया आज ही जवाब दें।",
          "हर घंटे मेरा नुकसान हो रहा है।", "मेरे ग्राहक इंतज़ार कर रहे हैं।"],
         ["अर्जेंट: सब कुछ बंद पड़ा है!", "पूरी टीम अभी रुकी हुई है, तुरंत मदद चाहिए।",
          "एक घंटे में हल नहीं हुआ तो मैं वकील से बात करूंगा।",
@@ -916,7 +916,7 @@ _ZH = _Bank(
         "shipping": [
             "我的快递呢？订单{order}还没到",
             "物流信息从周一开始就没更新过",
-            "发货已经晚了一个星期",
+            "说好的送达日期过了七天还没影",
             "快递员显示已签收，可我什么都没收到",
             "订单{order}能改寄到别的地址吗？",
             "你们能发货到新疆吗？",
@@ -958,7 +958,7 @@ _ZH = _Bank(
     },
     urgency=[
         ["", "不着急。", "有空的时候处理就行。", "不是急事。", "下周再说也可以。"],
-        ["", "请在这周内回复我。", "希望这几天能给个答复。", "最好周五之前。"],
+        ["", "请在这周内回复我。", "希望这几天能给个答复。", "最好周五之前。", "这周之内搞定就行。"],
         ["今天必须解决。", "这事卡住了我的工作。", "请今天回复。",
          "每拖一个小时我都在亏钱。", "我的客户都在等着。"],
         ["紧急：全部挂了！", "整个团队现在都停工了，马上需要帮助。",
@@ -971,7 +971,7 @@ _JA = _Bank(
     requests={
         "refund": [
             "注文{order}の返金をお願いします",
-            "二週間前に返品したのに、まだ返金されていません",
+            "返品して半月たつのに返金の連絡がない",
             "届いた商品が壊れていたので{amount}を返してください",
             "返金の申請はどうすればいいですか？商品説明と全然違います",
             "交換はいらないので、お金を返してほしい",
@@ -998,7 +998,7 @@ _JA = _Bank(
         ],
         "account_access": [
             "アカウントにログインできません",
-            "パスワード再設定のメールが届かない",
+            "パスワードリセット用のメールがいつまでも来ない",
             "何度か失敗したらアカウントがロックされました",
             "スマホをなくして認証コードが受け取れません",
             "メールアドレスが未登録と言われるけど、アカウントはあります",
@@ -1033,7 +1033,7 @@ _JA = _Bank(
         ],
         "feedback": [
             "新しいバージョン、すごく使いやすいです",
-            "サポートの方がとても親切でした、ありがとうございます",
+            "電話対応の担当さんが丁寧で助かりました",
             "エディタにキーボードショートカットがあると嬉しいです",
             "御社の製品が大好きです、これからも頑張ってください",
             "提案ですが、学割があるといいなと思います",
@@ -1045,12 +1045,12 @@ _JA = _Bank(
         "negative": ["ありえません。", "本当に腹が立っています。", "最悪の対応です。",
                      "がっかりしました。", "ふざけないでください！", "もう限界です。"],
         "neutral": ["", "よろしくお願いします。", "以上です。", "ご確認ください。", "詳細は下記の通りです。", "返信お待ちしています。"],
-        "positive": ["本当にありがとうございます！", "皆さん最高です。", "買ってよかったです。",
+        "positive": ["心から感謝します！", "皆さん最高です。", "買ってよかったです。",
                      "良い一日を！", "感謝しています :)", "今のところ大満足です。"],
     },
     urgency=[
         ["", "急ぎではありません。", "お手すきの際にお願いします。", "いつでも大丈夫です。", "来週でも構いません。"],
-        ["", "今週中にご連絡ください。", "数日以内にお返事いただけると助かります。", "できれば金曜までに。"],
+        ["", "今週中にご連絡ください。", "数日以内にお返事いただけると助かります。", "できれば金曜までに。", "週末までに対応いただければ大丈夫です。"],
         ["今日中に直してほしいです。", "これのせいで仕事が進みません。", "本日中に返信をお願いします。",
          "一時間ごとに損失が出ています。", "お客様を待たせています。"],
         ["緊急：全部止まっています！", "チーム全員が今まったく作業できません、すぐに助けてください。",
@@ -1143,7 +1143,7 @@ _KO = _Bank(
     },
     urgency=[
         ["", "급한 건 아니에요.", "시간 나실 때 봐주세요.", "천천히 하셔도 돼요.", "다음 주까지 기다려도 괜찮아요."],
-        ["", "이번 주 안에 답변 부탁드립니다.", "며칠 안에 연락 주시면 좋겠어요.", "가능하면 금요일 전까지요."],
+        ["", "이번 주 안에 답변 부탁드립니다.", "며칠 안에 연락 주시면 좋겠어요.", "가능하면 금요일 전까지요.", "이번 주 내로만 처리해 주시면 돼요."],
         ["오늘 안에 해결해 주셔야 해요.", "이것 때문에 일을 못 하고 있어요.", "오늘 중으로 답변 주세요.",
          "한 시간마다 손해가 나고 있어요.", "고객들이 기다리고 있어요."],
         ["긴급: 전부 먹통이에요!", "팀 전체가 지금 멈춰 있어요, 당장 도와주세요.",
@@ -1197,7 +1197,7 @@ _TR = _Bank(
             "teslimat bir hafta gecikti",
             "kargocu teslim edildi diyor ama elime bir şey ulaşmadı",
             "{order} siparişini başka bir adrese gönderebilir misiniz?",
-            "Kıbrıs'a gönderim yapıyor musunuz?",
+            "Kıbrıs'a da kargo atıyor musunuz?",
             "kutudan yanlış ürün çıktı",
         ],
         "cancellation": [
@@ -1237,7 +1237,7 @@ _TR = _Bank(
     urgency=[
         ["", "Acelesi yok.", "Müsait olduğunuzda bakarsınız.", "Acil değil.", "Gelecek haftaya kadar bekleyebilir."],
         ["", "Lütfen bu hafta içinde dönüş yapın.", "Önümüzdeki birkaç gün içinde cevap alırsam sevinirim.",
-         "Mümkünse cumadan önce."],
+         "Mümkünse cumadan önce.", "Hafta sonuna kadar olursa yeterli."],
         ["Bugün çözülmesi gerekiyor.", "Bu yüzden işim durdu.", "Lütfen bugün cevap verin.",
          "Her saat para kaybediyorum.", "Müşterilerim bekliyor."],
         ["ACİL: her şey çöktü!", "Bütün ekip şu an çalışamıyor, hemen yardım lazım.",
