@@ -96,9 +96,14 @@ class PostgreSQLStore(Store):
         except psycopg.Error as exc:
             raise UnsupportedSourceError(
                 f"source={self.location!r}: not a valid PostgreSQL URL "
-                f"({self._scrub(str(exc))}); write it as "
+                f"({self._detail(exc)}); write it as "
                 "postgresql://user@host:5432/dbname[?options=-csearch_path%3Dschema]") from None
         self._secrets += [v for k, v in params.items() if k == "password" and v]
+        ports = [p for p in str(params.get("port") or "").split(",") if p and not p.isdigit()]
+        if ports:
+            raise UnsupportedSourceError(
+                f"source={self.location!r}: port={ports[0]!r} is not a number; write it as "
+                "postgresql://user@host:5432/dbname")
         self._url = url
         self._extra = {k: v for k, v in (("connect_timeout", str(max(1, round(connect_timeout_s)))),
                                          ("application_name", "jevlaya_lab"))
@@ -136,7 +141,7 @@ class PostgreSQLStore(Store):
                                    row_factory=psycopg.rows.dict_row, **self._extra)
         except psycopg.OperationalError as exc:
             raise JournalUnavailableError(
-                f"source={self.location!r}: cannot connect ({self._scrub(str(exc)).strip()}); "
+                f"source={self.location!r}: cannot connect ({self._detail(exc)}); "
                 "check that the server runs and accepts connections from this host, the user "
                 "name, the password (PGPASSWORD or ~/.pgpass) and the database name") from None
         conn.execute(f"SET lock_timeout = {self._lock_timeout_ms}")
@@ -182,7 +187,7 @@ class PostgreSQLStore(Store):
     def _unavailable(self, exc: Exception) -> JournalUnavailableError:
         return JournalUnavailableError(
             f"{self.location}: the database did not answer "
-            f"({type(exc).__name__}: {self._scrub(str(exc)).strip()}); the next call "
+            f"({type(exc).__name__}: {self._detail(exc)}); the next call "
             "reconnects. Check that the server is up and reachable")
 
     def _read(self, sql: str, args: Sequence[Any] = ()) -> list[dict[str, Any]]:
@@ -210,8 +215,10 @@ class PostgreSQLStore(Store):
             except self._psycopg.OperationalError as exc:
                 raise self._unavailable(exc) from None
 
-    def _scrub(self, text: str) -> str:
-        for secret in getattr(self, "_secrets", ()):
+    def _detail(self, exc: Exception) -> str:
+        """The driver's message on one line, with any password in it replaced by ``***``."""
+        text = " ".join(str(exc).split())
+        for secret in sorted(self._secrets, key=len, reverse=True):
             text = text.replace(secret, "***")
         return text
 
