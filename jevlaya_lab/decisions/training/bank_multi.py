@@ -41,6 +41,7 @@ _ES = _Bank(
             "exijo el reembolso completo, el aparato no ha funcionado ni un día",
             "no quiero un cambio, quiero mi plata de vuelta",
             "me pueden reintegrar lo que pagué por una reserva que ustedes cancelaron?",
+            "oigan, llevo un mes esperando la devolución de {amount}, ¿qué pasa?",
         ],
         "billing": [
             "en la factura aparece un cargo de {amount} que no reconozco",
@@ -50,6 +51,7 @@ _ES = _Bank(
             "por que subio la cuota mensual sin avisar??",
             "el pago me sale rechazado y tengo saldo de sobra",
             "quiero modificar la direccion de facturacion que sale en los recibos",
+            "no entiendo el recibo del pedido {order}, ¿qué es ese suplemento?",
         ],
         "technical_issue": [
             "la app se cierra sola cada vez que la abro",
@@ -59,6 +61,7 @@ _ES = _Bank(
             "le doy a exportar y ni caso, probado en Chrome y Firefox",
             "hace días que no me llegan las notificaciones",
             "la web se queda en blanco al llegar al checkout",
+            "el login con Google da error y no carga el dashboard",
         ],
         "account_access": [
             "no puedo iniciar sesión en mi cuenta",
@@ -68,6 +71,7 @@ _ES = _Bank(
             "dice que mi email no esta registrado pero tengo cuenta desde hace años",
             "alguien me cambió la contraseña y ya no puedo entrar",
             "olvide mi nombre de usuario, como lo recupero?",
+            "me pide un código SMS que nunca llega y no puedo acceder",
         ],
         "shipping": [
             "dónde está mi paquete? el pedido {order} no ha llegado",
@@ -77,6 +81,7 @@ _ES = _Bank(
             "pueden mandar el pedido {order} a otra dirección?",
             "hacen envios a Canarias? cuanto tardan?",
             "la caja llegó con otro producto dentro",
+            "el pedido {order} sigue en 'preparando envío' desde hace 8 dias",
         ],
         "cancellation": [
             "quiero anular la suscripción ya mismo",
@@ -85,6 +90,8 @@ _ES = _Bank(
             "no renueven mi plan el mes que viene",
             "como cierro la cuenta? ya no voy a usar el servicio",
             "den de baja el plan premium, gracias",
+            "no quiero seguir con ustedes, cancelen todo",
+            "quiero desactivar la renovación automática",
         ],
         "product_question": [
             "es compatible con Windows 11?",
@@ -94,6 +101,7 @@ _ES = _Bank(
             "en cuántos dispositivos puedo usar una sola licencia?",
             "qué diferencia hay entre la versión básica y la pro?",
             "es sumergible o solo resiste salpicaduras?",
+            "¿el plan familiar incluye el almacenamiento en la nube?",
         ],
         "feedback": [
             "solo queria decir que la nueva version va genial",
@@ -103,6 +111,7 @@ _ES = _Bank(
             "una sugerencia: podríais sacar más colores",
             "gracias por arreglar el fallo tan rápido",
             "el rediseño ha quedado muy limpio, enhorabuena al equipo",
+            "os dejo una idea: un widget para la pantalla de inicio estaría genial",
         ],
     },
     sentiment={
@@ -135,6 +144,7 @@ _FR = _Bank(
             "je ne veux pas d'avoir, je veux récupérer mon argent",
             "vous m'avez débité {amount} pour une réservation annulée, je demande le remboursement",
             "bonjour, est-il possible d'obtenir un remboursement integral ?",
+            "ça fait un mois que j'attends mes {amount}, c'est une blague ?",
         ],
         "billing": [
             "pourquoi ma facture affiche {amount} alors que le tarif convenu était plus bas ?",
@@ -144,6 +154,7 @@ _FR = _Bank(
             "l'abonnement mensuel a augmenté sans prévenir",
             "mon paiement est refusé alors que j'ai de l'argent sur le compte",
             "il y a un prélèvement inconnu sur mon relevé, c'est quoi ?",
+            "je ne comprends pas les frais sur la facture {order}",
         ],
         "technical_issue": [
             "l'appli plante à chaque fois que je l'ouvre",
@@ -153,6 +164,7 @@ _FR = _Bank(
             "le bouton export ne fait rien du tout",
             "je ne reçois plus aucune notification",
             "écran blanc sur la page de paiement, impossible de valider",
+            "impossible de se connecter avec Google, le dashboard reste vide",
         ],
         "account_access": [
             "je n'arrive pas à me connecter à mon compte",
@@ -162,6 +174,7 @@ _FR = _Bank(
             "on me dit que mon adresse mail n'existe pas alors que j'ai un compte",
             "quelqu'un a changé mon mot de passe, je ne peux plus entrer",
             "j'ai oublié mon identifiant, comment le retrouver ?",
+            "le code par SMS n'arrive jamais, je suis bloqué dehors",
         ],
         "shipping": [
             "où est mon colis ? la commande {order} n'est toujours pas arrivée",
@@ -171,6 +184,7 @@ _FR = _Bank(
             "vous pouvez livrer la commande {order} à une autre adresse ?",
             "livrez-vous en Belgique et en Suisse ?",
             "le carton contenait un autre article que celui commandé",
+            "la commande {order} est en préparation depuis 8 jours, ça bouge quand ?",
         ],
         "cancellation": [
             "merci d'annuler mon abonnement",
@@ -179,6 +193,8 @@ _FR = _Bank(
             "ne renouvelez pas mon forfait le mois prochain",
             "comment je supprime mon compte ? je pars",
             "je souhaite mettre fin à la période d'essai pour ne pas être facturé",
+            "stop, je ne veux plus de vos services, résiliez tout",
+            "désactivez le renouvellement automatique svp",
         ],
         "product_question": [
             "est-ce que ça marche sous Windows ?",
@@ -188,6 +204,7 @@ _FR = _Bank(
             "combien d'appareils par licence ?",
             "quelle différence entre la version de base et la version pro ?",
             "le sac est-il imperméable ?",
+            "l'offre famille comprend-elle le stockage cloud ?",
         ],
         "feedback": [
             "je voulais juste dire que la nouvelle version est top",
@@ -197,6 +214,7 @@ _FR = _Bank(
             "petite suggestion : proposer une réduction étudiant",
             "merci d'avoir corrigé le bug aussi vite",
             "la nouvelle interface est très réussie, bravo",
+            "une idée comme ça : un widget pour l'écran d'accueil serait top",
         ],
     },
     sentiment={
@@ -229,6 +247,7 @@ _DE = _Bank(
             "ich will keinen Gutschein, ich will mein Geld zurueck",
             "Sie haben {amount} für eine stornierte Buchung abgebucht, bitte zurückzahlen",
             "bekomme ich den vollen Kaufpreis erstattet, wenn ich es zurückschicke?",
+            "ich warte seit einem Monat auf meine {amount}, was soll das?",
         ],
         "billing": [
             "warum steht auf meiner Rechnung {amount} statt des vereinbarten Preises?",
@@ -238,6 +257,7 @@ _DE = _Bank(
             "die monatliche Gebühr ist ohne Ankündigung gestiegen",
             "meine Zahlung wird abgelehnt, obwohl das Konto gedeckt ist",
             "ich muss die Rechnungsadresse ändern",
+            "was sind das für Zusatzgebühren auf der Rechnung zu {order}?",
         ],
         "technical_issue": [
             "die App stürzt jedes Mal beim Öffnen ab",
@@ -247,6 +267,7 @@ _DE = _Bank(
             "der Export-Button tut gar nichts",
             "Benachrichtigungen kommen seit Tagen nicht mehr an",
             "beim Checkout bleibt der Bildschirm einfach weiß",
+            "Login über Google schlägt fehl und das Dashboard bleibt leer",
         ],
         "account_access": [
             "ich kann mich nicht in mein Konto einloggen",
@@ -256,6 +277,7 @@ _DE = _Bank(
             "angeblich ist meine E-Mail-Adresse nicht registriert, ich habe aber ein Konto",
             "jemand hat mein Passwort geändert und ich komme nicht mehr rein",
             "Benutzername vergessen, was nun?",
+            "der SMS-Code kommt nie an, ich bin ausgesperrt",
         ],
         "shipping": [
             "wo bleibt mein Paket? Bestellung {order} ist immer noch nicht da",
@@ -265,6 +287,7 @@ _DE = _Bank(
             "kann die Bestellung {order} an eine andere Adresse geliefert werden?",
             "liefert ihr auch nach Österreich?",
             "im Karton war der falsche Artikel",
+            "Bestellung {order} steht seit 8 Tagen auf 'in Bearbeitung', wann geht die raus?",
         ],
         "cancellation": [
             "bitte kündigen Sie mein Abo",
@@ -273,6 +296,8 @@ _DE = _Bank(
             "mein Tarif soll sich nächsten Monat nicht verlängern",
             "wie lösche ich mein Konto komplett?",
             "Probezeitraum bitte beenden, ich will nicht zahlen",
+            "ich hab genug, kündigt einfach alles",
+            "bitte die automatische Verlängerung abschalten",
         ],
         "product_question": [
             "funktioniert das auch mit Windows?",
@@ -282,6 +307,7 @@ _DE = _Bank(
             "auf wie vielen Geräten darf ich eine Lizenz verwenden?",
             "was ist der Unterschied zwischen Basis- und Pro-Version?",
             "ist der Rucksack wasserdicht?",
+            "ist Cloud-Speicher im Familientarif enthalten?",
         ],
         "feedback": [
             "wollte nur sagen: die neue Version ist super",
@@ -291,6 +317,7 @@ _DE = _Bank(
             "Vorschlag: bietet doch einen Studentenrabatt an",
             "danke, dass der Fehler so schnell behoben wurde",
             "das neue Design wirkt aufgeräumt, gute Arbeit",
+            "kleine Idee: ein Widget für den Startbildschirm wäre klasse",
         ],
     },
     sentiment={
@@ -323,6 +350,7 @@ _PT = _Bank(
             "não quero troca, quero meu dinheiro de volta",
             "cobraram {amount} por uma reserva cancelada, exijo o estorno",
             "é possível receber o valor integral se eu devolver o aparelho?",
+            "faz um mês que espero meus {amount} de volta, que palhaçada é essa?",
         ],
         "billing": [
             "por que a fatura veio com {amount} e não o valor combinado?",
@@ -332,6 +360,7 @@ _PT = _Bank(
             "a mensalidade aumentou sem nenhum aviso",
             "meu pagamento foi recusado mas tenho saldo",
             "tem uma cobrança desconhecida no meu extrato, o que é isso?",
+            "não entendi a taxa extra na fatura do pedido {order}",
         ],
         "technical_issue": [
             "o app fecha sozinho toda vez que eu abro",
@@ -341,6 +370,7 @@ _PT = _Bank(
             "o botão de exportar não faz nada",
             "as notificações pararam de chegar",
             "o site fica com a tela branca no checkout",
+            "o login com Google dá erro e o dashboard não abre",
         ],
         "account_access": [
             "não consigo entrar na minha conta",
@@ -350,6 +380,7 @@ _PT = _Bank(
             "diz que meu email não está cadastrado mas eu tenho conta",
             "alguém trocou minha senha e fiquei sem acesso",
             "esqueci meu usuario, como recupero?",
+            "o código por SMS nunca chega e não consigo acessar",
         ],
         "shipping": [
             "cadê minha encomenda? o pedido {order} ainda não chegou",
@@ -359,6 +390,7 @@ _PT = _Bank(
             "dá pra enviar o pedido {order} para outro endereço?",
             "vocês entregam em Portugal?",
             "a caixa veio com o produto errado dentro",
+            "o pedido {order} está em 'preparando envio' faz 8 dias",
         ],
         "cancellation": [
             "por favor cancelem minha assinatura",
@@ -367,6 +399,8 @@ _PT = _Bank(
             "não renovem meu plano no mês que vem",
             "como faço pra cancelar o plano premium?",
             "quero terminar o período de teste sem ser cobrado",
+            "chega, não quero mais nada de vocês, cancelem tudo",
+            "desativem a renovação automática por favor",
         ],
         "product_question": [
             "funciona com Windows?",
@@ -376,6 +410,7 @@ _PT = _Bank(
             "quantos dispositivos posso usar com uma licença?",
             "qual a diferença entre a versão básica e a pro?",
             "a mochila é à prova d'água?",
+            "o plano família inclui armazenamento na nuvem?",
         ],
         "feedback": [
             "só queria dizer que a versão nova ficou ótima",
@@ -385,6 +420,7 @@ _PT = _Bank(
             "uma sugestão: ofereçam desconto para estudantes",
             "valeu por corrigir o bug tão rápido",
             "o novo visual ficou bem limpo, parabéns",
+            "fica a ideia: um widget pra tela inicial seria muito bom",
         ],
     },
     sentiment={
@@ -417,6 +453,7 @@ _IT = _Bank(
             "non voglio un buono, rivoglio i miei soldi",
             "mi avete addebitato {amount} per una prenotazione annullata, rimborsatemi",
             "posso avere indietro l'intero importo se rimando indietro il dispositivo?",
+            "è un mese che aspetto i miei {amount}, ma state scherzando?",
         ],
         "billing": [
             "perché in fattura c'è {amount} invece del prezzo concordato?",
@@ -426,6 +463,7 @@ _IT = _Bank(
             "il canone mensile è aumentato senza preavviso",
             "il pagamento viene rifiutato ma ho i soldi sul conto",
             "c'è un addebito sconosciuto sull'estratto conto, di cosa si tratta?",
+            "non capisco le spese extra nella fattura dell'ordine {order}",
         ],
         "technical_issue": [
             "l'app si chiude ogni volta che la apro",
@@ -435,6 +473,7 @@ _IT = _Bank(
             "il pulsante esporta non fa niente",
             "non mi arrivano più le notifiche",
             "il sito mostra una schermata bianca al checkout",
+            "il login con Google va in errore e la dashboard resta vuota",
         ],
         "account_access": [
             "non riesco ad accedere al mio account",
@@ -444,6 +483,7 @@ _IT = _Bank(
             "dice che la mia email non è registrata ma ho un account",
             "mi hanno modificato la password a mia insaputa, non entro più",
             "ho dimenticato il nome utente, come lo recupero?",
+            "il codice via SMS non arriva mai, sono chiuso fuori",
         ],
         "shipping": [
             "dov'è il mio pacco? l'ordine {order} non è ancora arrivato",
@@ -453,6 +493,7 @@ _IT = _Bank(
             "potete spedire l'ordine {order} a un altro indirizzo?",
             "spedite anche in Svizzera?",
             "nella scatola c'era l'articolo sbagliato",
+            "l'ordine {order} è 'in preparazione' da 8 giorni, quando parte?",
         ],
         "cancellation": [
             "per favore disdite il mio abbonamento",
@@ -461,6 +502,8 @@ _IT = _Bank(
             "non rinnovate il mio piano il mese prossimo",
             "come faccio a disdire il contratto?",
             "terminate la prova gratuita, non voglio essere addebitato",
+            "basta, non voglio più i vostri servizi, disdite tutto",
+            "disattivate il rinnovo automatico per favore",
         ],
         "product_question": [
             "funziona con Windows?",
@@ -470,6 +513,7 @@ _IT = _Bank(
             "su quanti dispositivi posso usare una licenza?",
             "che differenza c'è tra la versione base e la pro?",
             "lo zaino è impermeabile?",
+            "il piano famiglia include lo spazio cloud?",
         ],
         "feedback": [
             "volevo solo dire che la nuova versione è fantastica",
@@ -479,6 +523,7 @@ _IT = _Bank(
             "un suggerimento: fate uno sconto per gli studenti",
             "grazie per aver risolto il bug così in fretta",
             "il nuovo design è molto pulito, complimenti",
+            "un'idea: un widget per la schermata home sarebbe top",
         ],
     },
     sentiment={
@@ -511,6 +556,7 @@ _RU = _Bank(
             "не надо мне замену, хочу свои деньги обратно",
             "с меня списали {amount} за отмененную бронь, требую вернуть",
             "можно получить полную стоимость назад, если отправлю устройство обратно?",
+            "уже месяц жду свои {amount}, вы издеваетесь?",
         ],
         "billing": [
             "почему в счете {amount}, а не оговоренная цена?",
@@ -520,6 +566,7 @@ _RU = _Bank(
             "ежемесячная плата выросла без предупреждения",
             "платеж отклоняется, хотя деньги на карте есть",
             "в выписке какое-то непонятное списание, что это?",
+            "что за доп. сборы в счете по заказу {order}?",
         ],
         "technical_issue": [
             "приложение вылетает каждый раз при запуске",
@@ -529,6 +576,7 @@ _RU = _Bank(
             "кнопка экспорта ничего не делает",
             "уведомления больше не приходят",
             "на странице оплаты просто белый экран",
+            "вход через Google выдает ошибку, dashboard пустой",
         ],
         "account_access": [
             "не могу войти в свой аккаунт",
@@ -538,6 +586,7 @@ _RU = _Bank(
             "пишет, что такой почты нет, но у меня есть аккаунт",
             "кто-то сменил мой пароль, и я не могу зайти",
             "забыл логин, как его восстановить?",
+            "код по СМС не приходит, зайти невозможно",
         ],
         "shipping": [
             "где моя посылка? заказ {order} так и не пришел",
@@ -547,6 +596,7 @@ _RU = _Bank(
             "можно отправить заказ {order} на другой адрес?",
             "вы доставляете в Казахстан?",
             "в коробке оказался не тот товар",
+            "заказ {order} уже 8 дней в статусе «собирается», когда отправите?",
         ],
         "cancellation": [
             "отмените, пожалуйста, мою подписку",
@@ -555,6 +605,8 @@ _RU = _Bank(
             "не продлевайте мой тариф в следующем месяце",
             "как отказаться от премиум-подписки?",
             "завершите пробный период, чтобы с меня ничего не списали",
+            "все, с меня хватит, отключайте все услуги",
+            "отключите автопродление, пожалуйста",
         ],
         "product_question": [
             "это работает с Windows?",
@@ -564,6 +616,7 @@ _RU = _Bank(
             "на скольких устройствах можно использовать одну лицензию?",
             "чем отличается базовая версия от pro?",
             "рюкзак водонепроницаемый?",
+            "в семейный тариф входит облачное хранилище?",
         ],
         "feedback": [
             "просто хотел сказать, что новая версия отличная",
@@ -573,6 +626,7 @@ _RU = _Bank(
             "предложение: сделайте скидку для студентов",
             "спасибо, что так быстро исправили баг",
             "новый дизайн выглядит очень аккуратно, молодцы",
+            "идея: виджет для главного экрана был бы очень кстати",
         ],
     },
     sentiment={
@@ -605,6 +659,7 @@ _UK = _Bank(
             "не треба заміни, хочу свої гроші назад",
             "з мене зняли {amount} за скасоване бронювання, вимагаю повернути",
             "чи можна отримати повну вартість, якщо я відправлю пристрій назад?",
+            "вже місяць чекаю свої {amount}, ви знущаєтеся?",
         ],
         "billing": [
             "чому в рахунку {amount}, а не узгоджена ціна?",
@@ -614,6 +669,7 @@ _UK = _Bank(
             "щомісячна плата зросла без попередження",
             "платіж відхиляють, хоча гроші на картці є",
             "у виписці якесь незрозуміле списання, що це таке?",
+            "що за додаткові збори в рахунку за замовленням {order}?",
         ],
         "technical_issue": [
             "застосунок вилітає щоразу, коли я його відкриваю",
@@ -623,6 +679,7 @@ _UK = _Bank(
             "кнопка експорту нічого не робить",
             "сповіщення більше не надходять",
             "на сторінці оплати просто білий екран",
+            "вхід через Google видає помилку, dashboard порожній",
         ],
         "account_access": [
             "не можу увійти у свій акаунт",
@@ -632,6 +689,7 @@ _UK = _Bank(
             "пише, що такої пошти немає, але в мене є акаунт",
             "хтось змінив мій пароль, і я не можу зайти",
             "забула логін, як його відновити?",
+            "код в СМС не приходить, зайти неможливо",
         ],
         "shipping": [
             "де моя посилка? замовлення {order} досі не прийшло",
@@ -641,6 +699,7 @@ _UK = _Bank(
             "чи можна відправити замовлення {order} на іншу адресу?",
             "ви доставляєте до Польщі?",
             "у коробці виявився не той товар",
+            "замовлення {order} вже 8 днів у статусі «комплектується», коли відправите?",
         ],
         "cancellation": [
             "скасуйте, будь ласка, мою підписку",
@@ -649,6 +708,8 @@ _UK = _Bank(
             "не продовжуйте мій тариф наступного місяця",
             "як відмовитися від преміум-підписки?",
             "завершіть пробний період, щоб з мене нічого не зняли",
+            "усе, з мене досить, відключайте всі послуги",
+            "вимкніть автоподовження, будь ласка",
         ],
         "product_question": [
             "це працює з Windows?",
@@ -658,6 +719,7 @@ _UK = _Bank(
             "на скількох пристроях можна використовувати одну ліцензію?",
             "чим відрізняється базова версія від pro?",
             "рюкзак водонепроникний?",
+            "чи входить хмарне сховище в сімейний тариф?",
         ],
         "feedback": [
             "просто хотів сказати, що нова версія чудова",
@@ -667,6 +729,7 @@ _UK = _Bank(
             "пропозиція: зробіть знижку для студентів",
             "дякую, що так швидко виправили баг",
             "новий дизайн виглядає дуже охайно, молодці",
+            "ідея: віджет для головного екрана був би дуже доречним",
         ],
     },
     sentiment={
@@ -699,6 +762,7 @@ _AR = _Bank(
             "ما أبغى استبدال، أبغى فلوسي ترجع",
             "خصمتوا {amount} على حجز ملغي، أطالب باسترداده فورا",
             "هل يمكنني استرداد كامل الثمن إذا أعدت الجهاز؟",
+            "صار لي شهر أنتظر الـ{amount} ترجع، إيش السالفة؟",
         ],
         "billing": [
             "لماذا الفاتورة فيها {amount} بدل السعر المتفق عليه؟",
@@ -708,6 +772,7 @@ _AR = _Bank(
             "الرسوم الشهرية زادت بدون أي إشعار",
             "عملية الدفع ترفض مع إن رصيدي يكفي",
             "في كشف الحساب خصم ما أعرفه، ايش هذا؟",
+            "ما فهمت الرسوم الإضافية في فاتورة الطلب {order}",
         ],
         "technical_issue": [
             "التطبيق يقفل كل ما أفتحه",
@@ -717,6 +782,7 @@ _AR = _Bank(
             "زر التصدير لا يستجيب أبدا",
             "الإشعارات توقفت عن الوصول من أيام",
             "الموقع يظهر شاشة بيضاء عند الدفع",
+            "تسجيل الدخول عن طريق Google يعطي خطأ والـdashboard فاضي",
         ],
         "account_access": [
             "لا أستطيع تسجيل الدخول إلى حسابي",
@@ -726,6 +792,7 @@ _AR = _Bank(
             "يقول إن بريدي غير مسجل مع إن عندي حساب",
             "أحد غير كلمة السر حقتي وما أقدر أدخل",
             "نسيت اسم المستخدم، كيف أسترجعه؟",
+            "رمز الـSMS ما يوصل أبدا وما أقدر أدخل",
         ],
         "shipping": [
             "وين الشحنة؟ الطلب {order} ما وصل للحين",
@@ -735,6 +802,7 @@ _AR = _Bank(
             "هل يمكن شحن الطلب {order} إلى عنوان آخر؟",
             "هل توصلون إلى الكويت؟",
             "الكرتون وصل وفيه منتج غير اللي طلبته",
+            "الطلب {order} قيد التجهيز من 8 أيام، متى تشحنونه؟",
         ],
         "cancellation": [
             "الرجاء إلغاء اشتراكي",
@@ -743,6 +811,8 @@ _AR = _Bank(
             "لا تجددوا باقتي الشهر الجاي",
             "كيف ألغي الاشتراك المميز؟",
             "أنهوا الفترة التجريبية حتى لا يتم خصم أي مبلغ",
+            "خلاص ما أبي خدماتكم، ألغوا كل شيء",
+            "أوقفوا التجديد التلقائي من فضلكم",
         ],
         "product_question": [
             "هل يعمل مع ويندوز؟",
@@ -752,6 +822,7 @@ _AR = _Bank(
             "كم جهاز مسموح للترخيص الواحد؟",
             "ما الفرق بين النسخة الأساسية ونسخة برو؟",
             "هل الشنطة مقاومة للماء؟",
+            "هل الباقة العائلية تشمل التخزين السحابي؟",
         ],
         "feedback": [
             "حبيت أقول إن النسخة الجديدة رائعة",
@@ -761,6 +832,7 @@ _AR = _Bank(
             "اقتراح: سووا خصم للطلاب",
             "شكرا لأنكم صلحتوا المشكلة بسرعة",
             "التصميم الجديد مرتب وجميل، أحسنتم",
+            "فكرة: ويدجت للشاشة الرئيسية بيكون حلو مرة",
         ],
     },
     sentiment={
@@ -792,6 +864,7 @@ _HI = _Bank(
             "मुझे बदले में दूसरा नहीं चाहिए, बस मेरा पैसा लौटाइए",
             "रद्द की गई बुकिंग के लिए {amount} काट लिए, तुरंत वापस कीजिए",
             "अगर डिवाइस लौटा दूं तो क्या पूरी कीमत वापस मिलेगी?",
+            "एक महीने से अपने {amount} का इंतज़ार कर रहा हूं, मज़ाक है क्या?",
         ],
         "billing": [
             "मेरे बिल में {amount} क्यों लिखा है, तय कीमत तो कम थी",
@@ -801,6 +874,7 @@ _HI = _Bank(
             "बिना बताए मासिक शुल्क बढ़ा दिया गया",
             "पेमेंट बार बार फेल हो रहा है जबकि खाते में पैसे हैं",
             "स्टेटमेंट में एक अनजान चार्ज दिख रहा है, ये क्या है?",
+            "ऑर्डर {order} के बिल में ये एक्स्ट्रा चार्ज किस बात का है?",
         ],
         "technical_issue": [
             "ऐप हर बार स्टार्ट होते ही क्रैश हो जाता है",
@@ -810,6 +884,7 @@ _HI = _Bank(
             "एक्सपोर्ट वाला बटन कुछ नहीं करता",
             "कई दिनों से नोटिफिकेशन नहीं आ रहे",
             "चेकआउट पर वेबसाइट पूरी सफेद दिखती है",
+            "Google से लॉगिन करने पर एरर आता है और डैशबोर्ड खाली रहता है",
         ],
         "account_access": [
             "मैं अपने अकाउंट में लॉगिन नहीं कर पा रहा हूं",
@@ -819,6 +894,7 @@ _HI = _Bank(
             "कहता है मेरा ईमेल रजिस्टर्ड नहीं है पर मेरा खाता है",
             "किसी ने मेरा पासवर्ड बदल दिया और मैं अंदर नहीं जा पा रही",
             "यूज़रनेम भूल गया हूं, कैसे पता करूं?",
+            "SMS वाला कोड कभी नहीं आता, अंदर जा ही नहीं पा रहा",
         ],
         "shipping": [
             "मेरा पार्सल कहां है? ऑर्डर {order} अभी तक नहीं पहुंचा",
@@ -828,6 +904,7 @@ _HI = _Bank(
             "क्या ऑर्डर {order} किसी दूसरे पते पर भेज सकते हैं?",
             "पुणे तक शिपिंग होती है क्या?",
             "डिब्बे में कोई दूसरा सामान निकला",
+            "ऑर्डर {order} आठ दिन से 'पैक हो रहा है' पर अटका है, भेजोगे कब?",
         ],
         "cancellation": [
             "कृपया मेरा सब्सक्रिप्शन रद्द कर दीजिए",
@@ -836,6 +913,8 @@ _HI = _Bank(
             "अगले महीने मेरा प्लान रिन्यू मत करना",
             "प्रीमियम प्लान कैसे बंद करूं?",
             "ट्रायल खत्म कर दीजिए ताकि कोई पैसा न कटे",
+            "बस, अब आपकी सर्विस नहीं चाहिए, सब बंद करो",
+            "ऑटो रिन्यूअल बंद कर दीजिए प्लीज़",
         ],
         "product_question": [
             "क्या ये विंडोज़ पर चलता है?",
@@ -845,6 +924,7 @@ _HI = _Bank(
             "एक लाइसेंस पर कितने डिवाइस चला सकते हैं?",
             "बेसिक और प्रो वर्ज़न में क्या फर्क है?",
             "क्या बैग वाटरप्रूफ है?",
+            "क्या फैमिली प्लान में क्लाउड स्टोरेज भी मिलता है?",
         ],
         "feedback": [
             "बस इतना कहना था कि नया वर्ज़न बहुत बढ़िया है",
@@ -854,6 +934,7 @@ _HI = _Bank(
             "एक सुझाव: छात्रों के लिए छूट दीजिए",
             "बग इतनी जल्दी ठीक करने के लिए शुक्रिया",
             "नया डिज़ाइन साफ सुथरा लगता है, शाबाश",
+            "एक आइडिया: होम स्क्रीन के लिए विजेट हो तो मज़ा आ जाए",
         ],
     },
     sentiment={
@@ -885,6 +966,7 @@ _ZH = _Bank(
             "我不要换货，直接退钱",
             "预订已经取消了你们还扣了{amount}，请马上退回",
             "如果我把机器寄回去，能全额退款吗？",
+            "等{amount}退回来等了一个月了，什么意思？",
         ],
         "billing": [
             "为什么账单上是{amount}，跟说好的价格不一样？",
@@ -894,6 +976,7 @@ _ZH = _Bank(
             "月费没通知就涨价了",
             "付款一直失败，可是卡里明明有钱",
             "账单里有一笔不认识的扣款，这是什么钱？",
+            "订单{order}的账单里多出来的服务费是怎么回事？",
         ],
         "technical_issue": [
             "app一打开就闪退",
@@ -903,6 +986,7 @@ _ZH = _Bank(
             "点导出按钮没有任何反应",
             "好几天收不到推送通知了",
             "结账页面一片空白",
+            "用Google登录报错，仪表盘一片空",
         ],
         "account_access": [
             "我登录不了自己的账号",
@@ -912,6 +996,7 @@ _ZH = _Bank(
             "系统说我的邮箱没注册，可我明明有账号",
             "有人改了我的密码，现在我进不去了",
             "用户名忘了，怎么找回？",
+            "短信验证码死活收不到，根本登不进去",
         ],
         "shipping": [
             "我的快递呢？订单{order}还没到",
@@ -921,6 +1006,7 @@ _ZH = _Bank(
             "订单{order}能改寄到别的地址吗？",
             "你们能发货到新疆吗？",
             "箱子里装的是别的商品，发错货了",
+            "订单{order}显示备货中已经8天了，到底什么时候发？",
         ],
         "cancellation": [
             "请帮我取消订阅",
@@ -929,6 +1015,8 @@ _ZH = _Bank(
             "下个月别给我自动续费了",
             "高级会员怎么退订？",
             "试用期结束前帮我停掉，不要扣钱",
+            "不想再用你们的服务了，全部给我停掉",
+            "麻烦关掉自动续费",
         ],
         "product_question": [
             "支持Windows系统吗？",
@@ -938,6 +1026,7 @@ _ZH = _Bank(
             "一个许可证可以装几台设备？",
             "基础版和专业版有什么区别？",
             "这个背包防水吗？",
+            "家庭套餐包含云存储吗？",
         ],
         "feedback": [
             "就想说一声新版本真好用",
@@ -947,6 +1036,7 @@ _ZH = _Bank(
             "提个建议：给学生打个折吧",
             "谢谢你们这么快就修好了bug",
             "新界面很清爽，做得不错",
+            "有个想法：出个桌面小组件就完美了",
         ],
     },
     sentiment={
@@ -977,6 +1067,7 @@ _JA = _Bank(
             "交換はいらないので、お金を返してほしい",
             "キャンセルした予約なのに{amount}引き落とされてる、すぐ返金して",
             "本体を送り返したら全額返ってきますか？",
+            "{amount}の返金をもう一か月待ってるんですが、どうなってるの？",
         ],
         "billing": [
             "請求書が{amount}になっていますが、約束の料金と違います",
@@ -986,6 +1077,7 @@ _JA = _Bank(
             "月額料金がいつの間にか値上がりしてる",
             "残高はあるのに支払いがエラーになります",
             "明細に見覚えのない請求があります、これは何ですか？",
+            "注文{order}の請求に追加手数料が入っているのはなぜですか",
         ],
         "technical_issue": [
             "アプリを開くたびに落ちます",
@@ -995,6 +1087,7 @@ _JA = _Bank(
             "エクスポートボタンを押しても何も起きない",
             "数日前から通知が届かなくなりました",
             "決済画面が真っ白になります",
+            "Googleでログインするとエラーになり、ダッシュボードが空っぽ",
         ],
         "account_access": [
             "アカウントにログインできません",
@@ -1004,6 +1097,7 @@ _JA = _Bank(
             "メールアドレスが未登録と言われるけど、アカウントはあります",
             "誰かにパスワードを変えられて入れなくなった",
             "ユーザー名を忘れてしまいました、どうすれば確認できますか？",
+            "SMSの認証コードがいつまでたっても来なくて入れません",
         ],
         "shipping": [
             "荷物はどこですか？注文{order}がまだ届きません",
@@ -1013,6 +1107,7 @@ _JA = _Bank(
             "注文{order}の届け先を別の住所に変更できますか？",
             "沖縄にも配送してもらえますか？",
             "箱の中身が注文したものと違いました",
+            "注文{order}が8日間ずっと「発送準備中」のままです",
         ],
         "cancellation": [
             "サブスクを解約してください",
@@ -1021,6 +1116,8 @@ _JA = _Bank(
             "来月のプラン自動更新はしないでください",
             "プレミアムプランはどうやって解約しますか？",
             "お試し期間で終わりにしたいので、課金されないようにしてください",
+            "もう結構です、全部解約してください",
+            "自動更新をオフにしてもらえますか",
         ],
         "product_question": [
             "Windowsでも使えますか？",
@@ -1030,6 +1127,7 @@ _JA = _Bank(
             "ライセンス一つで何台まで使えますか？",
             "ベーシック版とプロ版の違いは何ですか？",
             "このリュックは防水ですか？",
+            "ファミリープランにクラウドストレージは含まれますか？",
         ],
         "feedback": [
             "新しいバージョン、すごく使いやすいです",
@@ -1039,6 +1137,7 @@ _JA = _Bank(
             "提案ですが、学割があるといいなと思います",
             "不具合をすぐに直してくれて助かりました",
             "新しいデザイン、すっきりしていていいですね",
+            "ホーム画面用のウィジェットがあったら最高だと思います",
         ],
     },
     sentiment={
@@ -1070,6 +1169,7 @@ _KO = _Bank(
             "교환 말고 그냥 돈으로 돌려받고 싶어요",
             "취소한 예약인데 {amount} 빠져나갔네요, 당장 환불해 주세요",
             "기기를 다시 보내면 전액 돌려받을 수 있나요?",
+            "{amount} 환불 한 달째 기다리는 중인데 장난하세요?",
         ],
         "billing": [
             "청구서에 {amount}으로 나와 있는데 약속한 가격이랑 다릅니다",
@@ -1079,6 +1179,7 @@ _KO = _Bank(
             "월 요금이 공지도 없이 올랐네요",
             "잔액이 있는데 결제가 계속 거절돼요",
             "카드 명세서에 모르는 결제 내역이 있는데 뭔가요?",
+            "주문 {order} 청구서에 추가 수수료는 뭔가요?",
         ],
         "technical_issue": [
             "앱을 켤 때마다 꺼져요",
@@ -1088,6 +1189,7 @@ _KO = _Bank(
             "내보내기 버튼을 눌러도 아무 반응이 없어요",
             "며칠째 알림이 안 와요",
             "결제 화면이 하얗게만 나와요",
+            "구글 로그인하면 오류 나고 대시보드가 텅 비어 있어요",
         ],
         "account_access": [
             "계정에 로그인이 안 됩니다",
@@ -1097,6 +1199,7 @@ _KO = _Bank(
             "이메일이 등록되지 않았다고 나오는데 저 계정 있어요",
             "누가 제 비번을 바꿔서 들어갈 수가 없어요",
             "아이디가 기억이 안 나는데 어떻게 찾나요?",
+            "문자 인증번호가 아예 안 와서 접속을 못 해요",
         ],
         "shipping": [
             "택배 어디쯤인가요? 주문 {order} 아직 안 왔어요",
@@ -1106,6 +1209,7 @@ _KO = _Bank(
             "주문 {order} 다른 주소로 보내줄 수 있나요?",
             "제주도도 배송되나요?",
             "상자 안에 다른 상품이 들어 있었어요",
+            "주문 {order}이 8일째 '상품 준비 중'이에요, 언제 보내요?",
         ],
         "cancellation": [
             "구독 해지해 주세요",
@@ -1114,6 +1218,8 @@ _KO = _Bank(
             "다음 달에 요금제 자동 갱신하지 마세요",
             "프리미엄 플랜은 어떻게 해지하나요?",
             "무료 체험 끝나기 전에 종료해 주세요, 결제되면 안 돼요",
+            "이제 됐어요, 서비스 전부 해지해 주세요",
+            "자동 연장 꺼 주세요",
         ],
         "product_question": [
             "윈도우에서도 되나요?",
@@ -1123,6 +1229,7 @@ _KO = _Bank(
             "라이선스 하나로 기기 몇 대까지 쓸 수 있어요?",
             "베이직 버전이랑 프로 버전 차이가 뭔가요?",
             "이 가방 방수 되나요?",
+            "패밀리 요금제에 클라우드 저장공간 포함돼요?",
         ],
         "feedback": [
             "새 버전 진짜 좋네요, 그냥 말씀드리고 싶었어요",
@@ -1132,6 +1239,7 @@ _KO = _Bank(
             "건의 하나 드리면 학생 할인이 있었으면 해요",
             "버그를 이렇게 빨리 고쳐주셔서 감사해요",
             "새 디자인 깔끔하고 보기 좋아요",
+            "홈 화면 위젯 생기면 진짜 좋을 것 같아요",
         ],
     },
     sentiment={
@@ -1163,6 +1271,7 @@ _TR = _Bank(
             "değişim istemiyorum, paramı geri verin",
             "iptal ettiğim rezervasyon için {amount} çektiniz, hemen iade edin",
             "cihazı geri yollarsam ücretin tamamını alabilir miyim?",
+            "bir aydır {amount} iadesini bekliyorum, dalga mı geçiyorsunuz?",
         ],
         "billing": [
             "faturada neden {amount} yazıyor, anlaştığımız fiyat bu değildi",
@@ -1172,6 +1281,7 @@ _TR = _Bank(
             "aylık ücret haber vermeden zamlandı",
             "bakiyem olduğu halde ödeme reddediliyor",
             "ekstremde tanımadığım bir çekim var, bu nedir?",
+            "{order} siparişinin faturasındaki ek ücret ne?",
         ],
         "technical_issue": [
             "uygulama her açtığımda çöküyor",
@@ -1181,6 +1291,7 @@ _TR = _Bank(
             "dışa aktar butonuna basınca hiçbir şey olmuyor",
             "birkaç gündür bildirimler gelmiyor",
             "ödeme sayfasında ekran bembeyaz kalıyor",
+            "Google ile girişte hata alıyorum, dashboard bomboş",
         ],
         "account_access": [
             "hesabıma giriş yapamıyorum",
@@ -1190,6 +1301,7 @@ _TR = _Bank(
             "e-posta adresim kayıtlı değil diyor ama hesabım var",
             "biri şifremi değiştirmiş, hesaba giremiyorum",
             "kullanıcı adımı unuttum, nasıl öğrenebilirim?",
+            "SMS kodu bir türlü gelmiyor, giriş yapamıyorum",
         ],
         "shipping": [
             "kargom nerede? {order} numaralı sipariş hala gelmedi",
@@ -1199,6 +1311,7 @@ _TR = _Bank(
             "{order} siparişini başka bir adrese gönderebilir misiniz?",
             "Kıbrıs'a da kargo atıyor musunuz?",
             "kutudan yanlış ürün çıktı",
+            "{order} siparişi 8 gündür 'hazırlanıyor' görünüyor, ne zaman kargolanacak?",
         ],
         "cancellation": [
             "aboneliğimi iptal edin lütfen",
@@ -1207,6 +1320,8 @@ _TR = _Bank(
             "paketimi gelecek ay yenilemeyin",
             "premium üyelikten nasıl çıkarım?",
             "deneme süresini bitirin, ücret çekilmesin",
+            "yeter artık, bütün hizmetleri kapatın",
+            "otomatik yenilemeyi kapatır mısınız lütfen",
         ],
         "product_question": [
             "Windows ile uyumlu mu?",
@@ -1216,6 +1331,7 @@ _TR = _Bank(
             "bir lisansla kaç cihazda kullanılabiliyor?",
             "temel sürüm ile pro sürüm arasındaki fark ne?",
             "sırt çantası su geçirmez mi?",
+            "aile paketine bulut depolama dahil mi?",
         ],
         "feedback": [
             "sadece yeni sürümün harika olduğunu söylemek istedim",
@@ -1225,6 +1341,7 @@ _TR = _Bank(
             "bir önerim var: öğrenci indirimi yapın",
             "hatayı bu kadar hızlı düzelttiğiniz için sağ olun",
             "yeni tasarım çok derli toplu olmuş, eline sağlık",
+            "bir fikir: ana ekran için widget olsa süper olur",
         ],
     },
     sentiment={
