@@ -10,11 +10,13 @@ matching DataFrame and returns a small DataFrame indexed by model (or cause, ope
 
 Decisions the spec leaves open:
 
-- ``source`` may be a SQLite path / ``sqlite:///`` URL, a sync ``Broker`` (read through its
-  public ``calls()`` / ``ratings()``, which flush pending journal writes first), an open
-  ``Store``, or an ``AsyncBroker`` (read its store; use ``await aload_journal(broker)`` to
-  flush pending writes first). A missing file is a ``FileNotFoundError`` (reading never
-  creates a database).
+- ``source`` may be a SQLite path / ``sqlite:///`` URL, a ``postgresql://`` URL (the same
+  tables in PostgreSQL; see :mod:`jevlaya_lab.journal.postgresql`), a sync ``Broker`` (read
+  through its public ``calls()`` / ``ratings()``, which flush pending journal writes
+  first), an open ``Store``, or an ``AsyncBroker`` (read its store; use
+  ``await aload_journal(broker)`` to flush pending writes first). A missing file is a
+  ``FileNotFoundError`` (reading never creates a database; a PostgreSQL database without a
+  journal gets empty journal tables).
 - A *call* is a ``trace_id``; it *failed over* when an attempt that is neither ``ok`` nor a
   race loser (``superseded``/``cancelled``) came before its final attempt. A *race* is a trace
   with a ``superseded`` attempt; its winner is the ``ok`` attempt. Wasted tokens are the
@@ -129,16 +131,18 @@ def load_journal(source: Any, *, decisions: Any = None) -> Journal:
         return _from_store(source, extra)
     if not isinstance(source, (str, os.PathLike)):
         raise TypeError(f"source={type(source).__name__}: expected a SQLite path, a "
-                        "'sqlite:///path' URL, a Broker or a journal Store")
+                        "'sqlite:///path' or 'postgresql://' URL, a Broker or a journal Store")
+    from jevlaya_lab.journal.store import open_store, redact_url
+
     text = os.fspath(source)
-    path = Path(text.removeprefix("sqlite:///"))
-    if "://" in text.removeprefix("sqlite:///"):
-        raise ValueError(f"source={text!r}: only SQLite journals can be read here; pass a .db "
-                         "path or sqlite:///path")
-    if not path.is_file():
-        raise FileNotFoundError(f"source={text!r}: no journal file there; pass the path of the "
-                                "Broker's database (Broker(source=...)), e.g. 'journal.db'")
-    from jevlaya_lab.journal import open_store
+    if not text.startswith(("postgresql://", "postgres://")):
+        if "://" in text.removeprefix("sqlite:///"):
+            raise ValueError(f"source={redact_url(text)!r}: not a journal; pass a .db path, "
+                             "sqlite:///path or postgresql://user@host:5432/dbname")
+        if not Path(text.removeprefix("sqlite:///")).is_file():
+            raise FileNotFoundError(f"source={text!r}: no journal file there; pass the path of "
+                                    "the Broker's database (Broker(source=...)), e.g. "
+                                    "'journal.db'")
 
     store = open_store(text)
     try:
