@@ -1,8 +1,10 @@
 """Storage shared by the Broker (and later the decisions): model registry, keys, journal.
 
 ``open_store(source)`` returns a :class:`Store`. SQLite is the default backend (one file, WAL
-mode, busy timeout, several processes may share it). ``postgresql://`` sources are reserved for
-a PostgreSQL backend and raise :class:`UnsupportedSourceError` for now.
+mode, busy timeout, several processes on one machine may share it); a ``postgresql://`` source
+opens the PostgreSQL backend, the same tables and rows in a database that several processes and
+servers share (:mod:`jevlaya_lab.journal.postgresql`). A server that cannot be reached raises
+:class:`~jevlaya_lab.journal.store.JournalUnavailableError`.
 """
 
 from jevlaya_lab.journal.rows import ATTEMPT_FIELDS, ATTEMPT_STATUSES, RATING_FIELDS
