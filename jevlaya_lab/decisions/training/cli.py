@@ -28,9 +28,9 @@ def load_encoder(source: str) -> tuple[Any, Any, str]:
     from transformers import AutoModel, AutoTokenizer
 
     if source in bundled.BUNDLED:
-        path = bundled.verified_encoder_dir(source)
-        encoder = AutoModel.from_pretrained(path, local_files_only=True)
-        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        files = bundled.verified_encoder(source)
+        encoder = AutoModel.from_pretrained(files.encoder, local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(files.tokenizer, local_files_only=True)
         return encoder, tokenizer, bundled.ENCODERS[source].encoder_id
     from jevlaya_lab.decisions.checkpoint import load_checkpoint
 
@@ -47,7 +47,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="full checkpoint directory to write (default ./checkpoints/<name>)")
     p.add_argument("--ship", action="store_true", help="also write the head into the package (heads/<name>/)")
     for f in fields(TrainConfig):
-        kind = float if f.name in {"lr", "time_budget", "generic_share"} else int
+        kind = float if isinstance(f.default, float) or f.default is None else int
         p.add_argument(f"--{f.name.replace('_', '-')}", type=kind, default=f.default, dest=f.name)
     return p
 
