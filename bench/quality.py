@@ -23,9 +23,9 @@ sys.path.insert(0, str(ROOT))
 from jevlaya_lab.decisions import bundled  # noqa: E402
 from jevlaya_lab.decisions.training import evaluation  # noqa: E402
 from jevlaya_lab.decisions.training.synthetic import generate  # noqa: E402
+from jevlaya_lab.decisions.training.trainer import HELDOUT_SEED_OFFSET  # noqa: E402
 
 GROUPS = {"mini-en": "en", "mini-multi": "multi"}
-HELDOUT_SEED_OFFSET = 1_000_003  # trainer.train(): held-out split = generate(seed + this)
 
 
 def _table(title: str, report: dict) -> str:
@@ -70,10 +70,12 @@ def evaluate(name: str, n_synthetic: int) -> dict:
     agent = Agent(str(directory), model_id=name)
     load_s = time.perf_counter() - t0
     calibration = json.loads((bundled.head_dir(name) / bundled.HEAD_CALIBRATION).read_text())
-    seed = (calibration.get("train_config") or {}).get("seed", 0)
+    train_config = calibration.get("train_config") or {}
+    seed = train_config.get("seed", 0)
+    shares = {k: train_config[k] for k in ("generic_share", "multilingual_share") if k in train_config}
     out: dict = {"checkpoint": name, "load_seconds": round(load_s, 2), **_speed(name, agent)}
     t0 = time.perf_counter()
-    heldout = evaluation.sample(generate(max(n_synthetic, 1), seed=seed + HELDOUT_SEED_OFFSET), n_synthetic)
+    heldout = evaluation.sample(generate(max(n_synthetic, 1), seed=seed + HELDOUT_SEED_OFFSET, **shares), n_synthetic)
     out["synthetic_heldout"] = evaluation.evaluate_examples(agent, heldout)
     group = GROUPS[name]
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from collections import Counter
@@ -62,6 +63,28 @@ def test_generator_rejects_bad_arguments_with_the_field_named():
         generate(-1)
     with pytest.raises(ValueError, match="generic_share=2"):
         generate(5, generic_share=2)
+    with pytest.raises(ValueError, match="multilingual_share=-0.5"):
+        generate(5, multilingual_share=-0.5)
+
+
+def test_multilingual_share_writes_triage_states_in_the_13_languages_with_valid_golds():
+    from jevlaya_lab.decisions.detect import detect
+    from jevlaya_lab.decisions.training import bank_multi
+
+    examples = generate(3000, seed=5, generic_share=0.0, multilingual_share=1.0)
+    foreign = [e for e in examples if e.task.startswith("triage_ml.")]
+    assert not any(e.task.startswith("triage.") for e in examples), "every triage state is foreign at share 1"
+    assert {e.task for e in foreign} == {f"triage_ml.{qid}" for qid in presets.triage_questions()}
+    texts = {e.state["message"] if isinstance(e.state, dict) else e.state for e in foreign}
+    languages = {detect(t)["language"] for t in texts}
+    assert len(set(bank_multi.LANGUAGES) & languages) >= 10, languages
+    for i, e in enumerate(foreign[:400]):
+        assert 0 <= gold_index(e) < len(parse_question(f"q{i}", e.question).labels)
+
+
+def test_multilingual_share_zero_leaves_the_english_data_unchanged():
+    assert generate(500, seed=6, generic_share=0.15) == generate(500, seed=6, generic_share=0.15,
+                                                               multilingual_share=0.0)
 
 
 # ------------------------------------------------------------------ metrics and temperatures
@@ -150,8 +173,10 @@ def test_train_command_writes_a_loadable_checkpoint(tmp_path, capsys):
     args = ["--encoder", str(source), "--out", str(tmp_path / "out")]
     for key, value in TINY.items():
         args += [f"--{key.replace('_', '-')}", str(value)]
+    args += ["--encoder-lr", "5e-5", "--lr", "1e-3", "--time-budget", "600"]  # every float option parses
     assert train_cli.main(args) == 0
     model, _, config = load_checkpoint(tmp_path / "out")
     assert config.act_costs == [1.0] and config.head_layers == 1
-    assert (tmp_path / "out" / "head" / "calibration.json").is_file()
+    recorded = json.loads((tmp_path / "out" / "head" / "calibration.json").read_text())["train_config"]
+    assert (recorded["encoder_lr"], recorded["lr"], recorded["time_budget"]) == (5e-5, 1e-3, 600.0)
     assert "checkpoint ->" in capsys.readouterr().out

@@ -41,17 +41,26 @@ def gold_index(example: Example) -> int:
     return labels.index(example.gold)
 
 
-def generate(n: int, *, seed: int = 0, generic_share: float = 0.4) -> list[Example]:
-    """``n`` examples: ``generic_share`` of them generic tasks, the rest spread over the presets."""
+def generate(n: int, *, seed: int = 0, generic_share: float = 0.4,
+             multilingual_share: float = 0.0) -> list[Example]:
+    """``n`` examples: ``generic_share`` of them generic tasks, the rest spread over the presets.
+
+    ``multilingual_share`` of the triage states are written in one of the 13 languages of
+    :mod:`.bank_multi` (questions stay English, as users ask them); 0 keeps the English-only data
+    of earlier versions, row for row.
+    """
     if n < 0:
         raise ValueError(f"n={n!r}: the number of examples must be >= 0")
-    if not 0.0 <= generic_share <= 1.0:
-        raise ValueError(f"generic_share={generic_share!r}: must be within [0, 1]")
+    for name, share in (("generic_share", generic_share), ("multilingual_share", multilingual_share)):
+        if not 0.0 <= share <= 1.0:
+            raise ValueError(f"{name}={share!r}: must be within [0, 1]")
     rng = random.Random(seed)
     out: list[Example] = []
     nouls: dict[tuple[str, bool], int] = {}  # (task, truth) -> rows kept
     while len(out) < n:
         maker = _GENERIC if rng.random() < generic_share else rng.choice(_PRESET_MAKERS)
+        if maker is _triage and multilingual_share and rng.random() < multilingual_share:
+            maker = _triage_foreign
         for example in maker(rng):
             if example.question["type"] == "noul":
                 key, other = (example.task, bool(example.gold)), (example.task, not example.gold)
@@ -179,6 +188,30 @@ def _router(rng: random.Random) -> list[Example]:
         text = _join(rng, [text, rng.choice(["", "Just the answer.", "Quick one."])])
     golds = {"route": route, "complexity": complexity, "needs_tools": bank.ROUTER_NEEDS_TOOLS[route]}
     return list(_preset_rows(rng, "router", _wrap_state(rng, "request", text), golds))
+
+
+def _triage_foreign(rng: random.Random) -> list[Example]:
+    """A triage state in one of :data:`.bank_multi.LANGUAGES`, built like :func:`_triage`."""
+    from jevlaya_lab.decisions.training import bank_multi
+
+    lang = rng.choice(bank_multi.LANGUAGES)
+    requests = bank_multi.TRIAGE_REQUESTS_ML[lang]
+    intent = rng.choice(list(requests))
+    if intent == "feedback":
+        sentiment, level = rng.choice(["positive", "positive", "neutral"]), rng.choice([0, 0, 1])
+    else:
+        sentiment, level = rng.choice(list(bank_multi.SENTIMENT_PHRASES_ML[lang])), rng.randrange(4)
+    request = rng.choice(requests[intent]).format(order=f"#{rng.randint(10000, 99999)}",
+                                                  amount=rng.choice([f"{rng.randint(5, 900)} €",
+                                                                     f"${rng.randint(5, 900)}"]))
+    tail = [rng.choice(bank_multi.SENTIMENT_PHRASES_ML[lang][sentiment]),
+            rng.choice(bank_multi.URGENCY_PHRASES_ML[lang][level])]
+    rng.shuffle(tail)
+    text = _join(rng, [rng.choice(bank_multi.GREETINGS_ML[lang]), request, *tail])
+    golds = {"intent": intent, "sentiment": sentiment, "is_urgent": level >= 2, "priority": level}
+    # reported apart from the English triage rows ("triage_ml.intent", ...)
+    return [Example(ex.state, ex.question, ex.gold, ex.task.replace("triage.", "triage_ml.", 1))
+            for ex in _preset_rows(rng, "triage", _wrap_state(rng, "message", text), golds)]
 
 
 _PRESET_MAKERS: list[Callable[[random.Random], list[Example]]] = [

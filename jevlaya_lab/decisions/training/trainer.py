@@ -42,6 +42,8 @@ from jevlaya_lab.decisions.training.temperature import TemperatureFit, fit_tempe
 __all__ = ["Row", "TrainConfig", "TrainResult", "encode_examples", "predict_rows", "train"]
 
 ACT_COSTS = [1.0]
+HELDOUT_SEED_OFFSET = 1_000_003
+"""The held-out split is ``generate(seed + HELDOUT_SEED_OFFSET)``; bench/quality.py re-creates it."""
 ACT_LOSS_WEIGHT = 0.2
 
 
@@ -63,6 +65,7 @@ class TrainConfig:
     threads: int = 2
     time_budget: float | None = 1500.0  # seconds of optimisation; None = run all epochs
     generic_share: float = 0.15
+    multilingual_share: float = 0.0  # share of triage states in the 13 languages of bank_multi
 
     def __post_init__(self) -> None:
         for name in ("n_train", "n_heldout", "epochs", "batch_size", "threads", "max_len", "head_max_len"):
@@ -299,10 +302,10 @@ def train(encoder: nn.Module, tokenizer: Any, cfg: TrainConfig, *, encoder_id: s
     torch.manual_seed(cfg.seed)
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
-    train_rows = encode_examples(tokenizer, generate(cfg.n_train, seed=cfg.seed, generic_share=cfg.generic_share),
+    shares = {"generic_share": cfg.generic_share, "multilingual_share": cfg.multilingual_share}
+    train_rows = encode_examples(tokenizer, generate(cfg.n_train, seed=cfg.seed, **shares),
                                  max_len=cfg.max_len, head_max_len=cfg.head_max_len)
-    held_rows = encode_examples(tokenizer, generate(cfg.n_heldout, seed=cfg.seed + 1_000_003,
-                                                    generic_share=cfg.generic_share),
+    held_rows = encode_examples(tokenizer, generate(cfg.n_heldout, seed=cfg.seed + HELDOUT_SEED_OFFSET, **shares),
                                 max_len=cfg.max_len, head_max_len=cfg.head_max_len)
     seconds["encode"] = time.perf_counter() - t0
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
