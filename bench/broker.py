@@ -8,7 +8,8 @@ client-side CPU measured here is the broker's. Measured:
 1. ``ask`` latency vs the same request with a plain ``httpx.AsyncClient`` and with the ``openai``
    SDK (the named alternative), interleaved, 1-token answers: p50/p99 and the added ms.
 2. Throughput: 50 concurrent callers through one ``AsyncBroker`` and one sync ``Broker``.
-3. Journal write cost per attempt row (background writer, batched SQLite inserts).
+3. Journal write cost per attempt row (background writer, batched SQLite inserts; with
+   ``--postgresql URL`` also into that PostgreSQL database, in a fresh schema dropped after).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import concurrent.futures as cf
+import contextlib
 import json
 import os
 import platform
@@ -25,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -161,10 +164,10 @@ def sync_throughput(server: LocalServerProcess, callers: int, each: int) -> dict
     return {"threads": callers, "calls": total, "calls_per_s": total / wall, "journal_rows": rows}
 
 
-def journal_cost(rows: int) -> dict[str, Any]:
+def journal_cost(rows: int, postgresql: str | None = None) -> dict[str, Any]:
     now = datetime.now(UTC).isoformat()
-    with tempfile.TemporaryDirectory() as tmp:
-        store = open_store(Path(tmp) / "j.db")
+    with tempfile.TemporaryDirectory() as tmp, bench_schema(postgresql) as url:
+        store = open_store(url or Path(tmp) / "j.db")
         writer = JournalWriter(store)
         t = time.perf_counter()
         for i in range(rows):
@@ -178,9 +181,28 @@ def journal_cost(rows: int) -> dict[str, Any]:
             "written_us_per_row": total * 1e6 / rows}
 
 
+@contextlib.contextmanager
+def bench_schema(url: str | None) -> Iterator[str | None]:
+    """``url`` pointed at a new schema that is dropped afterwards (``None`` stays ``None``)."""
+    if url is None:
+        yield None
+        return
+    import psycopg
+
+    schema = f"jevlaya_bench_{os.getpid()}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+        try:
+            yield url + ("&" if "?" in url else "?") + f"options=-csearch_path%3D{schema}"
+        finally:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--postgresql", metavar="URL",
+                        help="also measure journal writes into this PostgreSQL database")
     args = parser.parse_args(argv)
     n, each = (60, 2) if args.quick else (300, 6)
     server = LocalServerProcess(["a=tiny:1", "b=tiny:2", "c=tiny:3"])
@@ -191,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server.stop()
     jc = journal_cost(20_000 if not args.quick else 5_000)
+    if args.postgresql:
+        jc["postgresql"] = journal_cost(20_000 if not args.quick else 5_000, args.postgresql)
     result = {"machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
               "latency": lat, "async_50_callers": thr, "sync_50_threads": sthr, "journal": jc}
     print(f"{'1-token ask, sequential':<38}{'p50 ms':>10}{'p99 ms':>10}{'client CPU us':>15}")
@@ -209,6 +233,12 @@ def main(argv: list[str] | None = None) -> int:
           f"{sthr['journal_rows']}/{sthr['calls']} rows journaled")
     print(f"journal: {jc['enqueue_us_per_row']:.1f} us to enqueue, "
           f"{jc['written_us_per_row']:.1f} us per row written (batched, background thread)")
+    if "postgresql" in jc:
+        pg = jc["postgresql"]
+        print(f"journal on PostgreSQL: {pg['enqueue_us_per_row']:.1f} us to enqueue, "
+              f"{pg['written_us_per_row']:.1f} us per row written "
+              f"({1e6 / pg['written_us_per_row']:.0f} rows/s vs "
+              f"{1e6 / jc['written_us_per_row']:.0f} rows/s in SQLite)")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2))
     print(f"wrote {RESULTS}")
