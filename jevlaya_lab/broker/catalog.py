@@ -19,7 +19,6 @@ from typing import Any
 import httpx
 
 from jevlaya_lab.broker.config import LLMConfig
-from jevlaya_lab.journal.sqlite import SQLiteStore
 from jevlaya_lab.journal.store import Store
 
 log = logging.getLogger("jevlaya_lab.broker")
@@ -74,11 +73,5 @@ def fill_store(store: Store, source: CatalogSource = None) -> None:
         entries = parse_catalog(json.loads(path.read_text("utf-8")), url)
     if entries is not None:
         store.replace_catalog([e.to_dict() for e in entries])
-    elif not _filled(store):
+    elif not store.catalog_filled():
         store.replace_catalog([e.to_dict() for e in packaged_catalog()])
-
-
-def _filled(store: Store) -> bool:
-    if isinstance(store, SQLiteStore):
-        return store.catalog_filled()
-    return bool(store.registry())

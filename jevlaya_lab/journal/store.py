@@ -97,6 +97,10 @@ class Store(abc.ABC):
     def put_user_models(self, entries: Sequence[Mapping[str, Any]]) -> None:
         """Add or update the user's own entries."""
 
+    @abc.abstractmethod
+    def catalog_filled(self) -> bool:
+        """Whether a catalog was ever written here (even an empty one)."""
+
     # keys the user chose to store here (never copied from the environment)
     @abc.abstractmethod
     def get_key(self, ref: str) -> str | None: ...

@@ -13,6 +13,7 @@ import torch
 
 from jevlaya_lab import analysis
 from jevlaya_lab.broker import Broker, LLMConfig
+from jevlaya_lab.broker.catalog import CATALOG_URL_ENV, fill_store, packaged_catalog
 from jevlaya_lab.journal import open_store
 from jevlaya_lab.local import FaultProfile, serve, tiny_chat_model
 
@@ -72,6 +73,23 @@ def test_broker_journals_attempts_in_postgresql(llm_server: Any, pg_server: Any,
     assert store.get_key("JEV_PG_TEST_KEY") is None  # the environment's key stays there
     assert store.get_key("MY_STORED_KEY") == "sk-stored"
     assert "sk-env-only" not in repr(store.attempts())
+
+
+def test_the_packaged_catalog_fills_a_database_once_as_in_sqlite(
+        pg_server: Any, pg_database: str, pg_url: str, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An empty database gets the packaged catalog; one whose catalog the user emptied
+    (``catalog=[]``) stays empty, in PostgreSQL as in SQLite."""
+    monkeypatch.delenv(CATALOG_URL_ENV, raising=False)
+    fresh = open_store(pg_server.url(pg_database))
+    fill_store(fresh, None)
+    assert [e["name"] for e in fresh.registry()] == [
+        e.name for e in packaged_catalog()]
+    for source in (tmp_path / "j.db", pg_url):
+        store = open_store(source)
+        fill_store(store, [])
+        fill_store(store, None)
+        assert store.registry() == [], source
 
 
 def test_two_brokers_on_one_postgresql_journal_see_each_others_calls(
