@@ -122,8 +122,9 @@ def check_score(score: Any) -> float:
 class AsyncBroker:
     """A pool of OpenAI-compatible chat models behind one async API.
 
-    ``source``: ``None`` (a per-user SQLite file), a ``.db``/``.sqlite`` path or
-    ``sqlite:///path``. ``models``: the user's own entries (``LLMConfig`` or dicts), ranked
+    ``source``: ``None`` (a per-user SQLite file), a ``.db``/``.sqlite`` path,
+    ``sqlite:///path`` or ``postgresql://user@host/dbname`` (one journal for several processes
+    and servers; :mod:`jevlaya_lab.journal.postgresql`). ``models``: the user's own entries (``LLMConfig`` or dicts), ranked
     before the catalog's and never touched by catalog updates. ``secrets``: ``{ref: key}``
     used before stored keys, ``.env`` and the environment. ``catalog``: see
     :mod:`jevlaya_lab.broker.catalog`. Use it as ``async with AsyncBroker() as broker:``.
