@@ -7,8 +7,9 @@ retention behave as in SQLite). Decisions the spec leaves open:
 
 - **Where the tables live.** A shared database belongs to other applications too, so the tables
   go to their own schema, ``jevlaya_lab`` (created when missing). To choose another one, give a
-  search path in the URL: ``postgresql://.../db?options=-csearch_path%3Dmy_schema`` (that schema
-  must exist: we do not create schemas the user named). Two schemas are two separate journals.
+  search path in the URL: ``postgresql://.../db?options=-csearch_path%3Dmy_schema`` (or set one
+  with ``ALTER ROLE ... SET search_path``); the first existing schema on it is used, and we do
+  not create schemas the user named. Two schemas are two separate journals.
 - **Passwords.** Prefer ``PGPASSWORD`` or ``~/.pgpass`` (libpq reads both). A password in the URL
   works but never appears in ``location``, ``repr``, logs or exception messages.
 - **Concurrency.** One connection per store behind a lock (every method is thread-safe);
@@ -139,14 +140,15 @@ class PostgreSQLStore(Store):
         try:
             conn = psycopg.connect(self._url, autocommit=True,
                                    row_factory=psycopg.rows.dict_row, **self._extra)
+            conn.execute(f"SET lock_timeout = {self._lock_timeout_ms}")
+            if self._schema is not None:
+                conn.execute("SELECT set_config('search_path', %s, false)",
+                             (self._schema_path(),))
         except psycopg.OperationalError as exc:
             raise JournalUnavailableError(
                 f"source={self.location!r}: cannot connect ({self._detail(exc)}); "
                 "check that the server runs and accepts connections from this host, the user "
                 "name, the password (PGPASSWORD or ~/.pgpass) and the database name") from None
-        conn.execute(f"SET lock_timeout = {self._lock_timeout_ms}")
-        if self._schema is not None:
-            conn.execute("SELECT set_config('search_path', %s, false)", (self._schema_path(),))
         return conn
 
     def _create_tables(self) -> None:

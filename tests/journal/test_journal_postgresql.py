@@ -178,6 +178,15 @@ def test_a_search_path_picks_another_schema_and_journal(pg_server: Any, pg_url: 
     assert pg_server.password not in str(info.value)
 
 
+def test_a_search_path_the_database_sets_is_respected(pg_server: Any, pg_database: str) -> None:
+    with pg_server.admin(pg_database) as conn:
+        conn.execute("CREATE SCHEMA llm_journal")
+        conn.execute(f"ALTER DATABASE {pg_database} SET search_path = llm_journal")
+    open_store(pg_server.url(pg_database)).append([row("a")])
+    with pg_server.admin(pg_database) as conn:
+        assert conn.execute("SELECT call_id FROM llm_journal.attempts").fetchall() == [("a",)]
+
+
 def test_every_method_is_thread_safe_on_one_store(pg_url: str) -> None:
     store = open_store(pg_url)
     errors: list[BaseException] = []
