@@ -271,7 +271,10 @@ def test_a_closed_store_says_so(pg_url: str) -> None:
 
 
 # -- credentials and bad sources ----------------------------------------------------------------
-def test_passwords_never_appear_in_location_repr_or_errors(pg_server: Any, pg_url: str) -> None:
+def test_passwords_never_appear_in_location_repr_logs_or_errors(
+        pg_server: Any, pg_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)  # every logger, and the driver's (WARNING by default)
+    caplog.set_level(logging.DEBUG, logger="psycopg")
     secret = pg_server.password
     store = open_store(pg_url)
     assert secret not in store.location and secret not in repr(store)
@@ -284,6 +287,7 @@ def test_passwords_never_appear_in_location_repr_or_errors(pg_server: Any, pg_ur
         open_store(wrong)
     assert secret not in str(info.value) and "~/.pgpass" in str(info.value)
     assert info.value.__cause__ is None and info.value.__suppress_context__
+    assert "connection attempt" in caplog.text and secret not in caplog.text
 
 
 def test_unreachable_server_names_the_source_and_the_fix() -> None:
