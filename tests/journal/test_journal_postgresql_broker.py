@@ -78,8 +78,9 @@ def test_broker_journals_attempts_in_postgresql(llm_server: Any, pg_server: Any,
 def test_the_packaged_catalog_fills_a_database_once_as_in_sqlite(
         pg_server: Any, pg_database: str, pg_url: str, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """An empty database gets the packaged catalog; one whose catalog the user emptied
-    (``catalog=[]``) stays empty, in PostgreSQL as in SQLite."""
+    """Seed (local database): an empty database is filled from the package's copy of the
+    catalog before the pool is built; one whose catalog the user emptied (``catalog=[]``)
+    stays empty, in PostgreSQL as in SQLite."""
     monkeypatch.delenv(CATALOG_URL_ENV, raising=False)
     fresh = open_store(pg_server.url(pg_database))
     fill_store(fresh, None)

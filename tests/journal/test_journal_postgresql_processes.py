@@ -66,8 +66,9 @@ store.close()
 
 def test_processes_creating_one_new_journal_at_once_all_open_it(pg_server: Any,
                                                                 pg_database: str) -> None:
-    """Creating the schema and tables and filling the catalog are serialised across
-    processes (concurrent CREATE ... IF NOT EXISTS would otherwise collide)."""
+    """Seed (several processes or servers share one database): creating the schema and
+    tables and filling the catalog are serialised across processes (concurrent
+    CREATE ... IF NOT EXISTS would otherwise collide)."""
     url, start = pg_server.url(pg_database), str(time.time() + 1.5)
     outputs([subprocess.Popen([sys.executable, "-c", _TOGETHER, url, start],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
