@@ -59,11 +59,6 @@ class PostgresServer:
     def __init__(self, bindir: Path) -> None:
         self.bindir = bindir
         self.password = "pw-" + secrets.token_hex(8)
-        self.dir = Path(tempfile.mkdtemp(prefix="jevlaya-pg-"))
-        self.data = self.dir / "data"
-        self.log = self.dir / "server.log"
-        self.port = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
         self._as: dict[str, Any] = {}
         if os.geteuid() == 0:  # initdb refuses root: run the cluster as the postgres user
             try:
@@ -71,8 +66,14 @@ class PostgresServer:
             except KeyError:
                 pytest.fail("running as root needs a 'postgres' system user to own the test "
                             f"server; {INSTALL_HINT}", pytrace=False)
-            os.chown(self.dir, account.pw_uid, account.pw_gid)
             self._as = {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": []}
+        self.dir = Path(tempfile.mkdtemp(prefix="jevlaya-pg-"))
+        if self._as:
+            os.chown(self.dir, self._as["user"], self._as["group"])
+        self.data = self.dir / "data"
+        self.log = self.dir / "server.log"
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
 
     def _run(self, *args: str, timeout: float = 60) -> None:
         done = subprocess.run([str(self.bindir / args[0]), *args[1:]], cwd=self.dir,
