@@ -36,8 +36,15 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from jevlaya_lab.journal.rows import ATTEMPT_FIELDS, RATING_FIELDS
-from jevlaya_lab.journal.sqlite import MODEL_FIELDS, _model_from_row, _model_values, _now
+from jevlaya_lab.journal.rows import (
+    ATTEMPT_FIELDS,
+    MODEL_FIELDS,
+    RATING_FIELDS,
+    equality_filters,
+    model_from_row,
+    model_values,
+    utc_now,
+)
 from jevlaya_lab.journal.store import (
     SCHEMA_VERSION,
     JournalSchemaError,
@@ -228,17 +235,17 @@ class PostgreSQLStore(Store):
     def registry(self) -> list[dict[str, Any]]:
         rows = self._read(f"SELECT {', '.join(MODEL_FIELDS)}, origin FROM models "
                           "ORDER BY origin = 'catalog', position")
-        return [_model_from_row(r) for r in rows]
+        return [model_from_row(r) for r in rows]
 
     def replace_catalog(self, entries: Sequence[Mapping[str, Any]]) -> None:
         with self._write() as conn:
             conn.execute("DELETE FROM models WHERE origin = 'catalog'")
             user = {r["name"] for r in conn.execute("SELECT name FROM models")}
-            rows = [(*_model_values(e), "catalog", i) for i, e in enumerate(entries)
+            rows = [(*model_values(e), "catalog", i) for i, e in enumerate(entries)
                     if e["name"] not in user]
             with conn.cursor() as cur:
                 cur.executemany("INSERT INTO models VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)", rows)
-            _put_meta(conn, "catalog_at", _now())
+            _put_meta(conn, "catalog_at", utc_now())
 
     def put_user_models(self, entries: Sequence[Mapping[str, Any]]) -> None:
         with self._write() as conn:
@@ -252,7 +259,7 @@ class PostgreSQLStore(Store):
                     "INSERT INTO models VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s) ON CONFLICT (name) "
                     "DO UPDATE SET " + ", ".join(f"{c} = EXCLUDED.{c}" for c in (
                         *MODEL_FIELDS[1:], "origin", "position")),
-                    (*_model_values(e), "user", pos))
+                    (*model_values(e), "user", pos))
 
     def catalog_filled(self) -> bool:
         return bool(self._read("SELECT 1 FROM meta WHERE key = 'catalog_at'"))
@@ -287,8 +294,9 @@ class PostgreSQLStore(Store):
                  llm_name: str | None = None, operation: str | None = None,
                  scope: str | None = None, status: str | None = None,
                  since: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
-        where, args = _filters(call_id=call_id, trace_id=trace_id, llm_name=llm_name,
-                               operation=operation, scope=scope, status=status)
+        where, args = equality_filters("%s", call_id=call_id, trace_id=trace_id,
+                                       llm_name=llm_name, operation=operation, scope=scope,
+                                       status=status)
         if since is not None:
             where.append("called_at >= %s")
             args.append(since)
@@ -296,7 +304,7 @@ class PostgreSQLStore(Store):
 
     def ratings(self, *, call_id: str | None = None, trace_id: str | None = None,
                 limit: int | None = None) -> list[dict[str, Any]]:
-        where, args = _filters(call_id=call_id, trace_id=trace_id)
+        where, args = equality_filters("%s", call_id=call_id, trace_id=trace_id)
         return self._select("ratings", RATING_FIELDS, where, args, "rating_id", limit)
 
     def rating_totals(self) -> dict[tuple[str, str], tuple[int, float]]:
@@ -345,7 +353,3 @@ def _put_meta(conn: Any, key: str, value: str) -> None:
     conn.execute("INSERT INTO meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET "
                  "value = EXCLUDED.value", (key, value))
 
-
-def _filters(**given: Any) -> tuple[list[str], list[Any]]:
-    pairs = [(k, v) for k, v in given.items() if v is not None]
-    return [f"{k} = %s" for k, _ in pairs], [v for _, v in pairs]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 import time
@@ -11,10 +10,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from jevlaya_lab.journal.rows import ATTEMPT_FIELDS, RATING_FIELDS
+from jevlaya_lab.journal.rows import (
+    ATTEMPT_FIELDS,
+    RATING_FIELDS,
+    equality_filters,
+    model_from_row,
+    model_values,
+    utc_now,
+)
 from jevlaya_lab.journal.store import SCHEMA_VERSION, JournalSchemaError, Store
-
-MODEL_FIELDS = ("name", "base_url", "model", "api_key_ref", "parallel", "weight", "labels")
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -90,7 +94,7 @@ class SQLiteStore(Store):
         with self._lock:
             rows = self._db.execute(
                 "SELECT * FROM models ORDER BY origin = 'catalog', position").fetchall()
-        return [_model_from_row(r) for r in rows]
+        return [model_from_row(r) for r in rows]
 
     def replace_catalog(self, entries: Sequence[Mapping[str, Any]]) -> None:
         with self._tx():
@@ -99,8 +103,8 @@ class SQLiteStore(Store):
             for i, e in enumerate(entries):
                 if e["name"] not in user:
                     self._db.execute("INSERT INTO models VALUES (?,?,?,?,?,?,?,?,?)",
-                                     (*_model_values(e), "catalog", i))
-            self._db.execute("INSERT OR REPLACE INTO meta VALUES ('catalog_at', ?)", (_now(),))
+                                     (*model_values(e), "catalog", i))
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES ('catalog_at', ?)", (utc_now(),))
 
     def put_user_models(self, entries: Sequence[Mapping[str, Any]]) -> None:
         with self._tx():
@@ -111,7 +115,7 @@ class SQLiteStore(Store):
                                        "origin = 'user'", (e["name"],)).fetchone()
                 pos = old[0] if old else start + i
                 self._db.execute("INSERT OR REPLACE INTO models VALUES (?,?,?,?,?,?,?,?,?)",
-                                 (*_model_values(e), "user", pos))
+                                 (*model_values(e), "user", pos))
 
     def catalog_filled(self) -> bool:
         with self._lock:
@@ -150,8 +154,9 @@ class SQLiteStore(Store):
                  llm_name: str | None = None, operation: str | None = None,
                  scope: str | None = None, status: str | None = None,
                  since: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
-        where, args = _filters(call_id=call_id, trace_id=trace_id, llm_name=llm_name,
-                               operation=operation, scope=scope, status=status)
+        where, args = equality_filters("?", call_id=call_id, trace_id=trace_id,
+                                       llm_name=llm_name, operation=operation, scope=scope,
+                                       status=status)
         if since is not None:
             where.append("called_at >= ?")
             args.append(since)
@@ -159,7 +164,7 @@ class SQLiteStore(Store):
 
     def ratings(self, *, call_id: str | None = None, trace_id: str | None = None,
                 limit: int | None = None) -> list[dict[str, Any]]:
-        where, args = _filters(call_id=call_id, trace_id=trace_id)
+        where, args = equality_filters("?", call_id=call_id, trace_id=trace_id)
         return self._select("ratings", where, args, "rating_id", limit)
 
     def rating_totals(self) -> dict[tuple[str, str], tuple[int, float]]:
@@ -223,23 +228,3 @@ class _Transaction:
         finally:
             self.store._lock.release()
 
-
-def _filters(**given: Any) -> tuple[list[str], list[Any]]:
-    pairs = [(k, v) for k, v in given.items() if v is not None]
-    return [f"{k} = ?" for k, _ in pairs], [v for _, v in pairs]
-
-
-def _model_values(e: Mapping[str, Any]) -> tuple[Any, ...]:
-    return (e["name"], e["base_url"], e["model"], e.get("api_key_ref"), int(e.get("parallel", 4)),
-            float(e.get("weight", 0.5)), json.dumps(list(e.get("labels", ()))))
-
-
-def _model_from_row(row: sqlite3.Row) -> dict[str, Any]:
-    d = {f: row[f] for f in MODEL_FIELDS}
-    d["labels"] = tuple(json.loads(d["labels"]))
-    d["origin"] = row["origin"]
-    return d
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat()
