@@ -58,6 +58,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._quiet import quiet_loading
 from .bundled import BundledCheckpointError, cache_root
 
 __all__ = ["INSTALL_HINT", "PackedE5", "dequantize_q4_0", "multilingual_encoder_dir", "read_packed_e5",
@@ -326,8 +327,9 @@ def load_multilingual_encoder():
     from transformers import AutoModel, AutoTokenizer
 
     root = multilingual_encoder_dir()
-    encoder = AutoModel.from_pretrained(root / "encoder", add_pooling_layer=False).eval()
-    return encoder, AutoTokenizer.from_pretrained(root / "tokenizer")
+    with quiet_loading():
+        encoder = AutoModel.from_pretrained(root / "encoder", add_pooling_layer=False).eval()
+        return encoder, AutoTokenizer.from_pretrained(root / "tokenizer")
 
 
 def mean_pooled_embeddings(encoder, tokenizer, texts: list[str], prefix: str = "query: ") -> np.ndarray:

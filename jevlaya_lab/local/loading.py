@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from jevlaya_lab._quiet import quiet_loading
 from jevlaya_lab.local.chat_model import ChatModel
 from jevlaya_lab.local.errors import LocalModelError
 
@@ -83,14 +84,15 @@ def converted_gguf(gguf: Path) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     scratch = target.parent / f".{target.name}.{uuid.uuid4().hex[:8]}.tmp"
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name,
-                                                     dtype=torch.float32)
-        # The de-quantised weights are plain tensors; drop the GGUF marker so they can be saved.
-        model.hf_quantizer = None
-        if hasattr(model.config, "quantization_config"):
-            del model.config.quantization_config
-        model.save_pretrained(str(scratch))
+        with quiet_loading():
+            tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+            model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name,
+                                                         dtype=torch.float32)
+            # The de-quantised weights are plain tensors; drop the GGUF marker so they can be saved.
+            model.hf_quantizer = None
+            if hasattr(model.config, "quantization_config"):
+                del model.config.quantization_config
+            model.save_pretrained(str(scratch))
         tokenizer.save_pretrained(str(scratch))
         try:
             scratch.rename(target)
@@ -175,8 +177,9 @@ def _load_directory(path: Path, *, name: str, dtype: str | torch.dtype, max_toke
 
     torch_dtype = resolve_dtype(dtype)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch_dtype, local_files_only=True)
+        with quiet_loading():
+            tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+            model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch_dtype, local_files_only=True)
     except Exception as exc:
         raise LocalModelError(f"could not load a causal LM from {path}: {exc}") from exc
     return ChatModel(model, tokenizer, name=name, default_max_tokens=max_tokens)
@@ -190,9 +193,10 @@ def _load_hub(repo_id: str, *, name: str, dtype: str | torch.dtype, max_tokens: 
     offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes")
     for local_only in (True,) if offline else (True, False):
         try:
-            tokenizer: Any = AutoTokenizer.from_pretrained(repo_id, local_files_only=local_only)
-            model = AutoModelForCausalLM.from_pretrained(repo_id, dtype=torch_dtype,
-                                                         local_files_only=local_only)
+            with quiet_loading():
+                tokenizer: Any = AutoTokenizer.from_pretrained(repo_id, local_files_only=local_only)
+                model = AutoModelForCausalLM.from_pretrained(repo_id, dtype=torch_dtype,
+                                                             local_files_only=local_only)
             return ChatModel(model, tokenizer, name=name, default_max_tokens=max_tokens)
         except Exception as exc:
             errors.append(f"{'cache' if local_only else 'hub'}: {exc}")

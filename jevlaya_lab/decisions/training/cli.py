@@ -18,6 +18,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from jevlaya_lab._quiet import quiet_loading
 from jevlaya_lab.decisions import bundled
 
 __all__ = ["load_encoder", "main"]
@@ -29,8 +30,9 @@ def load_encoder(source: str) -> tuple[Any, Any, str]:
 
     if source in bundled.BUNDLED:
         files = bundled.verified_encoder(source)
-        encoder = AutoModel.from_pretrained(files.encoder, local_files_only=True)
-        tokenizer = AutoTokenizer.from_pretrained(files.tokenizer, local_files_only=True)
+        with quiet_loading():
+            encoder = AutoModel.from_pretrained(files.encoder, local_files_only=True)
+            tokenizer = AutoTokenizer.from_pretrained(files.tokenizer, local_files_only=True)
         return encoder, tokenizer, bundled.ENCODERS[source].encoder_id
     from jevlaya_lab.decisions.checkpoint import load_checkpoint
 
