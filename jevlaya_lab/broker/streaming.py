@@ -632,3 +632,109 @@ class AsyncStream:
     def __repr__(self) -> str:
         state = "closed" if self._core.closed else ("ended" if self._core.ended else "open")
         return f"<AsyncStream {self.llm_name or '?'} {state}>"
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        """Notebook display (see :func:`stream_mimebundle`)."""
+        return stream_mimebundle(self)
+
+
+# display ---------------------------------------------------------------------------------------
+DISPLAY_HTML_CHARS = 2000
+DISPLAY_TEXT_CHARS = 300
+
+
+def stream_mimebundle(stream: AsyncStream, label: str = "AsyncStream") -> dict[str, Any]:
+    """A stream's notebook display: model, state, the text so far and every lane's status.
+
+    It reads a snapshot of what the stream already holds: it never starts the stream, never
+    waits on the broker's loop (so a sync stream shows from any thread, even mid-pull) and
+    never raises; a stream that cannot be described shows its repr. ``state`` is ``open``
+    (before or during reading), ``finished`` (the answer ended), ``failed`` (an error ended it)
+    or ``cancelled`` (closed before its answer ended). The text is HTML-escaped and, past
+    ``DISPLAY_HTML_CHARS`` (plain text: ``DISPLAY_TEXT_CHARS``), shown as its start and its
+    end around a note of how much is left out.
+    """
+    try:
+        card = _stream_card(stream._core)
+    except Exception as exc:  # noqa: BLE001 - a display must never raise
+        return {"text/plain": f"<{label}: cannot be displayed ({type(exc).__name__}: {exc})>"}
+    from jevlaya_lab.widgets.render import MIME, jsonable
+
+    return {"text/plain": _stream_plain(card, label), "text/html": _stream_html(card, label),
+            MIME: {"kind": "stream", "data": jsonable(card)}}
+
+
+def stream_state(core: StreamCore) -> str:
+    """``open``, ``finished``, ``failed`` or ``cancelled`` (see :func:`stream_mimebundle`)."""
+    final = core.final
+    if core.closed and (final is None or final.status in (None, "cancelled", "superseded")):
+        return "cancelled"
+    if core.ended:
+        return "finished" if final is not None and final.status == "ok" else "failed"
+    return "open"
+
+
+def _stream_card(core: StreamCore) -> dict[str, Any]:
+    """A plain-data snapshot of the stream (lists are copied: another thread may append)."""
+    final = core.final
+    lanes = [core.view(lane) for lane in list(core.lanes)]
+    return {
+        "llm_name": final.llm_name if final is not None else None,
+        "state": stream_state(core), "started": core.started_at is not None,
+        "deltas": core.delivered, "trace_id": core.trace_id,
+        "call_id": final.call_id if final is not None else None,
+        "text": final.text if final is not None else "",
+        "lanes": [{"llm_name": v.llm_name, "state": v.state, "shown": v.shown,
+                   "winner": v.winner, "first_token_ms": v.first_token_ms,
+                   "chars": len(v.text)} for v in lanes],
+    }
+
+
+def _clip(text: str, limit: int) -> tuple[str, str, int]:
+    """``(head, tail, left out)``: all of ``text`` in ``head`` when it fits in ``limit``."""
+    if len(text) <= limit:
+        return text, "", 0
+    tail = limit // 4
+    return text[:limit - tail], text[len(text) - tail:], len(text) - limit
+
+
+def _state_line(card: dict[str, Any]) -> str:
+    if card["state"] == "open":
+        return f"open, {card['deltas']} delta(s) read" if card["started"] else "open, not started"
+    return f"{card['state']} after {card['deltas']} delta(s)"
+
+
+def _lane_line(lane: dict[str, Any]) -> str:
+    marks = [m for m in ("shown", "winner") if lane[m]]
+    return f"{lane['llm_name']} {lane['state']}" + (f" ({', '.join(marks)})" if marks else "")
+
+
+def _stream_plain(card: dict[str, Any], label: str) -> str:
+    head, tail, cut = _clip(card["text"], DISPLAY_TEXT_CHARS)
+    text = repr(head) + (f" ... [{cut} characters] ... {tail!r}" if cut else "")
+    lines = [f"<{label} {card['llm_name'] or '?'}: {_state_line(card)}>", f"text: {text}"]
+    if card["lanes"]:
+        lines.append("lanes: " + "; ".join(_lane_line(lane) for lane in card["lanes"]))
+    return "\n".join(lines)
+
+
+def _stream_html(card: dict[str, Any], label: str) -> str:
+    from jevlaya_lab.widgets.render import _box, escape
+
+    head, tail, cut = _clip(card["text"], DISPLAY_HTML_CHARS)
+    if not head:
+        text = "<i style='color:#888'>(no text yet)</i>"
+    else:
+        text = escape(head) + (f"<i style='color:#888'> … {cut} characters left out … </i>"
+                               f"{escape(tail)}" if cut else "")
+    rows = "".join(
+        f"<tr><td style='padding:0 .6em 0 0'>{escape(lane['llm_name'])}</td>"
+        f"<td style='padding:0 .6em 0 0'>{escape(lane['state'])}</td>"
+        f"<td>{escape(', '.join(m for m in ('shown', 'winner') if lane[m]))}</td></tr>"
+        for lane in card["lanes"])
+    lanes = (f"<table style='border-collapse:collapse;font-size:85%;margin-top:.3em'>{rows}"
+             "</table>" if rows else "")
+    return _box(f"<div><b>{escape(card['llm_name'] or 'no model yet')}</b> "
+                f"<small>{escape(label)} &middot; {escape(_state_line(card))} &middot; "
+                f"trace {escape(card['trace_id'][:8])}</small></div>"
+                f"<div style='white-space:pre-wrap;margin:.3em 0'>{text}</div>{lanes}")

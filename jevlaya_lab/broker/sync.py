@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from jevlaya_lab.broker.engine import AsyncBroker, check_grace
 from jevlaya_lab.broker.errors import closed_error
 from jevlaya_lab.broker.results import SyncLLMResult
+from jevlaya_lab.broker.streaming import stream_mimebundle
 
 T = TypeVar("T")
 
@@ -243,6 +244,10 @@ class SyncStream:
 
     def __repr__(self) -> str:
         return repr(self._stream).replace("AsyncStream", "Stream", 1)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        """Notebook display from any thread, even mid-pull (see ``stream_mimebundle``)."""
+        return stream_mimebundle(self._stream, "Stream")
 
 
 class ScopedBroker:
