@@ -23,7 +23,9 @@ paused clock. The rules are the streaming page of the Broker's seed:
   the others) and release the slots. A ``break`` alone does not close the stream.
 
 With ``wait=None`` a model that sends nothing for 60 s (``ATTEMPT_TIMEOUT_S``) counts as failed.
-``another()`` before the stream has ended raises ``ValueError``.
+``another()`` before the stream has ended raises ``ValueError``. In a notebook a stream displays
+itself (model, state, text so far, lanes) from a snapshot, without starting or waiting on it
+(:func:`stream_mimebundle`; the seed says nothing about display).
 """
 
 from __future__ import annotations
@@ -648,20 +650,21 @@ def stream_mimebundle(stream: AsyncStream, label: str = "AsyncStream") -> dict[s
 
     It reads a snapshot of what the stream already holds: it never starts the stream, never
     waits on the broker's loop (so a sync stream shows from any thread, even mid-pull) and
-    never raises; a stream that cannot be described shows its repr. ``state`` is ``open``
+    never raises (a stream that cannot be described shows a one-line note saying why).
+    ``state`` is ``open``
     (before or during reading), ``finished`` (the answer ended), ``failed`` (an error ended it)
     or ``cancelled`` (closed before its answer ended). The text is HTML-escaped and, past
     ``DISPLAY_HTML_CHARS`` (plain text: ``DISPLAY_TEXT_CHARS``), shown as its start and its
     end around a note of how much is left out.
     """
     try:
+        from jevlaya_lab.widgets.render import MIME, jsonable
+
         card = _stream_card(stream._core)
+        return {"text/plain": _stream_plain(card, label), "text/html": _stream_html(card, label),
+                MIME: {"kind": "stream", "data": jsonable(card)}}
     except Exception as exc:  # noqa: BLE001 - a display must never raise
         return {"text/plain": f"<{label}: cannot be displayed ({type(exc).__name__}: {exc})>"}
-    from jevlaya_lab.widgets.render import MIME, jsonable
-
-    return {"text/plain": _stream_plain(card, label), "text/html": _stream_html(card, label),
-            MIME: {"kind": "stream", "data": jsonable(card)}}
 
 
 def stream_state(core: StreamCore) -> str:
@@ -704,9 +707,13 @@ def _state_line(card: dict[str, Any]) -> str:
     return f"{card['state']} after {card['deltas']} delta(s)"
 
 
+def _marks(lane: dict[str, Any]) -> str:
+    return ", ".join(mark for mark in ("shown", "winner") if lane[mark])
+
+
 def _lane_line(lane: dict[str, Any]) -> str:
-    marks = [m for m in ("shown", "winner") if lane[m]]
-    return f"{lane['llm_name']} {lane['state']}" + (f" ({', '.join(marks)})" if marks else "")
+    marks = _marks(lane)
+    return f"{lane['llm_name']} {lane['state']}" + (f" ({marks})" if marks else "")
 
 
 def _stream_plain(card: dict[str, Any], label: str) -> str:
@@ -730,7 +737,7 @@ def _stream_html(card: dict[str, Any], label: str) -> str:
     rows = "".join(
         f"<tr><td style='padding:0 .6em 0 0'>{escape(lane['llm_name'])}</td>"
         f"<td style='padding:0 .6em 0 0'>{escape(lane['state'])}</td>"
-        f"<td>{escape(', '.join(m for m in ('shown', 'winner') if lane[m]))}</td></tr>"
+        f"<td>{escape(_marks(lane))}</td></tr>"
         for lane in card["lanes"])
     lanes = (f"<table style='border-collapse:collapse;font-size:85%;margin-top:.3em'>{rows}"
              "</table>" if rows else "")
