@@ -21,7 +21,15 @@ from typing import Any
 from jevlaya_lab._quiet import quiet_loading
 from jevlaya_lab.decisions import bundled
 
-__all__ = ["load_encoder", "main"]
+__all__ = ["NAME_DEFAULTS", "load_encoder", "main"]
+
+NAME_DEFAULTS: dict[str, dict[str, Any]] = {
+    # what shipped each head (with --threads 1 while the other trained beside it); options given
+    # on the command line override these, and these override TrainConfig's defaults
+    "mini-en": {"n_train": 12000, "n_heldout": 1500, "epochs": 8, "time_budget": 2100.0},
+    "mini-multi": {"n_train": 8000, "n_heldout": 1200, "epochs": 8, "time_budget": 2100.0,
+                   "multilingual_share": 0.6},
+}
 
 
 def load_encoder(source: str) -> tuple[Any, Any, str]:
@@ -30,8 +38,10 @@ def load_encoder(source: str) -> tuple[Any, Any, str]:
 
     if source in bundled.BUNDLED:
         files = bundled.verified_encoder(source)
+        # the converted e5 encoder has no pooler (the decision model never reads one)
+        no_pooler = {"add_pooling_layer": False} if bundled.ENCODERS[source].converted else {}
         with quiet_loading():
-            encoder = AutoModel.from_pretrained(files.encoder, local_files_only=True)
+            encoder = AutoModel.from_pretrained(files.encoder, local_files_only=True, **no_pooler)
             tokenizer = AutoTokenizer.from_pretrained(files.tokenizer, local_files_only=True)
         return encoder, tokenizer, bundled.ENCODERS[source].encoder_id
     from jevlaya_lab.decisions.checkpoint import load_checkpoint
@@ -50,7 +60,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--ship", action="store_true", help="also write the head into the package (heads/<name>/)")
     for f in fields(TrainConfig):
         kind = float if isinstance(f.default, float) or f.default is None else int
-        p.add_argument(f"--{f.name.replace('_', '-')}", type=kind, default=f.default, dest=f.name)
+        p.add_argument(f"--{f.name.replace('_', '-')}", type=kind, default=argparse.SUPPRESS, dest=f.name,
+                       help=f"default: per --name (see NAME_DEFAULTS), else {f.default}")
     return p
 
 
@@ -59,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     from jevlaya_lab.decisions.training.trainer import TrainConfig, export_head, train
 
     args = _parser().parse_args(argv)
-    cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})
+    given = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if hasattr(args, f.name)}
+    cfg = TrainConfig(**{**(NAME_DEFAULTS[args.name] if args.encoder is None else {}), **given})
     started = time.perf_counter()
     try:
         encoder, tokenizer, encoder_id = load_encoder(args.encoder or args.name)
