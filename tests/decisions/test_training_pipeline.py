@@ -82,6 +82,18 @@ def test_multilingual_share_writes_triage_states_in_the_13_languages_with_valid_
         assert 0 <= gold_index(e) < len(parse_question(f"q{i}", e.question).labels)
 
 
+def test_match_rows_restate_the_gold_description_and_only_it():
+    rows = generate(400, seed=9, match_share=1.0)
+    assert {e.task for e in rows} == {"generic.match"}
+    for i, e in enumerate(rows):
+        q = parse_question(f"q{i}", e.question)
+        assert 0 <= gold_index(e) < len(q.labels)
+        if isinstance(e.question["criteria"], dict):
+            text = (e.state["message"] if isinstance(e.state, dict) else e.state).lower()
+            gold_words = set(e.question["criteria"][e.gold].lower().replace(",", " ").split())
+            assert any(w in text for w in gold_words), (text, e.gold)
+
+
 def test_multilingual_share_zero_leaves_the_english_data_unchanged():
     assert generate(500, seed=6, generic_share=0.15) == generate(500, seed=6, generic_share=0.15,
                                                                multilingual_share=0.0)
