@@ -726,7 +726,7 @@ def _stream_plain(card: dict[str, Any], label: str) -> str:
 
 
 def _stream_html(card: dict[str, Any], label: str) -> str:
-    from jevlaya_lab.widgets.render import _box, escape
+    from jevlaya_lab.widgets.render import box, escape
 
     head, tail, cut = _clip(card["text"], DISPLAY_HTML_CHARS)
     if not head:
@@ -741,7 +741,7 @@ def _stream_html(card: dict[str, Any], label: str) -> str:
         for lane in card["lanes"])
     lanes = (f"<table style='border-collapse:collapse;font-size:85%;margin-top:.3em'>{rows}"
              "</table>" if rows else "")
-    return _box(f"<div><b>{escape(card['llm_name'] or 'no model yet')}</b> "
+    return box(f"<div><b>{escape(card['llm_name'] or 'no model yet')}</b> "
                 f"<small>{escape(label)} &middot; {escape(_state_line(card))} &middot; "
                 f"trace {escape(card['trace_id'][:8])}</small></div>"
                 f"<div style='white-space:pre-wrap;margin:.3em 0'>{text}</div>{lanes}")

@@ -128,12 +128,12 @@ def answers_html(result: Mapping[str, Any]) -> str:
             f"<small>confidence {conf if conf is None else f'{conf:.2f}'}</small>{flag}"
             f"{bars_html(row['bars'], '#b22' if row['abstained'] else '#4c78a8')}</div>")
     model = escape(str(result.get("model", "")))
-    return _box(f"<div><small>model {model}</small></div>{''.join(parts)}")
+    return box(f"<div><small>model {model}</small></div>{''.join(parts)}")
 
 
 def decision_html(decision: Mapping[str, Any]) -> str:
     card = decision_card(decision)
-    return _box(
+    return box(
         f"<div><b>→ {escape(card['model'])}</b> <small>by rule "
         f"<code>{escape(card['source'])}</code></small></div>"
         f"<div>{escape(card['reason'])}</div>"
@@ -144,11 +144,12 @@ def decision_html(decision: Mapping[str, Any]) -> str:
 def llm_html(result: Any) -> str:
     card = llm_card(result)
     usage = ", ".join(f"{escape(k)}={escape(str(v))}" for k, v in card["usage"].items())
-    return _box(f"<div><b>{escape(str(card['llm_name']))}</b> <small>{usage}</small></div>"
+    return box(f"<div><b>{escape(str(card['llm_name']))}</b> <small>{usage}</small></div>"
                 f"<pre style='white-space:pre-wrap;margin:.3em 0'>{escape(card['text'])}</pre>")
 
 
-def _box(inner: str) -> str:
+def box(inner: str) -> str:
+    """Wrap rendered parts in the bordered card every rich display of the package uses."""
     return ("<div class='jevlaya' style='font-family:sans-serif;border:1px solid #ddd;"
             f"border-radius:4px;padding:.5em;max-width:48em'>{inner}</div>")
 
