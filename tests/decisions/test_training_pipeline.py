@@ -192,3 +192,17 @@ def test_train_command_writes_a_loadable_checkpoint(tmp_path, capsys):
     recorded = json.loads((tmp_path / "out" / "head" / "calibration.json").read_text())["train_config"]
     assert (recorded["encoder_lr"], recorded["lr"], recorded["time_budget"]) == (5e-5, 1e-3, 600.0)
     assert "checkpoint ->" in capsys.readouterr().out
+
+
+def test_synthetic_evaluation_scores_each_example_against_its_own_option_order(tmp_path):
+    """evaluate_examples batches examples that share a question; the same labels in another order
+    are another question, or the gold indices would point at the wrong options."""
+    from jevlaya_lab.decisions.training import evaluation
+
+    agent = Agent(str(make_tiny_checkpoint(tmp_path / "tiny", seed=3)))
+    examples = [e for e in generate(400, seed=11) if e.question["type"] == "choice"][:60]
+    report = evaluation.evaluate_examples(agent, examples)
+    for task in {e.task for e in examples}:
+        mine = [e for e in examples if e.task == task]
+        right = sum(agent.predict(e.state, {"q": e.question})["answers"]["q"]["choice"] == e.gold for e in mine)
+        assert report["questions"][task]["accuracy"] == pytest.approx(right / len(mine), abs=1e-3), task

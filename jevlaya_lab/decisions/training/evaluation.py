@@ -124,7 +124,8 @@ def evaluate_examples(agent: Any, examples: Iterable[Example]) -> dict[str, dict
     """Per synthetic task: the same metrics on generated (state, question) pairs."""
     groups: dict[str, list[Example]] = {}
     for ex in examples:  # examples sharing a question definition go through one predict_batch
-        groups.setdefault(json.dumps(ex.question, sort_keys=True, ensure_ascii=False), []).append(ex)
+        # no sort_keys: criteria in another order are another question (gold indices follow the order)
+        groups.setdefault(json.dumps(ex.question, ensure_ascii=False), []).append(ex)
     rows: dict[str, tuple[str, list, list]] = {}
     for group in groups.values():
         question = group[0].question
