@@ -1,8 +1,10 @@
 """Fixtures for the widget tests: real tiny decision checkpoints, a real Router, a real local
-OpenAI-compatible server with tiny chat models on 127.0.0.1 and Brokers over it."""
+OpenAI-compatible server with tiny chat models on 127.0.0.1 and Brokers (sync and async) over
+it."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -11,7 +13,7 @@ import pytest
 import torch
 
 from jevlaya_lab import Agent, Router
-from jevlaya_lab.broker import Broker, LLMConfig
+from jevlaya_lab.broker import AsyncBroker, Broker, LLMConfig
 from jevlaya_lab.decisions.testing import make_tiny_checkpoint
 from jevlaya_lab.local import serve, tiny_chat_model
 
@@ -46,19 +48,43 @@ def server() -> Iterator[Any]:
 
 
 @pytest.fixture
-def broker(server: Any, tmp_path: Path) -> Iterator[Callable[..., Broker]]:
-    """``broker("a", "b")``: a Broker over exactly those local models, healthy at the start."""
+def healthy(server: Any) -> Iterator[Any]:
+    """The local server with no fault on any model, before and after the test."""
     for name in CHAT_MODELS:
         server.set_fault(name, None)
+    yield server
+    for name in CHAT_MODELS:
+        server.set_fault(name, None)
+
+
+def local_models(server: Any, names: tuple[str, ...]) -> list[LLMConfig]:
+    return [LLMConfig(name=n, base_url=server.base_url, model=n) for n in names]
+
+
+@pytest.fixture
+def broker(healthy: Any, tmp_path: Path) -> Iterator[Callable[..., Broker]]:
+    """``broker("a", "b")``: a Broker over exactly those local models, healthy at the start."""
     made: list[Broker] = []
 
     def make(*names: str) -> Broker:
-        cfg = [LLMConfig(name=n, base_url=server.base_url, model=n) for n in names]
-        b = Broker(tmp_path / f"journal{len(made)}.db", models=cfg, catalog=[])
+        b = Broker(tmp_path / f"journal{len(made)}.db", models=local_models(healthy, names),
+                   catalog=[])
         made.append(b)
         return b
     yield make
     for b in made:
         b.close()
-    for name in CHAT_MODELS:
-        server.set_fault(name, None)
+
+
+@pytest.fixture
+def async_broker(healthy: Any, tmp_path: Path) -> Callable[..., AsyncBroker]:
+    """``async with async_broker("a", "b") as b:`` inside ``asyncio.run``: an AsyncBroker over
+    exactly those local models (it belongs to the loop it first runs on, so the test closes
+    it there)."""
+    made = itertools.count()
+
+    def make(*names: str) -> AsyncBroker:
+        return AsyncBroker(tmp_path / f"async_journal{next(made)}.db",
+                           models=local_models(healthy, names), catalog=[])
+    return make
+

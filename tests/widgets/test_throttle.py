@@ -1,7 +1,9 @@
-"""Throttle: at most one push per interval from many threads, the last update never lost."""
+"""Throttle: at most one push per interval from many threads (or on an event loop), the last
+update never lost."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 
@@ -41,3 +43,22 @@ def test_zero_interval_pushes_every_mark_and_bad_values_are_refused() -> None:
     assert len(pushes) == 5
     with pytest.raises(ValueError, match="throttle=-1: must be a number of seconds >= 0"):
         Throttle(lambda: None, -1)
+
+
+def test_on_an_event_loop_pushes_come_from_the_loop_and_the_last_mark_is_pushed() -> None:
+    marks = {"n": 0}
+    pushes: list[tuple[int, int]] = []  # (thread, marks seen)
+
+    async def main() -> None:
+        throttle = Throttle(lambda: pushes.append((threading.get_ident(), marks["n"])), 0.05,
+                            loop=asyncio.get_running_loop())
+        for _ in range(200):
+            marks["n"] += 1
+            throttle.mark()
+            await asyncio.sleep(0.001)
+        await asyncio.sleep(0.2)  # the armed call_later delivers the last mark
+
+    asyncio.run(main())
+    assert 1 <= len(pushes) < 200
+    assert {thread for thread, _ in pushes} == {threading.get_ident()}
+    assert pushes[-1][1] == 200
