@@ -1,14 +1,24 @@
 """``JournalDashboard``: the Broker journal at a glance, backed by :mod:`jevlaya_lab.analysis`.
 
-An ipywidgets composition: a summary table (escaped HTML), per-model tables (calls and tokens,
-latency/TTFT percentiles, errors by cause, race wins) and four plotly ``FigureWidget``s (tokens,
-latency, race wins, quality over time). ``refresh()`` (or the button) re-reads the source, so
-it can follow a live Broker. ``summary`` and ``tables`` hold the same numbers as plain dicts
-for notebook checks.
+An ipywidgets composition: a summary table (escaped HTML), per-model tables (calls with their
+failures and tokens, latency/TTFT percentiles, failures by cause, race wins), the most recent
+failures with their error detail, and four plotly ``FigureWidget``s (tokens, latency, race
+wins, quality over time). ``refresh()`` (or the button) re-reads the source, so it can follow
+a live Broker. ``summary`` and ``tables`` hold the same numbers as plain dicts for notebook
+checks.
+
+Choices the spec leaves open: every cell is HTML-escaped (journal text such as an error
+detail or an operation is shown as text, never markup); numbers show three significant digits
+and whole numbers from 1,000 up (never ``1.23e+03``); missing values (a missing HTTP status,
+a mean rating before any rating) show as ``–``; each table
+has the class ``jv-<name>`` (``jv-calls``, ``jv-latency``, ``jv-errors``, ``jv-races``,
+``jv-recent_failures``; the summary ``jv-summary``) so notebooks and tests can find it; an
+empty table is left out.
 """
 
 from __future__ import annotations
 
+import math
 from html import escape
 from typing import Any
 
@@ -20,22 +30,68 @@ from jevlaya_lab.widgets.render import jsonable
 
 FIGURES = {"tokens": analysis.tokens_figure, "latency": analysis.latency_figure,
            "races": analysis.race_figure, "quality": analysis.quality_figure}
+HEADINGS = {"calls": "calls per model", "latency": "latency per model (ms, ok attempts)",
+            "errors": "failures by cause", "races": "race wins",
+            "recent_failures": "recent failures (newest first)"}
+FAILURE_COLUMNS = ["called_at", "llm_name", "operation", "status", "http_status", "error_detail"]
 
 
-def table_html(df: pd.DataFrame) -> str:
-    """A DataFrame as HTML with every cell escaped (``DataFrame.to_html`` escapes by default;
-    this keeps it explicit and compact)."""
-    return df.to_html(escape=True, float_format=lambda x: f"{x:.3g}", border=0,
-                      classes="jv-table", na_rep="–")
+def number_text(x: float) -> str:
+    """A number as the tables show it: three significant digits, whole from 1,000 up."""
+    return f"{x:.0f}" if abs(x) >= 999.5 else f"{x:.3g}"
+
+
+def summary_text(value: Any) -> str:
+    """A summary value as shown: numbers as in the tables, missing as ``–``."""
+    if value is None:
+        return "–"
+    return number_text(value) if isinstance(value, float) else str(value)
+
+
+def table_html(df: pd.DataFrame, name: str) -> str:
+    """A DataFrame (index included as the first column) as HTML with every cell escaped and
+    whole (pandas would clip text at ``display.max_colwidth``)."""
+    shown = df.reset_index()
+    for col in shown.select_dtypes("Int64").columns:  # pandas prints their NA as <NA>
+        values = shown[col]
+        shown[col] = values.astype(object).where(values.notna(), math.nan)
+    with pd.option_context("display.max_colwidth", None):
+        return shown.to_html(escape=True, index=False, float_format=number_text, border=0,
+                             classes=f"jv-table jv-{name}", na_rep="–")
+
+
+def model_calls(journal: analysis.Journal) -> pd.DataFrame:
+    """:func:`analysis.calls_per_model` with each model's ``failures`` (rate limited,
+    unavailable or error) after its ``ok`` answers."""
+    out = analysis.calls_per_model(journal)
+    failures = analysis.error_rates(journal, by="llm_name")["failures"]
+    out.insert(2, "failures", failures.reindex(out.index).fillna(0).astype("int64"))
+    return out
+
+
+def recent_failures(journal: analysis.Journal, limit: int) -> pd.DataFrame:
+    """The ``limit`` newest failed attempts, newest first, with their error detail."""
+    df = journal.attempts
+    failed = df[df["status"].isin(analysis.FAILED_STATUSES)]
+    out = failed.sort_values("called_at", ascending=False, kind="stable").head(limit)
+    out = out[FAILURE_COLUMNS].copy()
+    out["called_at"] = out["called_at"].dt.strftime("%Y-%m-%d %H:%M:%S UTC")
+    return out.set_index("called_at")
 
 
 class JournalDashboard(w.VBox):
     """``JournalDashboard(source)`` where source is anything :func:`analysis.load_journal`
-    reads (a .db path, a Broker, a Store) or an :class:`analysis.Journal`."""
+    reads (a .db path, a Broker, a Store) or an :class:`analysis.Journal`; ``recent`` is how
+    many of the latest failures are listed."""
 
-    def __init__(self, source: Any, *, quality_freq: str = "1h", **kwargs: Any) -> None:
+    def __init__(self, source: Any, *, quality_freq: str = "1h", recent: int = 20,
+                 **kwargs: Any) -> None:
+        if isinstance(recent, bool) or not isinstance(recent, int) or recent < 0:
+            raise ValueError(f"recent={recent!r}: must be an integer >= 0 (how many of the "
+                             "latest failures to list; 0 hides the list)")
         self.source = source
         self.quality_freq = quality_freq
+        self.recent = recent
         self.summary: dict[str, Any] = {}
         self.tables: dict[str, list[dict[str, Any]]] = {}
         self.summary_html = w.HTML()
@@ -58,15 +114,16 @@ class JournalDashboard(w.VBox):
             analysis.load_journal(self.source)
         self.journal = journal
         self.summary = analysis.summary(journal)
-        frames = {"calls": analysis.calls_per_model(journal),
+        frames = {"calls": model_calls(journal),
                   "latency": analysis.latency_percentiles(journal),
                   "errors": analysis.error_rates(journal),
-                  "races": analysis.race_wins(journal)}
+                  "races": analysis.race_wins(journal),
+                  "recent_failures": recent_failures(journal, self.recent)}
         self.tables = {k: jsonable(df.reset_index().to_dict("records")) for k, df in frames.items()}
-        rows = "".join(f"<tr><th>{escape(k)}</th><td>{escape(str(v))}</td></tr>"
+        rows = "".join(f"<tr><th>{escape(k)}</th><td>{escape(summary_text(v))}</td></tr>"
                        for k, v in self.summary.items())
-        self.summary_html.value = f"<table class='jv-table'>{rows}</table>"
-        self.tables_html.value = "".join(f"<h4>{escape(k)}</h4>{table_html(df)}"
+        self.summary_html.value = f"<table class='jv-table jv-summary'>{rows}</table>"
+        self.tables_html.value = "".join(f"<h4>{escape(HEADINGS[k])}</h4>{table_html(df, k)}"
                                          for k, df in frames.items() if not df.empty)
         for name, make in FIGURES.items():
             fig = make(journal, self.quality_freq) if name == "quality" else make(journal)

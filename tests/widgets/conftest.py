@@ -5,6 +5,7 @@ it."""
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,12 @@ from jevlaya_lab.local import serve, tiny_chat_model
 torch.set_num_threads(1)
 CHAT_MODELS = ("a", "b", "c")
 XSS = "<img src=x onerror=alert(1)><script>alert(2)</script>"
+CHROMIUM = "/usr/bin/chromium"  # Debian's; never a downloaded browser
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update",
+                  "--disable-sync"]
+needs_chromium = pytest.mark.skipif(not os.path.exists(CHROMIUM),
+                                    reason=f"{CHROMIUM} is not installed (.ci/run installs it)")
 
 
 @pytest.fixture(scope="session")
@@ -88,3 +95,16 @@ def async_broker(healthy: Any, tmp_path: Path) -> Callable[..., AsyncBroker]:
                            models=local_models(healthy, names), catalog=[])
     return make
 
+
+@pytest.fixture
+def page() -> Iterator[Any]:
+    """A page of headless Debian Chromium driven by playwright."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS,
+                                    headless=True)
+        try:
+            yield browser.new_page(viewport={"width": 1100, "height": 1400})
+        finally:
+            browser.close()

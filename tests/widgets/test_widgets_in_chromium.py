@@ -16,26 +16,11 @@ from jevlaya_lab.decisions.presets import triage_questions
 from jevlaya_lab.widgets import AnswersView, HookTimeline, RoutingView, StreamView
 
 from .browser_host import WidgetHost
+from .conftest import needs_chromium
 
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 PAYLOAD = '<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>'
 
-pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM),
-                                reason=f"{CHROMIUM} is not installed (.ci/run installs it)")
-
-
-@pytest.fixture
-def page() -> Any:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
-        try:
-            yield browser.new_page(viewport={"width": 1100, "height": 1400})
-        finally:
-            browser.close()
+pytestmark = needs_chromium
 
 
 @pytest.mark.timeout(120)
