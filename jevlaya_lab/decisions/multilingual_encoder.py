@@ -38,10 +38,9 @@ takes about 5 s on first use; loading the cached copy about 3 s.
 
 Run ``python -m jevlaya_lab.decisions.multilingual_encoder`` to convert into the cache ahead of time.
 
-Next step (not done here): train a ``mini-multi`` head with the existing trainer
-(:mod:`jevlaya_lab.decisions.training`) over this encoder, ship it under
-``decisions/heads/mini-multi/``, measure it with ``bench/quality.py``, and only then lift the
-refusal in :mod:`jevlaya_lab.decisions.bundled`.
+``mini-multi`` (:mod:`jevlaya_lab.decisions.bundled`) is this encoder plus a head trained by
+``jevlaya-lab train --name mini-multi``; the bundled module pins the packed file's sha256 and calls
+:func:`convert_into_cache` when it assembles the checkpoint.
 """
 
 from __future__ import annotations
