@@ -47,8 +47,9 @@ def generate(n: int, *, seed: int = 0, generic_share: float = 0.4,
 
     ``multilingual_share`` of the triage states are written in one of the 13 languages of
     :mod:`.bank_multi` (questions stay English, as users ask them). ``match_share`` of the draws
-    (a preset draw yields several rows, so a smaller share of the rows) are "generic.match" rows whose state restates the gold option's description (see
-    :func:`_match`). Both at 0 keep the data of earlier versions, row for row.
+    (a preset draw yields several rows, so a smaller share of the rows) are "generic.match" rows
+    whose state restates the gold option's description (see :func:`_match`). Both at 0 keep the
+    data of earlier versions, row for row.
     """
     if n < 0:
         raise ValueError(f"n={n!r}: the number of examples must be >= 0")
@@ -321,4 +322,6 @@ def _match(rng: random.Random) -> Example:
     if len(words) > 4 and rng.random() < 0.5:  # drop some words so it is a match, not a copy
         words = [w for w in words if rng.random() < 0.7] or words
     text = rng.choice(_MATCH_FRAMES).format(d=" ".join(words))
+    # always the "message" field, as the shipped heads were trained (the preset's own field would
+    # match its instructions better; change it together with the next retraining)
     return Example(_wrap_state(rng, "message", text), question, gold, "generic.match")
