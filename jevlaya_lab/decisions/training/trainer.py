@@ -18,12 +18,12 @@ Choices measured on this 2-core CPU (and why the defaults are what they are):
   over option markers cancels any state evidence that reaches every marker alike, so only
   option-dependent attention helps, and at first nothing rewards it. ``match_share`` rows (the
   state restates the gold option's description, :func:`.synthetic._match`) end that plateau within
-  ~300 steps. multilingual-e5-small left the plateau on its own (mini-multi uses 0.4, mini-en 0.7).
+  ~300 steps. multilingual-e5-small leaves the plateau on its own (mini-multi uses 0.2, mini-en 0.7).
   Batches mix row types (length-sorted batches were one type each and learned more slowly).
 - ``time_budget`` bounds the optimisation time so a run finishes on a busy machine; the learning
   rate decays over whichever of steps or time runs out first, and the log says when the budget
   cut the run short. Data, order and initialisation are seeded; the number of steps a budget
-  allows depends on the machine (mini-en: 2820 steps, mini-multi: 2994, one thread each).
+  allows depends on the machine (mini-en: 2820 steps on one thread, mini-multi: 2989 on two).
 """
 
 from __future__ import annotations
