@@ -40,6 +40,7 @@ from jevlaya_lab.journal.rows import (
     ATTEMPT_FIELDS,
     MODEL_FIELDS,
     RATING_FIELDS,
+    attempt_filters,
     equality_filters,
     model_from_row,
     model_values,
@@ -294,12 +295,8 @@ class PostgreSQLStore(Store):
                  llm_name: str | None = None, operation: str | None = None,
                  scope: str | None = None, status: str | None = None,
                  since: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
-        where, args = equality_filters("%s", call_id=call_id, trace_id=trace_id,
-                                       llm_name=llm_name, operation=operation, scope=scope,
-                                       status=status)
-        if since is not None:
-            where.append("called_at >= %s")
-            args.append(since)
+        where, args = attempt_filters("%s", call_id=call_id, trace_id=trace_id, llm_name=llm_name,
+                                      operation=operation, scope=scope, status=status, since=since)
         return self._select("attempts", ATTEMPT_FIELDS, where, args, "called_at, seq", limit)
 
     def ratings(self, *, call_id: str | None = None, trace_id: str | None = None,

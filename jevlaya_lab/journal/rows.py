@@ -64,3 +64,13 @@ def equality_filters(placeholder: str, **given: Any) -> tuple[list[str], list[An
     """
     pairs = [(column, value) for column, value in given.items() if value is not None]
     return [f"{column} = {placeholder}" for column, _ in pairs], [value for _, value in pairs]
+
+
+def attempt_filters(placeholder: str, *, since: str | None = None,
+                    **given: Any) -> tuple[list[str], list[Any]]:
+    """:func:`equality_filters` for attempt rows, plus ``called_at >= since`` when ``since`` is given."""
+    where, args = equality_filters(placeholder, **given)
+    if since is not None:
+        where.append(f"called_at >= {placeholder}")
+        args.append(since)
+    return where, args

@@ -13,6 +13,7 @@ from typing import Any
 from jevlaya_lab.journal.rows import (
     ATTEMPT_FIELDS,
     RATING_FIELDS,
+    attempt_filters,
     equality_filters,
     model_from_row,
     model_values,
@@ -154,12 +155,8 @@ class SQLiteStore(Store):
                  llm_name: str | None = None, operation: str | None = None,
                  scope: str | None = None, status: str | None = None,
                  since: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
-        where, args = equality_filters("?", call_id=call_id, trace_id=trace_id,
-                                       llm_name=llm_name, operation=operation, scope=scope,
-                                       status=status)
-        if since is not None:
-            where.append("called_at >= ?")
-            args.append(since)
+        where, args = attempt_filters("?", call_id=call_id, trace_id=trace_id, llm_name=llm_name,
+                                      operation=operation, scope=scope, status=status, since=since)
         return self._select("attempts", where, args, "called_at, rowid", limit)
 
     def ratings(self, *, call_id: str | None = None, trace_id: str | None = None,
