@@ -72,7 +72,8 @@ def evaluate(name: str, n_synthetic: int) -> dict:
     calibration = json.loads((bundled.head_dir(name) / bundled.HEAD_CALIBRATION).read_text())
     train_config = calibration.get("train_config") or {}
     seed = train_config.get("seed", 0)
-    shares = {k: train_config[k] for k in ("generic_share", "multilingual_share") if k in train_config}
+    shares = {k: train_config[k] for k in ("generic_share", "multilingual_share", "match_share")
+              if k in train_config}
     out: dict = {"checkpoint": name, "load_seconds": round(load_s, 2), **_speed(name, agent)}
     t0 = time.perf_counter()
     heldout = evaluation.sample(generate(max(n_synthetic, 1), seed=seed + HELDOUT_SEED_OFFSET, **shares), n_synthetic)
