@@ -1,7 +1,9 @@
 """jevlaya_lab: a workbench for typed decisions and pools of LLMs.
 
 The public names below are imported lazily, so ``import jevlaya_lab`` stays cheap and never
-imports torch; the model code loads on first use of ``Agent``, ``load`` or ``Router``.
+imports torch; the model code loads on first use of ``Agent``, ``load`` or ``Router``. Every
+exception class derives from :class:`JevlayaError` (the tree: :mod:`jevlaya_lab.errors`); all of
+them, and the result types ``LLMResult`` and ``Decision``, are importable from here.
 """
 
 from __future__ import annotations
@@ -25,6 +27,14 @@ _EXPORTS: dict[str, str] = {
     "LLMConfig": "jevlaya_lab.broker",
     "run_tool_loop": "jevlaya_lab.broker",
     "arun_tool_loop": "jevlaya_lab.broker",
+    # results
+    "LLMResult": "jevlaya_lab.broker.results",
+    "SyncLLMResult": "jevlaya_lab.broker.results",
+    "Decision": "jevlaya_lab.decisions.routing",
+    # errors: one root, one errors module per area (see jevlaya_lab.errors)
+    "JevlayaError": "jevlaya_lab.errors",
+    "BrokerError": "jevlaya_lab.broker.errors",
+    "CatalogError": "jevlaya_lab.broker.errors",
     "LLMRequestError": "jevlaya_lab.broker.errors",
     "NoLLMAvailableError": "jevlaya_lab.broker.errors",
     "LLMTimeoutError": "jevlaya_lab.broker.errors",
@@ -36,6 +46,22 @@ _EXPORTS: dict[str, str] = {
     "InvalidProviderResponseError": "jevlaya_lab.broker.errors",
     "ToolLoopLimitError": "jevlaya_lab.broker.errors",
     "BrokerClosedError": "jevlaya_lab.broker.errors",
+    "QuestionError": "jevlaya_lab.decisions.errors",
+    "BudgetError": "jevlaya_lab.decisions.errors",
+    "TokenizerError": "jevlaya_lab.decisions.errors",
+    "CheckpointError": "jevlaya_lab.decisions.errors",
+    "CheckpointNotFoundError": "jevlaya_lab.decisions.errors",
+    "BundledCheckpointError": "jevlaya_lab.decisions.errors",
+    "NearTypoWarning": "jevlaya_lab.decisions.errors",
+    "InvalidHookError": "jevlaya_lab.hooks.errors",
+    "JournalSchemaError": "jevlaya_lab.journal.errors",
+    "UnsupportedSourceError": "jevlaya_lab.journal.errors",
+    "JournalUnavailableError": "jevlaya_lab.journal.errors",
+    "LocalModelError": "jevlaya_lab.local.errors",
+    "ChatRequestError": "jevlaya_lab.local.errors",
+    "FaultProfileError": "jevlaya_lab.local.errors",
+    "UnknownModelError": "jevlaya_lab.local.errors",
+    "NotebookCheckError": "jevlaya_lab.notebooks",
 }
 _SUBPACKAGES = {
     "presets": "jevlaya_lab.decisions.presets",
@@ -56,9 +82,21 @@ __getattr__, __dir__ = lazy_attributes(__name__, globals(), _EXPORTS, _SUBPACKAG
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from jevlaya_lab.broker import AsyncBroker, Broker, LLMConfig, arun_tool_loop, run_tool_loop
+    from jevlaya_lab.broker.results import (
+        LLMResult,
+        SyncLLMResult,
+    )
+    from jevlaya_lab.decisions.routing import (
+        Decision,
+    )
+    from jevlaya_lab.errors import (
+        JevlayaError,
+    )
     from jevlaya_lab.broker.errors import (
         AuthError,
         BrokerClosedError,
+        BrokerError,
+        CatalogError,
         InvalidProviderResponseError,
         LLMRequestError,
         LLMTimeoutError,
@@ -68,6 +106,32 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         StreamInterruptedError,
         StreamReplacementError,
         ToolLoopLimitError,
+    )
+    from jevlaya_lab.decisions.errors import (
+        BudgetError,
+        BundledCheckpointError,
+        CheckpointError,
+        CheckpointNotFoundError,
+        NearTypoWarning,
+        QuestionError,
+        TokenizerError,
+    )
+    from jevlaya_lab.hooks.errors import (
+        InvalidHookError,
+    )
+    from jevlaya_lab.journal.errors import (
+        JournalSchemaError,
+        JournalUnavailableError,
+        UnsupportedSourceError,
+    )
+    from jevlaya_lab.local.errors import (
+        ChatRequestError,
+        FaultProfileError,
+        LocalModelError,
+        UnknownModelError,
+    )
+    from jevlaya_lab.notebooks import (
+        NotebookCheckError,
     )
     from jevlaya_lab.decisions.agent import Agent, load
     from jevlaya_lab.decisions.router import Router

@@ -132,7 +132,8 @@ def load_journal(source: Any, *, decisions: Any = None) -> Journal:
     if not isinstance(source, (str, os.PathLike)):
         raise TypeError(f"source={type(source).__name__}: expected a SQLite path, a "
                         "'sqlite:///path' or 'postgresql://' URL, a Broker or a journal Store")
-    from jevlaya_lab.journal.store import open_store, redact_url
+    from jevlaya_lab.journal import open_store
+    from jevlaya_lab.journal.store import redact_url
 
     text = os.fspath(source)
     if not text.startswith(("postgresql://", "postgres://")):

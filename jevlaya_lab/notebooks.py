@@ -24,13 +24,15 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from jevlaya_lab.errors import JevlayaError
+
 KERNEL = "jevlaya-lab"
 MIME = "application/vnd.jevlaya+json"
 NOTEBOOKS_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 TOUR = "01_quickstart_tour"
 
 
-class NotebookCheckError(AssertionError):
+class NotebookCheckError(JevlayaError, AssertionError):
     """A notebook ran but one of its checks failed, or it printed no checks."""
 
 

@@ -19,16 +19,13 @@ from typing import Any
 import httpx
 
 from jevlaya_lab.broker.config import LLMConfig
+from jevlaya_lab.broker.errors import CatalogError
 from jevlaya_lab.journal.store import Store
 
 log = logging.getLogger("jevlaya_lab.broker")
 PACKAGED_CATALOG = Path(__file__).with_name("catalog.json")
 CATALOG_URL_ENV = "JEVLAYA_CATALOG_URL"
 CatalogSource = str | os.PathLike[str] | Sequence[LLMConfig | dict[str, Any]] | None
-
-
-class CatalogError(ValueError):
-    """A catalog file or URL answered something that is not a catalog."""
 
 
 def parse_catalog(data: Any, origin: str) -> list[LLMConfig]:

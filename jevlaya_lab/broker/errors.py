@@ -1,16 +1,18 @@
 """The Broker's exceptions, one documented hierarchy (spec §4).
 
-    LLMRequestError                      anything that kept a call from giving an answer
-    ├── NoLLMAvailableError(reason, retry_at)
-    ├── LLMTimeoutError                  ``wait`` ran out after the first delta
-    ├── StreamInterruptedError           a stream broke after its first delta
-    ├── StreamReplacementError           a race was won by a lane other than the one shown
-    ├── ToolLoopLimitError               ``run_tool_loop`` needed more than ``max_steps`` rounds
-    ├── BrokerClosedError                the broker was closed before or during the call
-    └── ProviderError(status)            the provider answered with an error
-        ├── AuthError                    401 / 403
-        ├── RateLimitError               429 (and 503 with Retry-After)
-        └── InvalidProviderResponseError a 200 that is not a usable completion
+    BrokerError                          (a JevlayaError) anything the broker raises on purpose
+    ├── CatalogError                     a catalog file or URL is not a catalog (also a ValueError)
+    └── LLMRequestError                  anything that kept a call from giving an answer
+        ├── NoLLMAvailableError(reason, retry_at)
+        ├── LLMTimeoutError              ``wait`` ran out after the first delta
+        ├── StreamInterruptedError       a stream broke after its first delta
+        ├── StreamReplacementError       a race was won by a lane other than the one shown
+        ├── ToolLoopLimitError           ``run_tool_loop`` needed more than ``max_steps`` rounds
+        ├── BrokerClosedError            the broker was closed before or during the call
+        └── ProviderError(status)        the provider answered with an error
+            ├── AuthError                401 / 403
+            ├── RateLimitError           429 (and 503 with Retry-After)
+            └── InvalidProviderResponseError a 200 that is not a usable completion
 
 Messages never contain an API key; provider text is redacted before it lands here.
 """
@@ -20,10 +22,20 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from jevlaya_lab.errors import JevlayaError
+
 NO_LLM_REASONS = ("timeout", "excluded", "empty_pool", "no_keys", "all_disabled")
 
 
-class LLMRequestError(Exception):
+class BrokerError(JevlayaError):
+    """Base class of the broker's exceptions (see :mod:`jevlaya_lab.errors` for the whole tree)."""
+
+
+class CatalogError(BrokerError, ValueError):
+    """A catalog file or URL answered something that is not a catalog."""
+
+
+class LLMRequestError(BrokerError):
     """Base class: a broker call ended without an answer."""
 
 
@@ -112,7 +124,8 @@ class InvalidProviderResponseError(ProviderError):
 
 
 __all__ = [
-    "NO_LLM_REASONS", "LLMRequestError", "NoLLMAvailableError", "LLMTimeoutError",
-    "StreamInterruptedError", "StreamReplacementError", "ToolLoopLimitError", "ProviderError",
-    "AuthError", "RateLimitError", "InvalidProviderResponseError",
+    "NO_LLM_REASONS", "AuthError", "BrokerClosedError", "BrokerError", "CatalogError",
+    "InvalidProviderResponseError", "LLMRequestError", "LLMTimeoutError", "NoLLMAvailableError",
+    "ProviderError", "RateLimitError", "StreamInterruptedError", "StreamReplacementError",
+    "ToolLoopLimitError",
 ]

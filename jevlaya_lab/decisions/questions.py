@@ -25,6 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from jevlaya_lab.decisions.errors import QuestionError
+
 QUESTION_TYPES: tuple[str, ...] = ("choice", "score", "noul")
 TYPE_IDS: dict[str, int] = {name: index for index, name in enumerate(QUESTION_TYPES)}
 
@@ -37,10 +39,6 @@ _NOUL_DEFAULT_TEXT = {
     "false": "no, the statement does not hold",
     "true": "yes, the statement holds",
 }
-
-
-class QuestionError(ValueError):
-    """A question definition is malformed; the message starts with ``question '<id>': ``."""
 
 
 @dataclass(frozen=True, slots=True)

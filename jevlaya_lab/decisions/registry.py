@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Union
 
+from jevlaya_lab.decisions.errors import NearTypoWarning
+
 __all__ = [
     "DEFAULT_MODELS",
     "LAYA_MODELS",
@@ -58,10 +60,6 @@ class Bundled:
 
 
 Source = Union[str, os.PathLike, tuple, Bundled, None]
-
-
-class NearTypoWarning(UserWarning):
-    """A registered name or alias is one edit away from another one."""
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 ``PredictContext`` travels through one call; ``BaseHook`` lists the events as no-ops;
 ``HookRunner`` holds installed hooks and applies the ordering and failure rules of the
 lifecycle page. Ready-made hooks live in the modules beside this one (``recorder``,
-``cache``, ``redaction``, ``audit``).
+``cache``, ``redaction``, ``audit``); ``errors`` holds ``InvalidHookError``.
 """
 
 from jevlaya_lab._lazy import lazy_attributes
@@ -11,6 +11,7 @@ from jevlaya_lab._lazy import lazy_attributes
 from .base import HOOK_EVENTS, BaseHook, CallableHook, check_hook
 from .context import PredictContext, aggregate_usage
 from .dispatch import HookHost, HookRunner
+from .errors import InvalidHookError
 
 _READY_MADE = {
     "EventRecorder": "jevlaya_lab.hooks.recorder",
@@ -30,6 +31,7 @@ __all__ = [
     "EventRecorder",
     "HookHost",
     "HookRunner",
+    "InvalidHookError",
     "PredictContext",
     "PredictionCache",
     "RedactionHook",

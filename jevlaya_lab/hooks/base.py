@@ -11,6 +11,8 @@ import functools
 import inspect
 from typing import Any, Callable
 
+from .errors import InvalidHookError
+
 HOOK_EVENTS: tuple[str, ...] = (
     "on_route",
     "on_load",
@@ -68,28 +70,29 @@ def hook_name(hook: Any) -> str:
 
 
 def check_hook(hook: Any, where: str = "hooks") -> Any:
-    """Return ``hook`` if it is a valid hook instance, else raise a ``TypeError`` saying why."""
+    """Return ``hook`` if it is a valid hook instance, else raise an ``InvalidHookError`` (a
+    ``TypeError``) saying why."""
     if isinstance(hook, type):
-        raise TypeError(
+        raise InvalidHookError(
             f"{where}: got the class {hook.__qualname__}, not an instance; "
             f"pass {hook.__qualname__}() instead"
         )
     if inspect.isroutine(hook) or isinstance(hook, functools.partial):
         name = getattr(hook, "__qualname__", repr(hook))
-        raise TypeError(
+        raise InvalidHookError(
             f"{where}: got the bare function {name}; pass it as on_predict_start={name} or "
             f"on_predict_end={name}, or put it in a class as a method named after an event "
             f"({', '.join(HOOK_EVENTS)})"
         )
     implemented = [event for event in HOOK_EVENTS if hasattr(hook, event)]
     if not implemented:
-        raise TypeError(
+        raise InvalidHookError(
             f"{where}: {type(hook).__qualname__} implements no hook event; define at least one "
             f"method named {', '.join(HOOK_EVENTS)} (or subclass BaseHook)"
         )
     for event in implemented:
         if not callable(getattr(hook, event)):
-            raise TypeError(
+            raise InvalidHookError(
                 f"{where}: {type(hook).__qualname__}.{event} is "
                 f"{type(getattr(hook, event)).__name__}, not callable; make it a method"
             )
@@ -99,7 +102,7 @@ def check_hook(hook: Any, where: str = "hooks") -> Any:
 def check_callable(func: Any, event: str) -> CallableHook:
     """Wrap ``func`` for ``on_predict_start=`` / ``on_predict_end=`` after checking it."""
     if isinstance(func, type) or not callable(func):
-        raise TypeError(
+        raise InvalidHookError(
             f"{event}=: expected a function taking the PredictContext, got {func!r}; "
             f"hook objects go in hooks=[...]"
         )

@@ -21,6 +21,7 @@ import warnings
 from typing import Any, Callable, Iterable, Iterator
 
 from .base import HOOK_EVENTS, check_callable, check_hook, hook_name
+from .errors import InvalidHookError
 
 
 class HookRunner:
@@ -96,7 +97,7 @@ class HookRunner:
         elif isinstance(hooks, (list, tuple)):
             collected = [check_hook(h) for h in hooks]
         else:
-            raise TypeError(
+            raise InvalidHookError(
                 f"hooks: expected a list of hook instances, got {type(hooks).__name__}; "
                 f"write hooks=[hook]"
             )

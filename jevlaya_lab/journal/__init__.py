@@ -5,18 +5,17 @@ mode, busy timeout, several processes on one machine may share it); a ``postgres
 opens the PostgreSQL backend, the same tables and rows in a database that several processes and
 servers share (:mod:`jevlaya_lab.journal.postgresql`). A server that cannot be reached raises
 :class:`JournalUnavailableError`.
+
+Modules: ``store`` (the interface), ``sqlite`` / ``postgresql`` (the backends), ``sources``
+(``open_store``), ``rows`` (row fields and filters), ``writer`` (the background writer),
+``errors``. ``default_home`` is :func:`jevlaya_lab._cache_dir.cache_home`, the one cache folder.
 """
 
+from jevlaya_lab._cache_dir import cache_home as default_home
+from jevlaya_lab.journal.errors import JournalSchemaError, JournalUnavailableError, UnsupportedSourceError
 from jevlaya_lab.journal.rows import ATTEMPT_FIELDS, ATTEMPT_STATUSES, RATING_FIELDS
-from jevlaya_lab.journal.store import (
-    SCHEMA_VERSION,
-    JournalSchemaError,
-    JournalUnavailableError,
-    Store,
-    UnsupportedSourceError,
-    default_home,
-    open_store,
-)
+from jevlaya_lab.journal.sources import open_store
+from jevlaya_lab.journal.store import SCHEMA_VERSION, Store
 from jevlaya_lab.journal.writer import JournalWriter
 
 __all__ = [

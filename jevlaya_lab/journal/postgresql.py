@@ -19,10 +19,10 @@ retention behave as in SQLite). Decisions the spec leaves open:
   interval however many brokers share the database. Lock waits give up after ``lock_timeout_s``
   (SQLite's busy timeout).
 - **Failures.** A server that cannot be reached, refuses the login or dies mid-session raises
-  :class:`~jevlaya_lab.journal.store.JournalUnavailableError` naming the source (without its
+  :class:`~jevlaya_lab.journal.errors.JournalUnavailableError` naming the source (without its
   password) and what to check. The next call reconnects; reads retry once on a fresh
   connection by themselves, writes do not (the :class:`JournalWriter` retries a failed batch).
-  A malformed URL raises :class:`~jevlaya_lab.journal.store.UnsupportedSourceError`; a missing
+  A malformed URL raises :class:`~jevlaya_lab.journal.errors.UnsupportedSourceError`; a missing
   driver a ``ModuleNotFoundError`` saying what to install. A duplicate ``call_id`` raises the
   driver's ``IntegrityError`` (as ``sqlite3.IntegrityError`` does for SQLite).
 """
@@ -36,6 +36,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from jevlaya_lab.journal.errors import JournalSchemaError, JournalUnavailableError, UnsupportedSourceError
 from jevlaya_lab.journal.rows import (
     ATTEMPT_FIELDS,
     MODEL_FIELDS,
@@ -46,14 +47,7 @@ from jevlaya_lab.journal.rows import (
     model_values,
     utc_now,
 )
-from jevlaya_lab.journal.store import (
-    SCHEMA_VERSION,
-    JournalSchemaError,
-    JournalUnavailableError,
-    Store,
-    UnsupportedSourceError,
-    split_password,
-)
+from jevlaya_lab.journal.store import SCHEMA_VERSION, Store, split_password
 
 DEFAULT_SCHEMA = "jevlaya_lab"
 # pg_advisory_xact_lock key for registry/meta/retention writes ("jevl").

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from jevlaya_lab.journal.errors import JournalSchemaError
 from jevlaya_lab.journal.rows import (
     ATTEMPT_FIELDS,
     RATING_FIELDS,
@@ -19,7 +20,7 @@ from jevlaya_lab.journal.rows import (
     model_values,
     utc_now,
 )
-from jevlaya_lab.journal.store import SCHEMA_VERSION, JournalSchemaError, Store
+from jevlaya_lab.journal.store import SCHEMA_VERSION, Store
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);

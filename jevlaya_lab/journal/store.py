@@ -1,4 +1,4 @@
-"""The storage interface and ``open_store``: pick a backend from a source string or path.
+"""The storage interface every backend implements (``open_store`` picks one: :mod:`.sources`).
 
 A backend keeps three things in one database: the model registry, stored keys and the
 append-only journal (attempt rows and rating rows). Two backends implement it: SQLite
@@ -10,28 +10,10 @@ Both hold the same rows and follow the same rules.
 from __future__ import annotations
 
 import abc
-import os
-import sys
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 SCHEMA_VERSION = 1
-
-
-class JournalSchemaError(RuntimeError):
-    """The database was written by a different schema version of jevlaya_lab."""
-
-
-class UnsupportedSourceError(ValueError):
-    """The ``source`` is not a database this version can open (unknown scheme, bad URL/path)."""
-
-
-class JournalUnavailableError(ConnectionError):
-    """The database server cannot be reached, refused the login, or stopped answering.
-
-    The message names the source without its password and what to check.
-    """
 
 
 def redact_url(url: str) -> str:
@@ -66,17 +48,6 @@ def split_password(url: str) -> tuple[str, list[str]]:
                 kept.append(part)
         rest = base + ("?" + "&".join(kept) if kept else "")
     return f"{scheme}://{rest}", [s for s in secrets if s]
-
-
-def default_home() -> Path:
-    """``$JEVLAYA_HOME``, else the per-user cache directory (``~/.cache/jevlaya_lab`` on Linux)."""
-    if os.environ.get("JEVLAYA_HOME"):
-        return Path(os.environ["JEVLAYA_HOME"]).expanduser()
-    if sys.platform == "darwin":
-        return Path.home() / "Library" / "Caches" / "jevlaya_lab"
-    if os.name == "nt":
-        return Path(os.environ.get("LOCALAPPDATA", Path.home())) / "jevlaya_lab" / "Cache"
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "jevlaya_lab"
 
 
 class Store(abc.ABC):
@@ -136,35 +107,3 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def close(self) -> None: ...
-
-
-def open_store(source: str | os.PathLike[str] | None = None, *, home: str | os.PathLike[str] | None
-               = None) -> Store:
-    """Open the database ``source`` names.
-
-    ``None`` -> ``<home>/broker.db`` (home: ``$JEVLAYA_HOME`` or the user cache dir); a path or
-    ``sqlite:///path`` -> that SQLite file; ``postgresql://user@host:port/dbname`` (or
-    ``postgres://``) -> that PostgreSQL database (needs ``psycopg``; see
-    :mod:`jevlaya_lab.journal.postgresql`).
-    """
-    from jevlaya_lab.journal.sqlite import SQLiteStore
-
-    if source is None:
-        base = Path(home).expanduser() if home is not None else default_home()
-        return SQLiteStore(base / "broker.db")
-    text = os.fspath(source)
-    if text.startswith(("postgresql://", "postgres://")):
-        from jevlaya_lab.journal.postgresql import PostgreSQLStore
-
-        return PostgreSQLStore(text)
-    if text.startswith("sqlite:///"):
-        return SQLiteStore(Path(text[len("sqlite:///"):]))
-    if "://" in text:
-        raise UnsupportedSourceError(
-            f"source={redact_url(text)!r}: unknown database scheme; use a .db/.sqlite path, "
-            "sqlite:///path or postgresql://user@host:5432/dbname")
-    if not text.endswith((".db", ".sqlite", ".sqlite3")) and text != ":memory:":
-        raise UnsupportedSourceError(
-            f"source={text!r}: a SQLite path must end in .db, .sqlite or .sqlite3 (or use "
-            "sqlite:///path) so a typo cannot create a stray file")
-    return SQLiteStore(Path(text) if text != ":memory:" else text)

@@ -3,19 +3,22 @@
 ``LocalModelError`` means a model could not be found or loaded; ``ChatRequestError`` means a
 generation request (messages or sampling parameters) is invalid and names the field at fault;
 ``FaultProfileError`` rejects an impossible fault profile; ``UnknownModelError`` is raised when a
-server is asked about a model name it does not serve.
+server is asked about a model name it does not serve. Each keeps its built-in base and derives
+from :class:`jevlaya_lab.errors.JevlayaError`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from jevlaya_lab.errors import JevlayaError
 
-class LocalModelError(RuntimeError):
+
+class LocalModelError(JevlayaError, RuntimeError):
     """A local chat model cannot be located or loaded (missing wheel, bad path, offline hub id)."""
 
 
-class ChatRequestError(ValueError):
+class ChatRequestError(JevlayaError, ValueError):
     """A chat request is invalid; ``field`` names the request field, ``value`` what was given."""
 
     def __init__(self, field: str, value: Any, fix: str) -> None:
@@ -27,11 +30,11 @@ class ChatRequestError(ValueError):
         super().__init__(f"{field}={shown} is invalid: {fix}")
 
 
-class FaultProfileError(ValueError):
+class FaultProfileError(JevlayaError, ValueError):
     """A fault profile field has an impossible value; the message names the field and the fix."""
 
 
-class UnknownModelError(LookupError):
+class UnknownModelError(JevlayaError, LookupError):
     """A server was asked about a model name it does not serve."""
 
     def __init__(self, name: str, served: list[str]) -> None:

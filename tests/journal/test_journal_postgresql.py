@@ -23,7 +23,7 @@ from jevlaya_lab.journal import (
     open_store,
 )
 from jevlaya_lab.journal.postgresql import PostgreSQLStore
-from jevlaya_lab.journal.store import JournalUnavailableError, Store
+from jevlaya_lab.journal import JournalUnavailableError, Store
 
 
 def row(call_id: str, called_at: str | None = None, **extra: object) -> dict[str, object]:

@@ -14,7 +14,7 @@ from jevlaya_lab.journal.rows import (
     model_values,
     utc_now,
 )
-from jevlaya_lab.journal.store import JournalUnavailableError
+from jevlaya_lab.journal import JournalUnavailableError
 
 
 def test_model_values_fill_the_documented_defaults_in_column_order() -> None:

