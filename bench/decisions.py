@@ -173,7 +173,7 @@ def bundled_rows(threads: int, repeats: int = 30) -> list[dict]:
     rows = []
     for name, state in BUNDLED_STATES.items():
         cache = tempfile.mkdtemp(prefix="jevlaya-bench-cache-")
-        env = {**os.environ, "JEVLAYA_LAB_CACHE": cache, "OMP_WAIT_POLICY": "PASSIVE"}
+        env = {**os.environ, "JEVLAYA_HOME": cache, "OMP_WAIT_POLICY": "PASSIVE"}
         row: dict = {"checkpoint": name}
         for phase in ("cold", "warm"):
             proc = subprocess.run([sys.executable, "-c", _BUNDLED_PROBE, name, json.dumps(state), str(threads),

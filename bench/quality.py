@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         import os
         import tempfile
 
-        os.environ["JEVLAYA_LAB_CACHE"] = tempfile.mkdtemp(prefix="jevlaya-quality-")
+        os.environ["JEVLAYA_HOME"] = tempfile.mkdtemp(prefix="jevlaya-quality-")
     results = []
     for name in args.checkpoints:
         try:

