@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import socket
 import threading
 from dataclasses import dataclass, field, fields
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import urlparse
 
+from jevlaya_lab._hub import hub_offline, is_hub_id
 from jevlaya_lab.decisions.errors import CheckpointError, CheckpointNotFoundError
 
 CONFIG_FILE = "rl_agent_config.json"
@@ -39,8 +39,6 @@ WEIGHTS_FILE = "model.safetensors"
 TOKENIZER_DIR = "tokenizer"
 ENCODER_DIR = "encoder"
 _LEGACY_BUFFERS = ("encoder.embeddings.position_ids", "encoder.embeddings.token_type_ids")
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-_OFFLINE_VALUES = {"1", "true", "yes", "on"}
 
 
 @dataclass
@@ -141,11 +139,6 @@ def _local_alternatives() -> str:
             "'mini-multi'), e.g. load('mini-en')")
 
 
-def _hub_offline() -> bool:
-    return any(os.environ.get(var, "").strip().lower() in _OFFLINE_VALUES
-               for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
-
-
 def _hub_reachable(timeout: float = 3.0) -> bool:
     """A TCP connection to the hub endpoint within ``timeout`` (DNS included)."""
     url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
@@ -177,8 +170,8 @@ def _from_hub(repo_id: str, subfolder: str | None) -> Path:
     except Exception:  # not cached: fall through to the online attempt
         pass
     where = f"{repo_id!r}" + (f" (subfolder {subfolder!r})" if subfolder else "")
-    if _hub_offline() or not _hub_reachable():
-        reason = "HF_HUB_OFFLINE is set" if _hub_offline() else "the Hugging Face hub is unreachable"
+    if hub_offline() or not _hub_reachable():
+        reason = "HF_HUB_OFFLINE is set" if hub_offline() else "the Hugging Face hub is unreachable"
         raise CheckpointNotFoundError(
             f"cannot load {where}: it is not a local directory, not in the local hub cache, and "
             f"{reason}. Connect and retry, or use one of the {_local_alternatives()}")
@@ -195,7 +188,7 @@ def resolve_source(source: Any) -> Path:
         base, sub = (os.fspath(s) for s in source)
         if Path(base).expanduser().is_dir():
             return Path(base).expanduser() / sub
-        if _HUB_ID.match(base):
+        if is_hub_id(base):
             return _from_hub(base, sub)
         raise CheckpointNotFoundError(f"source {source!r}: {base!r} is neither a directory nor a "
                                       f"hub id 'owner/name'; {_local_alternatives()}")
@@ -219,7 +212,7 @@ def resolve_source(source: Any) -> Path:
         defaults = registry.Registry(registry.DEFAULT_MODELS)
         if text in defaults:
             return Path(registry.agent_source(defaults.entry(text)))
-        if _HUB_ID.match(text):
+        if is_hub_id(text):
             return _from_hub(text, None)
     raise CheckpointNotFoundError(f"no checkpoint directory at {text!r}; {_local_alternatives()}")
 

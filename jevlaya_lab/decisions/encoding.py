@@ -37,6 +37,7 @@ from typing import Any
 
 import torch
 
+from jevlaya_lab.decisions.budget import check_budget
 from jevlaya_lab.decisions.errors import BudgetError, TokenizerError
 from jevlaya_lab.decisions.questions import Question, parse_questions
 
@@ -167,13 +168,6 @@ class StateTokens:
             if len(prefix) + n - start <= room:
                 return prefix + self.ids[start:]
         return self.ids[n - room:]
-
-
-def check_budget(name: str, value: Any) -> int:
-    """Validate a token budget (a positive int)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise BudgetError(f"{name} must be a positive int, got {value!r}; e.g. {name}=256")
-    return value
 
 
 def encode_questions(tokenizer: Any, questions: Any, *, head_max_len: int) -> tuple[QuestionHead, ...]:

@@ -25,7 +25,6 @@ lock, so loading one checkpoint (seconds) never blocks threads that use a reside
 from __future__ import annotations
 
 import os
-import re
 import threading
 import warnings
 from collections import OrderedDict
@@ -34,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Union
 
+from jevlaya_lab._hub import is_hub_id
 from jevlaya_lab.decisions.errors import NearTypoWarning
 
 __all__ = [
@@ -85,12 +85,9 @@ class RegistryEntry:
         if isinstance(source, tuple):
             return "subfolder"
         text = os.fspath(source)
-        if isinstance(source, os.PathLike) or not _HUB_ID.match(text) or Path(text).expanduser().exists():
+        if isinstance(source, os.PathLike) or not is_hub_id(text) or Path(text).expanduser().exists():
             return "local"
         return "hub"
-
-
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # "org/name"; anything else is a path
 
 
 def normalize_source(source: Any, where: str) -> Source:

@@ -33,6 +33,7 @@ import time
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from jevlaya_lab.decisions import detect as detection
+from jevlaya_lab.decisions.budget import check_budget
 from jevlaya_lab.decisions.registry import (
     DEFAULT_MODELS,
     LAYA_MODELS,
@@ -42,7 +43,7 @@ from jevlaya_lab.decisions.registry import (
     RegistryEntry,
     agent_source,
 )
-from jevlaya_lab.decisions.routing import REQUEST_KEYS, Decision, RoutingPolicy, check_budget
+from jevlaya_lab.decisions.routing import REQUEST_KEYS, Decision, RoutingPolicy
 from jevlaya_lab.hooks import HookHost, HookRunner, PredictContext, aggregate_usage
 
 __all__ = ["REQUEST_KEYS", "Decision", "Router", "route_command"]
@@ -336,8 +337,8 @@ class Router(HookHost):
         "lang_guess"?, "max_len"?, "head_max_len"?}``), sharing forward passes where possible.
         Results come back in input order, each with ``routing``."""
         self.policy.check_requests(requests, need_questions=True)
-        check_budget(max_len, "max_len")
-        check_budget(head_max_len, "head_max_len")
+        check_budget("max_len", max_len, optional=True)
+        check_budget("head_max_len", head_max_len, optional=True)
         return self._predict(requests, batch_size=batch_size, max_len=max_len, head_max_len=head_max_len,
                              min_confidence=min_confidence, sort_by_length=sort_by_length, hooks=hooks,
                              on_predict_start=on_predict_start, on_predict_end=on_predict_end,

@@ -25,9 +25,10 @@ import html
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from jevlaya_lab.decisions import detect as detection
+from jevlaya_lab.decisions.budget import check_budget
 from jevlaya_lab.decisions.registry import Registry
 
-__all__ = ["REQUEST_KEYS", "Decision", "RoutingPolicy", "check_budget", "primary_subtag"]
+__all__ = ["REQUEST_KEYS", "Decision", "RoutingPolicy", "primary_subtag"]
 
 REQUEST_KEYS = ("state", "questions", "model", "task", "lang", "lang_guess", "max_len", "head_max_len")
 _ENGLISH_CODES = {"en", "eng", "english"}
@@ -281,12 +282,7 @@ class RoutingPolicy:
             primary_subtag(request["lang"], f"{where}['lang']")
         check_lang_guess(request.get("lang_guess"), f"{where}['lang_guess']")
         for key in ("max_len", "head_max_len"):
-            check_budget(request.get(key), f"{where}['{key}']")
-
-def check_budget(value: Any, where: str) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise ValueError(f"{where}: expected a positive int (tokens) or None, got {value!r}; e.g. 256")
-
+            check_budget(f"{where}['{key}']", request.get(key), optional=True)
 
 def check_lang_guess(value: Any, where: str) -> None:
     if value is not None and not callable(value):

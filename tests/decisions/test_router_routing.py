@@ -169,7 +169,7 @@ def test_on_route_hook_failure_raises_or_warns_with_hooks_raise(router):
     ({"state": "x", "model": "englsh"}, ValueError, "Did you mean 'english'"),
     ({"state": "x", "task": "nope"}, ValueError, "unknown task 'nope'; known tasks: 'triage', 'global'"),
     ({"state": "x", "lang": "e1"}, ValueError, r"requests\[1\]\['lang'\]: 'e1' is not a language code"),
-    ({"state": "x", "max_len": 0}, ValueError, r"requests\[1\]\['max_len'\]: expected a positive int"),
+    ({"state": "x", "max_len": 0}, ValueError, r"requests\[1\]\['max_len'\] must be a positive int or None"),
     ({"state": "x", "questions": ["a"]}, TypeError, r"requests\[1\]\['questions'\]: expected a dict"),
 ])
 def test_every_request_is_validated_before_routing(router, request_, error, match):
