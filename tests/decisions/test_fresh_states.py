@@ -54,6 +54,10 @@ SPECS: dict[str, tuple[list[str], str, dict[str, set[str]], int, int]] = {
     "en_router.tsv": (["split", "route", "complexity", "needs_tools", "request"], "route",
                       {"route": set(presets.ROUTES), "complexity": _levels(presets.COMPLEXITY_LEVELS),
                        "needs_tools": BOOL}, 50, 6),
+    "multi_triage.tsv": (["split", "lang", "intent", "sentiment", "priority", "message"], "intent",
+                         {"lang": set(LANGUAGES), "intent": set(presets.TRIAGE_INTENTS),
+                          "sentiment": set(presets.SENTIMENTS),
+                          "priority": _levels(presets.PRIORITY_LEVELS)}, 286, 0),
 }
 ENGLISH = [name for name in SPECS if name.startswith("en_")]
 
@@ -124,6 +128,17 @@ def test_english_total_and_derived_labels_are_balanced() -> None:
     assert {row["needs_tools"] for row in _rows("en_router.tsv")} == BOOL
     assert sum(row["category"] == "ok" for row in _rows("en_moderation.tsv")) >= 10  # is_allowed: yes side
     assert sum(row["attack"] == "none" for row in _rows("en_guard.tsv")) >= 8  # is_safe: yes side
+
+
+def test_multilingual_languages_and_intents() -> None:
+    rows = _rows("multi_triage.tsv")
+    per_lang = Counter(row["lang"] for row in rows)
+    assert set(per_lang) == set(LANGUAGES)
+    assert min(per_lang.values()) >= 22, per_lang
+    cells = Counter((row["lang"], row["intent"]) for row in rows)
+    thin = {cell: n for cell in ((lang, intent) for lang in LANGUAGES for intent in presets.TRIAGE_INTENTS)
+            if (n := cells[cell]) < 2}
+    assert not thin, f"each language needs every intent at least twice: {thin}"
 
 
 def _strata(name: str) -> Iterator[tuple[Any, list[dict[str, str]]]]:
@@ -263,6 +278,38 @@ def test_text_lengths_vary() -> None:
     words = [len(_text(name, row).split()) for name in ENGLISH for row in _rows(name)]
     assert min(words) <= 4 and max(words) >= 70, (min(words), max(words))
 
+
+# the Unicode script names (first word of unicodedata.name) a language's letters should come from
+SCRIPTS = {
+    "ru": {"CYRILLIC"}, "uk": {"CYRILLIC"}, "ar": {"ARABIC"}, "hi": {"DEVANAGARI"}, "zh": {"CJK"},
+    "ja": {"CJK", "HIRAGANA", "KATAKANA"}, "ko": {"HANGUL"},
+    "es": {"LATIN"}, "fr": {"LATIN"}, "de": {"LATIN"}, "pt": {"LATIN"}, "it": {"LATIN"}, "tr": {"LATIN"},
+}
+
+
+def _script(char: str) -> str:
+    return unicodedata.name(char, "UNKNOWN").split()[0]
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_multilingual_rows_are_in_the_language_script(lang: str) -> None:
+    rows = [row["message"] for row in _rows("multi_triage.tsv") if row["lang"] == lang]
+    for text in rows:
+        letters = [c for c in text if unicodedata.category(c).startswith("L")]
+        native = sum(_script(c) in SCRIPTS[lang] for c in letters)
+        assert letters and native / len(letters) >= 0.5, f"{lang}: mostly foreign script: {text!r}"
+        kana = any(_script(c) in {"HIRAGANA", "KATAKANA"} for c in text)
+        if lang == "ja":
+            assert kana, f"ja without kana reads as Chinese: {text!r}"
+        if lang == "zh":
+            assert not kana, f"zh with kana: {text!r}"
+        if lang == "ru":
+            assert not set(text.lower()) & set("іїєґ"), f"ru with Ukrainian letters: {text!r}"
+        if lang == "uk":
+            assert not set(text.lower()) & set("ыэъё"), f"uk with Russian-only letters: {text!r}"
+    if lang == "uk":
+        marked = sum(bool(set(text.lower()) & set("іїєґ")) for text in rows)
+        assert marked >= 0.8 * len(rows), f"only {marked}/{len(rows)} uk rows use і/ї/є/ґ"
 
 
 def test_training_code_never_names_the_fresh_files() -> None:
