@@ -16,8 +16,9 @@ import hmac
 import json
 import logging
 import socket
+import threading
 from http.server import BaseHTTPRequestHandler
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from jevlaya_lab.local import validation, wire
 from jevlaya_lab.local.errors import ChatRequestError
@@ -26,7 +27,6 @@ from jevlaya_lab.local.generation import Generation
 
 if TYPE_CHECKING:
     from jevlaya_lab.local.chat_model import ChatModel
-    from jevlaya_lab.local.server import Server
 
 logger = logging.getLogger("jevlaya_lab.local.server")
 
@@ -42,6 +42,22 @@ class _Stopping(Exception):
     """The server is stopping: abandon the request."""
 
 
+class ServedModels(Protocol):
+    """What the handler needs from the server it belongs to (``local.server.Server`` is one), so
+    the handler never imports the server that imports it."""
+
+    api_key: str | None
+    created: int
+    stopping: threading.Event
+
+    @property
+    def model_names(self) -> list[str]: ...
+
+    def model_for(self, name: str) -> ChatModel | None: ...
+
+    def next_call(self, name: str) -> FaultProfile | None: ...
+
+
 class ChatHandler(BaseHTTPRequestHandler):
     """Serves ``/v1/models`` and ``/v1/chat/completions`` for the ``Server`` it belongs to."""
 
@@ -50,7 +66,7 @@ class ChatHandler(BaseHTTPRequestHandler):
     server_version = "jevlaya-lab-local"
 
     @property
-    def app(self) -> Server:
+    def app(self) -> ServedModels:
         return self.server.app  # type: ignore[attr-defined]
 
     def log_message(self, format: str, *args: Any) -> None:

@@ -1,0 +1,180 @@
+"""Imports point one way (DESIGN.md "Structure rules"), read from the code's own imports.
+
+The graph has one node per module of ``jevlaya_lab/`` and an edge for every import of another
+jevlaya_lab module: at the top, inside functions (a deferred import is still a dependency) and
+under ``TYPE_CHECKING`` (a type-only import is a dependency of the reader and the type
+checker). Two rules:
+
+1. No import circles, inside a package or across.
+2. Layers: views (``widgets/``, ``analysis``, ``notebooks``, ``cli``) -> engines
+   (``decisions/``, ``broker/``, ``local/``) -> ``hooks/``, ``journal/`` -> private helpers
+   (``_*.py``, ``errors.py``). An import never points up a layer, so no engine imports a view;
+   and the two call engines, ``decisions/`` and ``broker/``, never import each other.
+
+Known violations that other work in progress removes are listed below with their issue; an
+entry that no longer matches anything fails too, so the lists only shrink.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parents[1] / "jevlaya_lab"
+
+# Circles being removed elsewhere: every circle found must lie inside one of these module sets.
+KNOWN_CIRCLES: dict[frozenset[str], str] = {
+    frozenset({"jevlaya_lab.broker.direct", "jevlaya_lab.broker.engine", "jevlaya_lab.broker.scoped",
+               "jevlaya_lab.broker.streaming"}):
+        "issue 17 item 1: one broker runtime that engine, direct, scoped and streaming use",
+}
+# Imports against the layers being removed elsewhere: (importer, imported) -> issue.
+KNOWN_UPWARD: dict[tuple[str, str], str] = {
+    ("jevlaya_lab.broker.streaming", "jevlaya_lab.widgets.render"):
+        "issue 17 items 1-2: one low-level display helper below engines and widgets",
+}
+
+LAYERS = {"views": 3, "engines": 2, "base": 1, "helpers": 0}
+AREAS = {
+    "widgets": "views", "analysis": "views", "notebooks": "views", "cli": "views",
+    "decisions": "engines", "broker": "engines", "local": "engines",
+    "hooks": "base", "journal": "base",
+    "errors": "helpers",
+}
+NEVER_EACH_OTHER = ("decisions", "broker")
+
+
+def modules() -> dict[str, Path]:
+    """Dotted module name -> file, for every module of the package (packages by ``__init__``)."""
+    found = {}
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        parts = list(path.relative_to(PACKAGE_DIR.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def _imported_names(tree: ast.AST, module: str, is_package: bool) -> Iterator[str]:
+    """Every dotted name an import statement anywhere in ``tree`` may refer to."""
+    package = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            yield from (f"{source}.{alias.name}" for alias in node.names)  # a submodule or a name in source
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the jevlaya_lab modules it imports (a name resolves to the module defining it)."""
+    known = modules()
+    graph = {}
+    for module, path in known.items():
+        targets = set()
+        for name in _imported_names(ast.parse(path.read_text("utf-8")), module, path.name == "__init__.py"):
+            while name and name not in known:
+                name = name.rpartition(".")[0]
+            if name and name != module:
+                targets.add(name)
+        graph[module] = targets
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """The strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.add(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(frozenset(component))
+    return found
+
+
+def area(module: str) -> str:
+    """``jevlaya_lab.broker.engine`` -> ``broker``; the package itself -> ``""``."""
+    return (module.split(".") + [""])[1]
+
+
+def layer(module: str) -> int:
+    name = area(module)
+    if name == "":
+        return LAYERS["views"] + 1  # the public surface: nothing inside the package imports it
+    if name.startswith("_"):
+        return LAYERS["helpers"]
+    assert name in AREAS, (f"{module}: new top-level module or package; add {name!r} to AREAS in "
+                           f"{Path(__file__).name} with its layer ({', '.join(LAYERS)})")
+    return LAYERS[AREAS[name]]
+
+
+def test_the_graph_sees_the_package():
+    graph = import_graph()
+    assert "jevlaya_lab.broker.errors" in graph["jevlaya_lab.broker.engine"]
+    assert "jevlaya_lab.hooks" in graph["jevlaya_lab.decisions.agent"]
+    # a deferred (function-level) import and a relative import are edges too
+    assert "jevlaya_lab.journal.postgresql" in graph["jevlaya_lab.journal.sources"]
+    assert "jevlaya_lab.decisions.errors" in graph["jevlaya_lab.decisions.multilingual_encoder"]
+
+
+def test_circles_and_upward_imports_are_detected_on_a_small_graph():
+    graph = {"a.x": {"a.y"}, "a.y": {"a.z"}, "a.z": {"a.x"}, "a.w": {"a.x"}, "b.v": {"b.v2"}, "b.v2": set()}
+    assert circles(graph) == [frozenset({"a.x", "a.y", "a.z"})]
+    assert layer("jevlaya_lab.broker.engine") > layer("jevlaya_lab.journal.store") > layer("jevlaya_lab._lazy")
+    assert layer("jevlaya_lab.widgets.render") > layer("jevlaya_lab.broker.streaming")
+
+
+def test_no_import_circles():
+    found = circles(import_graph())
+    unknown = [sorted(c) for c in found if not any(c <= known for known in KNOWN_CIRCLES)]
+    assert not unknown, f"import circles (break them, do not add them to KNOWN_CIRCLES): {unknown}"
+    fixed = [reason for known, reason in KNOWN_CIRCLES.items() if not any(c <= known for c in found)]
+    assert not fixed, f"these circles are gone; remove their KNOWN_CIRCLES entries: {fixed}"
+
+
+def test_imports_point_one_way():
+    graph = import_graph()
+    upward = sorted((importer, imported) for importer, targets in graph.items() for imported in targets
+                    if layer(imported) > layer(importer) and (importer, imported) not in KNOWN_UPWARD)
+    assert not upward, f"imports against the layers (views -> engines -> hooks/journal -> helpers): {upward}"
+    between = sorted((importer, imported) for importer, targets in graph.items() for imported in targets
+                     if {area(importer), area(imported)} == set(NEVER_EACH_OTHER))
+    assert not between, f"decisions and broker must not import each other: {between}"
+    fixed = [reason for (importer, imported), reason in KNOWN_UPWARD.items() if imported not in graph.get(importer, ())]
+    assert not fixed, f"these imports are gone; remove their KNOWN_UPWARD entries: {fixed}"
