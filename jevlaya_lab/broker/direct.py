@@ -25,7 +25,10 @@ class AsyncDirect:
     async def _target(self) -> tuple[str, str | None, str]:
         pool = await self.broker._ready()
         state = self.broker._state(pool, self.name)
-        url, key = await self.broker._endpoint(state, self.broker._callers[None])
+        try:
+            url, key = await self.broker._endpoint(state, self.broker._callers[None])
+        except Failure as failure:  # an embedded model that cannot start
+            raise failure.to_error(self.name) from None
         return url, key, state.entry.model
 
     async def ask(self, prompt: str, *, wait: float | None = None, **params: Any) -> LLMResult:

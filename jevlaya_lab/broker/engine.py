@@ -6,6 +6,11 @@ journal row. ``fastest_of=N`` runs N lanes on distinct models; the first complet
 the rest are cancelled and journaled ``superseded``; a failed lane is refilled from models this
 call has not tried. Journal rows go to a background writer, so the hot path does no disk IO.
 
+Every call has a hard ceiling on its attempts (``max_attempts``, ``max_attempts_per_model``; see
+:mod:`jevlaya_lab.broker.limits`), so it writes a bounded number of journal rows whatever its
+providers answer. Which models are in the pool, and what happens to an embedded model that
+cannot start, is documented in :mod:`jevlaya_lab.broker.pool`.
+
 Choices the spec leaves open (documented here): ``wait=None`` waits for a cooling or busy model
 only when it returns within 60 s; ``wait`` < 0 is a ``ValueError``; ``optimize=False`` ranks by
 registry order only (no learned wait bound, demotion or ratings); prompt and answer text are
@@ -41,10 +46,20 @@ from jevlaya_lab.broker.attempt import Attempt
 from jevlaya_lab.broker.budget import ATTEMPT_TIMEOUT_S, Budget
 from jevlaya_lab.broker.catalog import CatalogSource, fill_store
 from jevlaya_lab.broker.config import LLMConfig
-from jevlaya_lab.broker.embedded import EmbeddedServer
-from jevlaya_lab.broker.errors import NoLLMAvailableError, ProviderError, closed_error
+from jevlaya_lab.broker.embedded import EmbeddedServer, EmbeddedStartError
+from jevlaya_lab.broker.errors import (
+    LLMRequestError,
+    NoLLMAvailableError,
+    ProviderError,
+    closed_error,
+)
 from jevlaya_lab.broker.http import Failure, Reply, build_body, post_chat
-from jevlaya_lab.broker.keys import KeyResolver
+from jevlaya_lab.broker.keys import KeyResolver, redact
+from jevlaya_lab.broker.limits import (
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_MAX_ATTEMPTS_PER_MODEL,
+    AttemptLimit,
+)
 from jevlaya_lab.broker.pool import DEFAULT_COOLDOWN_S, Caller, ModelState, Pool, utc
 from jevlaya_lab.broker.quality import Quality
 from jevlaya_lab.broker.results import LLMResult
@@ -127,7 +142,10 @@ class AsyncBroker:
     and servers; :mod:`jevlaya_lab.journal.postgresql`). ``models``: the user's own entries (``LLMConfig`` or dicts), ranked
     before the catalog's and never touched by catalog updates. ``secrets``: ``{ref: key}``
     used before stored keys, ``.env`` and the environment. ``catalog``: see
-    :mod:`jevlaya_lab.broker.catalog`. Use it as ``async with AsyncBroker() as broker:``.
+    :mod:`jevlaya_lab.broker.catalog`. ``local``: whether the catalog's embedded local models
+    (``local/smollm2``) are in the pool: ``None`` (default) only for a caller with no model of
+    its own and no provider key, ``True`` always, ``False`` never (see
+    :mod:`jevlaya_lab.broker.pool`). Use it as ``async with AsyncBroker() as broker:``.
     """
 
     def __init__(self, source: str | Path | None = None, *,
@@ -135,7 +153,12 @@ class AsyncBroker:
                  secrets: Mapping[str, str] | None = None, optimize: bool = True,
                  home: str | Path | None = None, catalog: CatalogSource = None,
                  retention_days: float = 90.0, store_text: bool = False,
-                 dotenv: str | Path | None = None) -> None:
+                 dotenv: str | Path | None = None, local: bool | None = None) -> None:
+        if local not in (None, True, False):
+            raise ValueError(f"local={local!r}: must be None (the embedded local models join "
+                             "only a caller without other models), True (always) or False "
+                             "(never)")
+        self._local = local
         self._user_models = [LLMConfig.coerce(m) for m in models or []]
         names = [m.name for m in self._user_models]
         if len(set(names)) != len(names):
@@ -201,13 +224,16 @@ class AsyncBroker:
             self.store.put_user_models([m.to_dict() for m in self._user_models])
         self.store.purge(self._retention_days)
         self._next_purge = time.monotonic() + PURGE_INTERVAL_S
+        rows = self.store.registry()
         entries = [LLMConfig.coerce({k: v for k, v in row.items() if k != "origin"})
-                   for row in self.store.registry()]
+                   for row in rows]
+        fallback = frozenset(row["name"] for row, entry in zip(rows, entries, strict=True)
+                             if row.get("origin") == "catalog" and entry.is_local)
         # this broker's own entries first, in the order given; the rest keep registry order
         mine = {m.name: i for i, m in enumerate(self._user_models)}
         entries.sort(key=lambda e: mine.get(e.name, len(mine)))
         return Pool(entries, self.keys, Quality(self.store.rating_totals()),
-                    optimize=self._optimize)
+                    optimize=self._optimize, fallback=fallback, local=self._local)
 
     async def aclose(self, *, grace: float = 0.0) -> None:
         """Refuse new calls, close open streams, let calls in flight finish within ``grace``
@@ -270,31 +296,43 @@ class AsyncBroker:
     # public calls ------------------------------------------------------------------------------
     async def ask(self, prompt: str, *, operation: str | None = None,
                   trace_id: str | None = None, wait: float | None = None,
-                  fastest_of: int | None = None, **params: Any) -> LLMResult:
+                  fastest_of: int | None = None, max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+                  max_attempts_per_model: int = DEFAULT_MAX_ATTEMPTS_PER_MODEL,
+                  **params: Any) -> LLMResult:
         """One routed answer to ``prompt``; extra keyword args (max_tokens, temperature, ...)
-        go to the provider."""
+        go to the provider. ``max_attempts`` / ``max_attempts_per_model`` cap the requests
+        this call may send (:mod:`jevlaya_lab.broker.limits`)."""
         return await self._complete(self._callers[None], check_prompt(prompt), None, operation,
-                                    trace_id, wait, fastest_of, params)
+                                    trace_id, wait, fastest_of, params, max_attempts,
+                                    max_attempts_per_model)
 
     async def chat(self, messages: Messages, *, tools: list[dict[str, Any]] | None = None,
                    operation: str | None = None, trace_id: str | None = None,
                    wait: float | None = None, fastest_of: int | None = None,
+                   max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+                   max_attempts_per_model: int = DEFAULT_MAX_ATTEMPTS_PER_MODEL,
                    **params: Any) -> LLMResult:
         """One routed answer to a conversation; with ``tools`` the answer may be tool calls."""
         return await self._complete(self._callers[None], check_messages(messages), tools,
-                                    operation, trace_id, wait, fastest_of, params)
+                                    operation, trace_id, wait, fastest_of, params, max_attempts,
+                                    max_attempts_per_model)
 
     def stream(self, prompt: str | Messages, *, operation: str | None = None,
                trace_id: str | None = None, wait: float | None = None,
                fastest_of: int | None = None, stream_selection_window: float = 1.0,
+               max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+               max_attempts_per_model: int = DEFAULT_MAX_ATTEMPTS_PER_MODEL,
                **params: Any) -> Any:
         """An async stream of text deltas for a prompt (or a list of messages); see
-        :mod:`jevlaya_lab.broker.streaming`."""
+        :mod:`jevlaya_lab.broker.streaming`. ``max_attempts`` also bounds its ``another()``
+        answers."""
         from jevlaya_lab.broker.streaming import AsyncStream
 
         return AsyncStream(self, self._callers[None], check_stream_input(prompt),
                            operation=operation, trace_id=trace_id, wait=wait,
-                           fastest_of=fastest_of, window=stream_selection_window, params=params)
+                           fastest_of=fastest_of, window=stream_selection_window, params=params,
+                           max_attempts=max_attempts,
+                           max_attempts_per_model=max_attempts_per_model)
 
     def for_scope(self, scope: str) -> Any:
         from jevlaya_lab.broker.scoped import AsyncScopedBroker
@@ -338,7 +376,8 @@ class AsyncBroker:
         return summarize(rows, pool, operation)
 
     async def snapshot(self) -> dict[str, dict[str, Any]]:
-        """Pool state per model: cooldown, slots, disabled, demotions, whether a key resolves."""
+        """Pool state per model: cooldown, slots, disabled, demotions, whether a key resolves,
+        whether it is in the pool (in_pool, fallback) and why it cannot start (unavailable)."""
         from jevlaya_lab.broker.report import pool_snapshot
 
         return pool_snapshot(await self._ready(), self._callers[None])
@@ -347,7 +386,11 @@ class AsyncBroker:
         self._state(await self._ready(), name).disabled = True
 
     async def enable_llm(self, name: str) -> None:
-        self._state(await self._ready(), name).disabled = False
+        """Enable ``name`` again; for a model marked unavailable (it could not start) this
+        also clears the mark, so the next call tries to start it once more."""
+        state = self._state(await self._ready(), name)
+        state.disabled = False
+        state.unavailable = None
 
     async def store_key(self, ref: str, value: str | None) -> None:
         """Keep a key in this broker's database (``None`` deletes it)."""
@@ -370,21 +413,26 @@ class AsyncBroker:
     async def _complete(self, caller: Caller, messages: Messages,
                         tools: list[dict[str, Any]] | None, operation: str | None,
                         trace_id: str | None, wait: float | None, fastest_of: int | None,
-                        params: Mapping[str, Any]) -> LLMResult:
+                        params: Mapping[str, Any], max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+                        max_attempts_per_model: int = DEFAULT_MAX_ATTEMPTS_PER_MODEL
+                        ) -> LLMResult:
         check_call(operation, trace_id, params)
         budget = Budget(wait)
         lanes_wanted = check_fastest_of(fastest_of)
+        limit = AttemptLimit(max_attempts, max_attempts_per_model, lanes=lanes_wanted)
         pool = await self._ready()
         if self.closed:  # closed while this call waited for the registry
             raise closed_error(self._name)
         return await self._guarded(self._route(
             pool, caller, messages, tools, operation, trace_id or uuid.uuid4().hex, budget,
-            lanes_wanted, params))
+            lanes_wanted, params, limit))
 
     async def _route(self, pool: Pool, caller: Caller, messages: Messages,
                      tools: list[dict[str, Any]] | None, operation: str | None, trace_id: str,
-                     budget: Budget, lanes_wanted: int, params: Mapping[str, Any]) -> LLMResult:
-        """The routed call proper: start lanes, queue, fail over, return the first answer."""
+                     budget: Budget, lanes_wanted: int, params: Mapping[str, Any],
+                     limit: AttemptLimit) -> LLMResult:
+        """The routed call proper: start lanes, queue, fail over, return the first answer;
+        never more attempts than ``limit`` allows."""
         queue_until = time.monotonic() + ATTEMPT_TIMEOUT_S
         excluded: set[str] = set()
         errors: list[BaseException] = []
@@ -395,7 +443,11 @@ class AsyncBroker:
             while True:
                 pick = None
                 while len(running) < lanes_wanted:
-                    busy = excluded | {a.llm_name for a in running.values()}
+                    if limit.spent:
+                        if running:
+                            break
+                        raise self._exhausted(pool, caller, limit, errors, last_rejection)
+                    busy = excluded | limit.used_up() | {a.llm_name for a in running.values()}
                     try:
                         pick = pool.pick(caller, busy, operation, budget.wait)
                     except NoLLMAvailableError as exc:
@@ -403,12 +455,14 @@ class AsyncBroker:
                             break
                         if exc.reason in ("excluded", "no_keys") and last_rejection is not None:
                             raise last_rejection from None
+                        if exc.reason == "excluded" and limit.used_up():
+                            raise self._exhausted(pool, caller, limit, errors, None) from None
                         exc.errors = tuple(errors)
                         raise
                     if not pick.ready or budget.too_late_to_start():
                         break
                     attempt = self._attempt(pick.ready[0], caller, trace_id, operation, budget,
-                                            messages)
+                                            messages, limit)
                     body = build_body(attempt.state.entry.model, messages, stream=False,
                                       tools=tools, params=params)
                     task = asyncio.ensure_future(self._run_lane(attempt, caller, body, budget))
@@ -425,7 +479,7 @@ class AsyncBroker:
                         return self._result(attempt)
                     errors.append(exc)
                     if isinstance(exc, ProviderError) and exc.status is not None \
-                            and 400 <= exc.status < 500 and exc.status != 429:
+                            and 400 <= exc.status < 500 and exc.status not in (408, 429):
                         excluded.add(attempt.llm_name)
                         last_rejection = exc
         finally:
@@ -434,6 +488,21 @@ class AsyncBroker:
                 task.cancel()
             if running:
                 await asyncio.gather(*running, return_exceptions=True)
+
+    def _exhausted(self, pool: Pool, caller: Caller, limit: AttemptLimit,
+                   errors: list[BaseException],
+                   last_rejection: ProviderError | None) -> LLMRequestError:
+        """The call reached an attempt ceiling: end it as when every candidate is ruled out."""
+        if last_rejection is not None:
+            return last_rejection
+        now = time.time()
+        cooling = [s.cooldown_until for s in pool.members(caller) if s.cooling(now)]
+        retry_at = min(cooling) if cooling else None
+        last = f"; last error: {errors[-1]}" if errors else ""
+        return NoLLMAvailableError(
+            f"no model answered this call{limit.note()}{last}",
+            reason="timeout" if retry_at else "excluded", retry_at=utc(retry_at),
+            errors=tuple(errors))
 
     async def _queue(self, pool: Pool, pick: Any, budget: Budget, queue_until: float,
                      errors: list[BaseException]) -> None:
@@ -452,7 +521,10 @@ class AsyncBroker:
         await pool.changed(min(left, coming) if coming > 0 else left)
 
     def _attempt(self, state: ModelState, caller: Caller, trace_id: str,
-                 operation: str | None, budget: Budget, messages: Messages) -> Attempt:
+                 operation: str | None, budget: Budget, messages: Messages,
+                 limit: AttemptLimit) -> Attempt:
+        """A new attempt (a journal row to be), counted against the call's ceilings."""
+        limit.count(state.entry.name)
         prompt_text = None
         if self._store_text:
             prompt_text = "\n".join(str(m.get("content") or "") for m in messages)
@@ -473,9 +545,13 @@ class AsyncBroker:
             raise self._failed(attempt, caller, failure) from None
         except TimeoutError:
             raise self._timed_out(attempt, budget).to_error(attempt.llm_name) from None
-        except BaseException:
+        except asyncio.CancelledError:
             attempt.finish(attempt.cancel_status)
             raise
+        except Exception as exc:  # noqa: BLE001 - a surprise is this attempt's failure, journaled
+            log.exception("attempt %s of %s failed", attempt.call_id, attempt.llm_name)
+            raise self._failed(attempt, caller, Failure(
+                "invalid", redact(f"{type(exc).__name__}: {exc}"))) from None
         self._pool.succeeded(attempt.llm_name)  # type: ignore[union-attr]
         attempt.succeed(reply)
         return reply
@@ -506,8 +582,10 @@ class AsyncBroker:
         assert pool is not None
         _, key = pool.key_for(state, caller)
         if state.entry.is_local:
-            local = [s.entry for s in pool.states.values() if s.entry.is_local]
-            return await self._embedded.base_url(local), key
+            try:
+                return await self._embedded.base_url(state.entry), key
+            except EmbeddedStartError as exc:
+                raise Failure("cannot_start", str(exc)) from None
         return state.entry.base_url.rstrip("/"), key
 
     def _result(self, attempt: Attempt) -> LLMResult:

@@ -29,7 +29,8 @@ from jevlaya_lab.journal.rows import MAX_DETAIL
 DRAIN_S = 0.5
 # kind -> journal status
 _STATUS = {"rate_limited": "rate_limited", "unavailable": "unavailable", "auth": "error",
-           "rejected": "error", "invalid": "error", "interrupted": "error"}
+           "rejected": "error", "invalid": "error", "interrupted": "error",
+           "cannot_start": "unavailable"}
 
 
 @dataclass
@@ -39,7 +40,10 @@ class Failure(Exception):
     kinds: ``rate_limited`` (429/503: cooldown from Retry-After, doubling), ``unavailable`` (other
     5xx, transport errors, nothing within the time allowed: cooldown 60 s), ``invalid`` (garbage
     or empty 200: cooldown 60 s), ``auth`` (401/403: drop the key for the caller), ``rejected``
-    (other 4xx: excluded for this call), ``interrupted`` (a stream broke after its first delta).
+    (other 4xx but 408: excluded for this call), ``interrupted`` (a stream broke after its first
+    delta), ``cannot_start`` (an embedded ``local://`` model failed to load: unavailable for the
+    broker's lifetime, until ``enable_llm``). A 408 (request timeout) is ``unavailable``: the
+    provider gave up on time, not on the request.
     """
 
     kind: str
@@ -135,7 +139,7 @@ def classify_status(response: httpx.Response, body: bytes, key: str | None) -> F
     if status in (429, 503):
         return Failure("rate_limited" if status == 429 else "unavailable", detail, status,
                        retry_after(response))
-    if status >= 500:
+    if status >= 500 or status == 408:
         return Failure("unavailable", detail, status)
     if status in (401, 403):
         return Failure("auth", detail, status)

@@ -2,6 +2,19 @@
 
 All methods run on the broker's event loop (no locks needed). Ranking key, in order
 (spec §3): over the learned wait bound, demoted for this operation, priority, registry order.
+
+Who is in the pool (a decision the spec leaves open): every registry entry, except the
+embedded local models of the *catalog* (``local://`` entries such as ``local/smollm2``; marked
+``fallback``). Those join a caller's pool only when that caller has no other model: no entry of
+the user's own (``models=``) and no catalog entry whose key resolves for it. So ``Broker()``
+with no keys answers from SmolLM2, while a pool of the user's endpoints never silently falls
+back to a 135M local model when they fail or reject a request. ``AsyncBroker(local=True)``
+makes them members always, ``local=False`` never; a ``local://`` entry the user configured
+(``models=``) is an ordinary member. ``snapshot()`` shows ``in_pool`` and ``fallback``.
+
+A model that cannot start (an embedded model whose weights are missing or fail to load) is
+marked ``unavailable`` once, with the loader's message (which names the install command); it is
+no candidate from then on, never retried in a loop, until ``enable_llm(name)`` clears the mark.
 """
 
 from __future__ import annotations
@@ -30,6 +43,8 @@ class ModelState:
     consecutive: int = 0
     in_flight: int = 0
     disabled: bool = False
+    fallback: bool = False  # an embedded catalog model: joins only a caller with no other model
+    unavailable: str | None = None  # why it cannot start (set once; enable_llm clears it)
     missed_waits: list[tuple[float, float]] = field(default_factory=list)  # (wait, monotonic)
 
     def cooling(self, now: float) -> bool:
@@ -59,13 +74,31 @@ def utc(ts: float | None) -> datetime | None:
 
 class Pool:
     def __init__(self, entries: list[LLMConfig], keys: KeyResolver, quality: Quality,
-                 *, optimize: bool = True) -> None:
+                 *, optimize: bool = True, fallback: frozenset[str] = frozenset(),
+                 local: bool | None = None) -> None:
         self.keys = keys
         self.quality = quality
         self.optimize = optimize
-        self.states: dict[str, ModelState] = {e.name: ModelState(e, i)
-                                              for i, e in enumerate(entries)}
+        self.local = local
+        self.states: dict[str, ModelState] = {
+            e.name: ModelState(e, i, fallback=e.name in fallback) for i, e in enumerate(entries)}
         self._waiters: set[asyncio.Future[None]] = set()
+
+    # membership --------------------------------------------------------------------------------
+    def has_key(self, state: ModelState, caller: Caller) -> bool:
+        """Does a key resolve for this caller (refused or not)? Keyless entries need none."""
+        ref = state.entry.api_key_ref
+        return ref is None or self.keys.resolve(ref, caller.scope) is not None
+
+    def members(self, caller: Caller) -> list[ModelState]:
+        """The entries in this caller's pool (see the module docstring)."""
+        states = list(self.states.values())
+        if self.local is True:
+            return states
+        own = [s for s in states if not s.fallback]
+        if self.local is False or any(self.has_key(s, caller) for s in own):
+            return own
+        return states
 
     # candidates and ranking -------------------------------------------------------------------
     def key_for(self, state: ModelState, caller: Caller) -> tuple[bool, str | None]:
@@ -80,21 +113,30 @@ class Pool:
     def pick(self, caller: Caller, exclude: set[str], operation: str | None,
              wait: float | None) -> Pick:
         """Rank what may serve this call; raise ``NoLLMAvailableError`` when nothing ever can."""
-        states = list(self.states.values())
+        states = self.members(caller)
         if not states:
-            raise NoLLMAvailableError("the pool is empty: add models (models=[...]) or use the "
-                                      "packaged catalog", reason="empty_pool")
+            raise NoLLMAvailableError(
+                "the pool is empty: add models (models=[...]) or use the packaged catalog"
+                + (" (local=False keeps the embedded local models out)"
+                   if self.local is False and self.states else ""), reason="empty_pool")
         enabled = [s for s in states if not s.disabled]
         if not enabled:
-            raise NoLLMAvailableError(f"every model is disabled ({', '.join(self.states)}); call "
-                                      "enable_llm(name)", reason="all_disabled")
-        keyed = [s for s in enabled if self.key_for(s, caller)[0]]
+            raise NoLLMAvailableError(f"every model is disabled ({', '.join(s.entry.name for s in states)}); "
+                                      "call enable_llm(name)", reason="all_disabled")
+        startable = [s for s in enabled if s.unavailable is None]
+        broken = "".join(f"; {s.entry.name} cannot start: {s.unavailable}"
+                         for s in enabled if s.unavailable is not None)
+        keyed = [s for s in startable if self.key_for(s, caller)[0]]
         if not keyed:
-            refs = sorted({s.entry.api_key_ref or "" for s in enabled} - {""})
+            refs = sorted({s.entry.api_key_ref or "" for s in startable} - {""})
+            if not refs:
+                raise NoLLMAvailableError(
+                    f"every model is disabled or cannot start{broken}; fix that, then call "
+                    "enable_llm(name) to try it again", reason="all_disabled")
             raise NoLLMAvailableError(
                 f"no key for any enabled model (scope={caller.scope!r}); set one of "
-                f"{', '.join(refs)} in the environment, a .env file, secrets= or the database",
-                reason="no_keys")
+                f"{', '.join(refs)} in the environment, a .env file, secrets= or the database"
+                + broken, reason="no_keys")
         candidates = [s for s in keyed if s.entry.name not in exclude]
         if not candidates:
             raise NoLLMAvailableError(
@@ -129,6 +171,10 @@ class Pool:
     def failed(self, name: str, failure: Failure, caller: Caller) -> float | None:
         """Apply the failure table; returns the cooldown end (time.time()) if one was set."""
         state = self.states[name]
+        if failure.kind == "cannot_start":
+            state.unavailable = failure.detail
+            self.notify()
+            return None
         if failure.kind == "auth":
             caller.dropped.add(name)
             return None

@@ -43,7 +43,11 @@ def summarize(rows: list[dict[str, Any]], pool: Pool,
 
 
 def pool_snapshot(pool: Pool, caller: Caller) -> dict[str, dict[str, Any]]:
+    """Per model: cooldown, slots, disabled, key, demotions, missed waits; ``in_pool`` (is it
+    in this caller's pool now), ``fallback`` (an embedded catalog model that joins only a
+    caller without other models) and ``unavailable`` (why it cannot start, or ``None``)."""
     now = time.time()
+    members = {s.entry.name for s in pool.members(caller)}
     out = {}
     for name, s in pool.states.items():
         usable, _ = pool.key_for(s, caller)
@@ -58,5 +62,6 @@ def pool_snapshot(pool: Pool, caller: Caller) -> dict[str, dict[str, Any]]:
             "demoted_for": [op for op in pool.quality.operations(name)
                             if pool.quality.demoted(name, op)],
             "missed_waits": sorted({w for w, _ in s.missed_waits}),
+            "in_pool": name in members, "fallback": s.fallback, "unavailable": s.unavailable,
         }
     return out

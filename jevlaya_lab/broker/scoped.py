@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from jevlaya_lab.broker.limits import DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_ATTEMPTS_PER_MODEL
 from jevlaya_lab.broker.pool import Caller
 
 
@@ -31,19 +32,26 @@ class AsyncScopedBroker:
     async def _call(self, messages: list[dict[str, Any]], tools: Any, *,
                     operation: str | None = None, trace_id: str | None = None,
                     wait: float | None = None, fastest_of: int | None = None,
+                    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+                    max_attempts_per_model: int = DEFAULT_MAX_ATTEMPTS_PER_MODEL,
                     **params: Any) -> Any:
         return await self.broker._complete(self.caller, messages, tools, operation, trace_id,
-                                           wait, fastest_of, params)
+                                           wait, fastest_of, params, max_attempts,
+                                           max_attempts_per_model)
 
     def stream(self, prompt: str | list[dict[str, Any]], *, operation: str | None = None, trace_id: str | None = None,
                wait: float | None = None, fastest_of: int | None = None,
-               stream_selection_window: float = 1.0, **params: Any) -> Any:
+               stream_selection_window: float = 1.0, max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+               max_attempts_per_model: int = DEFAULT_MAX_ATTEMPTS_PER_MODEL,
+               **params: Any) -> Any:
         from jevlaya_lab.broker.engine import check_stream_input
         from jevlaya_lab.broker.streaming import AsyncStream
 
         return AsyncStream(self.broker, self.caller, check_stream_input(prompt),
                            operation=operation, trace_id=trace_id, wait=wait,
-                           fastest_of=fastest_of, window=stream_selection_window, params=params)
+                           fastest_of=fastest_of, window=stream_selection_window, params=params,
+                           max_attempts=max_attempts,
+                           max_attempts_per_model=max_attempts_per_model)
 
     async def record_quality(self, score: float, *, call_id: str | None = None,
                              trace_id: str | None = None) -> None:

@@ -53,6 +53,11 @@ from jevlaya_lab.broker.errors import (
 from jevlaya_lab.broker.http import Failure, build_body, open_stream, read_deltas
 from jevlaya_lab.broker.keys import redact
 from jevlaya_lab.broker.lanes import Lane, LaneView
+from jevlaya_lab.broker.limits import (
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_MAX_ATTEMPTS_PER_MODEL,
+    AttemptLimit,
+)
 from jevlaya_lab.broker.pool import Caller, utc
 from jevlaya_lab.broker.results import LLMResult
 
@@ -73,7 +78,9 @@ class StreamCore:
 
     def __init__(self, broker: AsyncBroker, caller: Caller, messages: Messages, *,
                  operation: str | None, trace_id: str | None, wait: float | None,
-                 fastest_of: int | None, window: float, params: dict[str, Any]) -> None:
+                 fastest_of: int | None, window: float, params: dict[str, Any],
+                 max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+                 max_attempts_per_model: int = DEFAULT_MAX_ATTEMPTS_PER_MODEL) -> None:
         import uuid
 
         check_call(operation, trace_id, params)
@@ -84,6 +91,7 @@ class StreamCore:
         self.trace_id = trace_id or uuid.uuid4().hex
         self.budget = Budget(wait, paused=True)
         self.lanes_wanted = check_fastest_of(fastest_of)
+        self.limit = AttemptLimit(max_attempts, max_attempts_per_model, lanes=self.lanes_wanted)
         self.window = check_window(window)
         self.params = params
         self.lanes: list[Lane] = []
@@ -161,6 +169,8 @@ class StreamCore:
         while True:
             if self.broker.closed:  # closed while this stream waited for a slot
                 raise closed_error(self.broker._name, in_flight=True)
+            if self.limit.spent:
+                raise self._no_llm()
             try:
                 pick = pool.pick(self.caller, self.tried, self.operation, self.budget.wait)
             except NoLLMAvailableError as exc:
@@ -197,7 +207,7 @@ class StreamCore:
     def _start_lane(self, state: Any) -> Lane:
         self.tried.add(state.entry.name)
         attempt = self.broker._attempt(state, self.caller, self.trace_id, self.operation,
-                                       self.budget, self.messages)
+                                       self.budget, self.messages, self.limit)
         lane = Lane(attempt, len(self.lanes))
         self.lanes.append(lane)
         return lane
@@ -281,6 +291,7 @@ class StreamCore:
                    if s.cooling(now) and not s.disabled and pool.key_for(s, self.caller)[0]]
         retry_at = min(cooling) if cooling else None
         tried = ", ".join(sorted(self.tried)) or "none"
+        tried += self.limit.note()
         if retry_at is not None or self.budget.too_late_to_start():
             return NoLLMAvailableError(
                 f"no model gave a first delta (tried: {tried})"
@@ -331,6 +342,8 @@ class StreamCore:
                 async with asyncio.timeout(timeout):
                     await self.changed.wait()
             except TimeoutError:
+                if self.winner is not None:
+                    continue  # a lane completed in time, just as the clock ran out: it stands
                 if self.budget.expired():
                     self._expire()
                     if self.shown is not None and self.delivered:
@@ -341,6 +354,8 @@ class StreamCore:
 
     async def _race_waits_for_slots(self) -> bool:
         """No lane could start because every candidate is busy: wait for a slot, then fill."""
+        if self.limit.spent:
+            return False
         try:
             pick = self.broker._pool.pick(  # type: ignore[union-attr]
                 self.caller, self.tried, self.operation, self.budget.wait)
@@ -378,7 +393,7 @@ class StreamCore:
         """Start lanes on distinct untried models until ``fastest_of`` run (no waiting)."""
         pool = self.broker._pool
         assert pool is not None
-        while self.winner is None and not self.closed and \
+        while self.winner is None and not self.closed and not self.limit.spent and \
                 sum(la.alive for la in self.lanes) < self.lanes_wanted:
             try:
                 pick = pool.pick(self.caller, self.tried, self.operation, self.budget.wait)
@@ -462,7 +477,7 @@ class StreamCore:
         """A complete answer from a model this call has not tried, or None."""
         pool = self.broker._pool
         assert pool is not None
-        while not self.budget.too_late_to_start() and not self.closed:
+        while not self.budget.too_late_to_start() and not self.closed and not self.limit.spent:
             try:
                 pick = pool.pick(self.caller, self.tried, self.operation, self.budget.wait)
             except NoLLMAvailableError:
@@ -472,7 +487,7 @@ class StreamCore:
             state = pick.ready[0]
             self.tried.add(state.entry.name)
             attempt = self.broker._attempt(state, self.caller, self.trace_id, self.operation,
-                                           self.budget, self.messages)
+                                           self.budget, self.messages, self.limit)
             body = build_body(state.entry.model, self.messages, stream=False,
                               params=self.params)
             try:  # guarded: closing the broker waits for (or cancels) this lane

@@ -1,0 +1,68 @@
+"""Hard ceilings on the attempts of one call, so that no failure pattern can loop.
+
+Every call (``ask``, ``chat``, a ``stream`` together with its ``another()`` answers) sends at
+most ``max_attempts`` requests in all (default :data:`DEFAULT_MAX_ATTEMPTS`) and at most
+``max_attempts_per_model`` to any one model (default :data:`DEFAULT_MAX_ATTEMPTS_PER_MODEL`; a
+stream asks each model at most once before its first delta anyway). Both are keywords of every
+call. One attempt is one journal row, so a call never writes more than ``max_attempts`` rows,
+whatever its providers answer (a model answering 503 with ``Retry-After: 0`` forever, say).
+
+A model that reached its ceiling is ruled out for the rest of the call, exactly like a model
+that rejected the request; when the call's ceiling is reached no new attempt starts. The call
+then ends as when every candidate is ruled out (spec §3): with the last provider rejection if
+there was one, else ``NoLLMAvailableError`` (``reason="timeout"`` with ``retry_at`` when the
+models are only cooling, ``"excluded"`` otherwise), whose message names the ceiling.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+DEFAULT_MAX_ATTEMPTS = 10
+DEFAULT_MAX_ATTEMPTS_PER_MODEL = 3
+
+
+def check_ceiling(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name}={value!r}: must be an integer >= 1 (a hard ceiling on the "
+                         "requests one call may send; see jevlaya_lab.broker.limits)")
+    return value
+
+
+class AttemptLimit:
+    """The attempts one call has made, against its two ceilings."""
+
+    def __init__(self, max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+                 max_attempts_per_model: int = DEFAULT_MAX_ATTEMPTS_PER_MODEL,
+                 *, lanes: int = 1) -> None:
+        self.max_attempts = check_ceiling("max_attempts", max_attempts)
+        self.max_per_model = check_ceiling("max_attempts_per_model", max_attempts_per_model)
+        if lanes > self.max_attempts:
+            raise ValueError(f"fastest_of={lanes} races more models than max_attempts="
+                             f"{self.max_attempts} allows; raise max_attempts or race fewer")
+        self.made = 0
+        self._per_model: Counter[str] = Counter()
+
+    def count(self, llm_name: str) -> None:
+        self.made += 1
+        self._per_model[llm_name] += 1
+
+    @property
+    def spent(self) -> bool:
+        """No further attempt may start in this call."""
+        return self.made >= self.max_attempts
+
+    def used_up(self) -> set[str]:
+        """Models this call may not ask again."""
+        return {n for n, k in self._per_model.items() if k >= self.max_per_model}
+
+    def note(self) -> str:
+        """What a ceiling did to this call, for error messages ('' when nothing)."""
+        if self.spent:
+            return f"; max_attempts={self.max_attempts} reached ({self.made} attempts)"
+        used = sorted(self.used_up())
+        if used:
+            return (f"; max_attempts_per_model={self.max_per_model} reached for "
+                    f"{', '.join(used)}")
+        return ""
