@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 from transformers import DynamicCache
@@ -30,6 +30,13 @@ PLAIN_CHAT_TEMPLATE = (
 )
 
 LogitsProcessor = Callable[[int, torch.Tensor], torch.Tensor]
+# A prompt is first counted in pieces of this many characters, so that a huge prompt costs the
+# tokenizer's memory for one piece, not for the whole text (a fast tokenizer needs ~200 bytes per
+# character: an 8 MB prompt took 2 GB) and is rejected after the first pieces that overflow.
+COUNT_CHUNK_CHARS = 16_384
+# Cutting text into pieces can change the tokens at each cut by a few; the count allows this
+# much per cut before calling a prompt too long, and the exact count decides the rest.
+CUT_SLACK_TOKENS = 4
 
 
 class ChatModel:
@@ -43,13 +50,13 @@ class ChatModel:
         self.name = name
         self.model = model.eval()
         self.tokenizer = tokenizer
-        self.default_max_tokens = validation.check_max_tokens(default_max_tokens, 1)
         self._logits_processor = logits_processor
         self._lock = FairLock()
         self._template = getattr(tokenizer, "chat_template", None) or PLAIN_CHAT_TEMPLATE
         config = model.config
         self.context_length = int(getattr(config, "max_position_embeddings", None)
                                   or getattr(config, "n_positions", None) or 2048)
+        self.default_max_tokens = validation.check_max_tokens(default_max_tokens, 1, self.max_answer_tokens)
         self._eos = _eos_ids(model, tokenizer)
         params = inspect.signature(model.forward).parameters
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
@@ -57,6 +64,11 @@ class ChatModel:
 
     def __repr__(self) -> str:
         return f"ChatModel(name={self.name!r}, dtype={self.model.dtype}, context={self.context_length})"
+
+    @property
+    def max_answer_tokens(self) -> int:
+        """The largest ``max_tokens`` accepted: the context after a one-token prompt."""
+        return self.context_length - 1
 
     @property
     def waiting(self) -> int:
@@ -67,15 +79,32 @@ class ChatModel:
         """Token ids of the messages rendered with the chat template, ready for the answer.
 
         Raises ``ChatRequestError`` if the messages are malformed or leave no room to answer.
+        Memory stays bounded whatever the prompt's size: the text is counted piece by piece
+        first (see ``COUNT_CHUNK_CHARS``), and only a prompt that may fit is tokenized whole.
         """
         text = self.tokenizer.apply_chat_template(validation.check_messages(messages), chat_template=self._template,
                                                   tokenize=False, add_generation_prompt=True)
-        ids = list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-        if len(ids) >= self.context_length:
-            raise ChatRequestError("messages", f"<{len(ids)} prompt tokens>",
-                                   f"the model {self.name!r} reads at most {self.context_length - 1} "
-                                   "prompt tokens; shorten the messages")
+        limit = self.context_length - 1
+        ids: list[int] = []
+        counted = 0
+        for cuts, start in enumerate(range(0, len(text), COUNT_CHUNK_CHARS)):
+            ids = self._encode(text[start:start + COUNT_CHUNK_CHARS])
+            counted += len(ids)
+            if counted - cuts * CUT_SLACK_TOKENS > limit:
+                self._too_long(f"more than {limit}")
+        if len(text) > COUNT_CHUNK_CHARS:  # it may fit: the exact count of the whole text decides
+            ids = self._encode(text)
+        if len(ids) > limit:
+            self._too_long(str(len(ids)))
         return ids
+
+    def _encode(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def _too_long(self, tokens: str) -> NoReturn:
+        raise ChatRequestError("messages", f"<{tokens} prompt tokens>",
+                               f"the model {self.name!r} reads at most {self.context_length - 1} "
+                               "prompt tokens; shorten the messages")
 
     def generate(self, messages: Sequence[dict[str, Any]], *, max_tokens: int | None = None,
                  temperature: float = 0.0, top_p: float = 1.0, seed: int | None = None,
@@ -88,7 +117,7 @@ class ChatModel:
         sequence, which is never streamed. An exception raised by ``on_token`` stops generation
         and propagates (the server uses this when a client disconnects).
         """
-        max_tokens = validation.check_max_tokens(max_tokens, self.default_max_tokens)
+        max_tokens = validation.check_max_tokens(max_tokens, self.default_max_tokens, self.max_answer_tokens)
         temperature = validation.check_temperature(temperature)
         top_p = validation.check_top_p(top_p)
         seed = validation.check_seed(seed)

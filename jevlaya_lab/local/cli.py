@@ -21,6 +21,7 @@ from typing import Any
 
 from jevlaya_lab.local.errors import ChatRequestError, FaultProfileError, LocalModelError
 from jevlaya_lab.local.faults import FAULT_PRESETS, FaultProfile
+from jevlaya_lab.local.limits import DEFAULT_MAX_CONNECTIONS, DEFAULT_READ_TIMEOUT_S
 
 DEFAULT_PORT = 8765
 
@@ -35,6 +36,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 = any free)")
     parser.add_argument("--api-key-env", metavar="VAR", help="require 'Authorization: Bearer $VAR'")
+    parser.add_argument("--read-timeout", type=float, default=DEFAULT_READ_TIMEOUT_S, metavar="SECONDS",
+                        help=f"time a client has to send a whole request (default {DEFAULT_READ_TIMEOUT_S:g})")
+    parser.add_argument("--max-connections", type=int, default=DEFAULT_MAX_CONNECTIONS, metavar="N",
+                        help=f"open connections served at once; more get a 503 (default {DEFAULT_MAX_CONNECTIONS})")
     parser.add_argument("--stop-after", type=float, metavar="SECONDS", help="stop after this many seconds")
     parser.add_argument("--threads", type=int, metavar="N",
                         help="torch threads for generation (1 is fastest when the CPU is shared)")
@@ -79,7 +84,8 @@ def main(argv: list[str]) -> int:
             api_key = os.environ.get(args.api_key_env)
             if not api_key:
                 raise ChatRequestError("--api-key-env", args.api_key_env, "set that environment variable to the key")
-        server = serve(models, faults=faults, host=args.host, port=args.port, api_key=api_key)
+        server = serve(models, faults=faults, host=args.host, port=args.port, api_key=api_key,
+                       read_timeout=args.read_timeout, max_connections=args.max_connections)
     except (LocalModelError, ChatRequestError, FaultProfileError, LookupError, OSError) as exc:
         print(f"jevlaya-lab serve: {exc}", file=sys.stderr)
         return 2

@@ -8,13 +8,20 @@ answer's shape; other OpenAI fields (``tools``, ``tool_choice``, ``response_form
 A request without ``temperature`` is greedy (0), so answers are reproducible by default.
 Streaming uses chunked transfer encoding, so connections stay alive between requests and a
 mid-stream cut is visible to the client as an incomplete body.
+
+Every error, including those the standard library raises itself (a garbage request line, an
+unknown method, oversized headers), is answered in the OpenAI error shape
+``{"error": {"message", "type", "param", "code"}}``; the limits on time, size and nesting are
+in :mod:`jevlaya_lab.local.limits`. A non-streaming answer stops when its client disconnects.
 """
 
 from __future__ import annotations
 
 import hmac
+import io
 import json
 import logging
+import select
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler
@@ -24,14 +31,17 @@ from jevlaya_lab.local import validation, wire
 from jevlaya_lab.local.errors import ChatRequestError
 from jevlaya_lab.local.faults import FaultProfile
 from jevlaya_lab.local.generation import Generation
+from jevlaya_lab.local.limits import MAX_BODY_BYTES, MAX_JSON_DEPTH, READ_CHUNK_BYTES, DeadlineReader, json_depth_over
 
 if TYPE_CHECKING:
     from jevlaya_lab.local.chat_model import ChatModel
 
 logger = logging.getLogger("jevlaya_lab.local.server")
 
-MAX_BODY_BYTES = 8 * 1024 * 1024
 GARBAGE = "<html><body><h1>502 Bad Gateway</h1>(simulated garbage from a fault profile)</body></html>"
+ALLOWED_METHODS = "GET, POST"
+SHOWN_REQUEST_CHARS = 200  # of a client's garbage request line echoed in an error message
+GONE_CHECK_EVERY = 8  # tokens between checks that a non-streaming client is still there
 
 
 class _Cut(Exception):
@@ -69,12 +79,63 @@ class ChatHandler(BaseHTTPRequestHandler):
     def app(self) -> ServedModels:
         return self.server.app  # type: ignore[attr-defined]
 
+    def setup(self) -> None:
+        super().setup()
+        self._reader = DeadlineReader(self.connection, self.app.read_timeout)
+        self.rfile = io.BufferedReader(self._reader, READ_CHUNK_BYTES)
+
+    def handle_one_request(self) -> None:
+        """One request within the read deadline; a request cut short by it gets a 408."""
+        self._reader.start()
+        try:
+            self._handle_one_request()
+        except TimeoutError:
+            self.close_connection = True
+            if self._reader.deadline is not None and self._reader.received:
+                self._send_error(408, f"the request did not arrive within {self.app.read_timeout:g} s; "
+                                      "send the request line, headers and body without pauses",
+                                 headers={"Connection": "close"})
+
+    def _handle_one_request(self) -> None:
+        """``BaseHTTPRequestHandler.handle_one_request`` with our own timeout handling."""
+        self.raw_requestline = self.rfile.readline(65537)
+        if len(self.raw_requestline) > 65536:
+            self.requestline = self.command = ""
+            self.request_version = self.protocol_version
+            self.send_error(414, "the request line is longer than 65536 bytes")
+            return
+        if not self.raw_requestline:
+            self.close_connection = True
+            return
+        if not self.parse_request():
+            return
+        handler = getattr(self, f"do_{self.command}", None)
+        if handler is None:
+            self.send_error(501, f"method {self.command[:20]!r} is not supported; use GET or POST")
+            return
+        handler()
+        self.wfile.flush()
+
     def log_message(self, format: str, *args: Any) -> None:
         logger.debug("%s - %s", self.address_string(), format % args)
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """The standard library's own errors (bad request line, unknown method, header limits)
+        as OpenAI-style JSON instead of its HTML page."""
+        if not self.request_version or self.request_version == "HTTP/0.9":
+            self.request_version = self.protocol_version  # so a status line and headers go out
+        self.close_connection = True
+        text = message or self.responses.get(code, ("error",))[0]
+        if len(text) > SHOWN_REQUEST_CHARS:
+            text = text[:SHOWN_REQUEST_CHARS] + "..."
+        self._send_error(code, f"{text}; send an HTTP/1.1 request such as "
+                               "'POST /v1/chat/completions HTTP/1.1' with a JSON body",
+                         headers={"Connection": "close"})
 
     # -- routing ---------------------------------------------------------------------------
 
     def do_GET(self) -> None:
+        self._reader.finish()
         if not self._authorised():
             return
         path = self.path.split("?", 1)[0].rstrip("/")
@@ -101,37 +162,83 @@ class ChatHandler(BaseHTTPRequestHandler):
             return
         try:
             request = json.loads(body)
+            too_deep = json_depth_over(request)
+        except RecursionError:
+            too_deep = True
         except (ValueError, UnicodeDecodeError) as exc:
             self._send_error(400, f"the request body is not valid JSON ({exc}); send a JSON object")
+            return
+        if too_deep:
+            self._send_error(400, f"the request body nests JSON more than {MAX_JSON_DEPTH} levels deep; "
+                                  "send a chat completion request (it nests about 6 levels)")
             return
         self._answering = False  # True once the 200 status line of an answer is out
         try:
             self._chat(request)
         except (_Cut, _Stopping):
             self._drop_connection()
-        except ConnectionError:
-            self.close_connection = True  # the client went away; nothing left to tell it
+        except (ConnectionError, TimeoutError):
+            self.close_connection = True  # the client went away or stopped reading
         except Exception as exc:  # a bug or a model failure
             logger.exception("chat completion failed")
             self.close_connection = True
             if not self._answering:
                 self._send_error(500, f"the local model failed: {type(exc).__name__}: {exc}")
 
+    def _not_allowed(self) -> None:
+        """PUT, DELETE, PATCH, OPTIONS, HEAD: a JSON 405 naming the methods that exist."""
+        if self._discard_body():
+            self.close_connection = True
+            self._send_error(405, f"method {self.command} is not allowed; use GET /v1/models or "
+                                  "POST /v1/chat/completions",
+                             headers={"Allow": ALLOWED_METHODS, "Connection": "close"})
+
+    do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_HEAD = _not_allowed
+
     # -- helpers ---------------------------------------------------------------------------
 
-    def _read_body(self) -> bytes | None:
+    def _content_length(self) -> int | None:
+        """The declared body length, or ``None`` after answering 411/413 for a bad one."""
         raw = self.headers.get("Content-Length")
+        if raw is None and self.command != "POST":
+            return 0
         try:
             length = int(raw) if raw is not None else -1
         except ValueError:
             length = -1
-        if length < 0 or length > MAX_BODY_BYTES:
-            self.close_connection = True
-            self._send_error(400 if length < 0 else 413,
-                             f"Content-Length={raw!r} is invalid: send a JSON body of at most "
-                             f"{MAX_BODY_BYTES} bytes with its Content-Length")
+        if 0 <= length <= MAX_BODY_BYTES:
+            return length
+        self.close_connection = True
+        self._send_error(411 if length < 0 else 413,
+                         f"Content-Length={raw!r} is invalid: send a JSON body of at most "
+                         f"{MAX_BODY_BYTES} bytes with its Content-Length")
+        return None
+
+    def _read_body(self) -> bytes | None:
+        """The body, read in bounded pieces within the request's deadline (408 past it)."""
+        length = self._content_length()
+        if length is None:
             return None
-        return self.rfile.read(length)
+        body = bytearray()
+        try:
+            while len(body) < length:
+                piece = self.rfile.read(min(READ_CHUNK_BYTES, length - len(body)))
+                if not piece:
+                    self.close_connection = True
+                    return None  # the client hung up mid-body
+                body += piece
+        except TimeoutError:
+            self.close_connection = True
+            self._send_error(408, f"the request body did not arrive within {self.app.read_timeout:g} s "
+                                  f"({len(body)} of {length} bytes came); send it without pauses",
+                             headers={"Connection": "close"})
+            return None
+        self._reader.finish()
+        return bytes(body)
+
+    def _discard_body(self) -> bool:
+        """Read and drop a body we will not use, so closing does not reset the connection."""
+        return self._read_body() is not None
 
     def _authorised(self) -> bool:
         key = self.app.api_key
@@ -153,7 +260,8 @@ class ChatHandler(BaseHTTPRequestHandler):
         for name, value in (headers or {}).items():
             self.send_header(name, value)
         self.end_headers()
-        self.wfile.write(data)
+        if self.command != "HEAD":
+            self.wfile.write(data)
 
     def _send_error(self, status: int, message: str, *, param: str | None = None,
                     code: str | None = None, headers: dict[str, str] | None = None) -> None:
@@ -172,6 +280,20 @@ class ChatHandler(BaseHTTPRequestHandler):
             self.connection.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
+
+    def _client_gone(self) -> bool:
+        """Whether the client closed its side (a readable socket with nothing to read)."""
+        try:
+            if hasattr(select, "poll"):  # select() fails for descriptors >= 1024
+                poller = select.poll()
+                poller.register(self.connection, select.POLLIN)
+                readable = bool(poller.poll(0))
+            else:  # pragma: no cover - Windows
+                readable = bool(select.select([self.connection], [], [], 0)[0])
+            # readable with nothing to read is the end of the stream; data is a pipelined request
+            return readable and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except (OSError, ValueError):
+            return True
 
     def _write_chunk(self, data: bytes) -> None:
         self.wfile.write(b"%X\r\n%s\r\n" % (len(data), data))
@@ -249,7 +371,15 @@ class ChatHandler(BaseHTTPRequestHandler):
                   fault: FaultProfile | None) -> None:
         if fault is not None and fault.cut_after == 0:
             raise _Cut
-        generation = _answer(model, options, fault, self._paced(fault, lambda piece: None))
+        pieces = 0
+
+        def still_wanted(piece: str) -> None:  # nobody reads an abandoned answer: stop writing it
+            nonlocal pieces
+            pieces += 1
+            if pieces % GONE_CHECK_EVERY == 0 and self._client_gone():
+                raise ConnectionError("the client closed the connection")
+
+        generation = _answer(model, options, fault, self._paced(fault, still_wanted))
         self._send_json(200, wire.completion(wire.completion_id(), name, generation))
 
     def _stream(self, name: str, model: ChatModel, options: dict[str, Any],
@@ -263,7 +393,7 @@ class ChatHandler(BaseHTTPRequestHandler):
             wire.sse(wire.chunk(cid, name, delta={"content": piece}))))
         try:
             generation = _answer(model, options, fault, send)
-        except (_Cut, _Stopping, ConnectionError):
+        except (_Cut, _Stopping, ConnectionError, TimeoutError):
             raise
         except Exception as exc:  # headers are gone: report the failure inside the stream
             logger.exception("generation failed for model %r", name)
@@ -307,7 +437,8 @@ def _options(request: dict[str, Any], model: ChatModel) -> dict[str, Any]:
     prompt_tokens = len(model.prompt_ids(messages))  # too long for the model: a 400 before streaming
     generate = {
         "messages": messages,
-        "max_tokens": validation.check_max_tokens(max_tokens, model.default_max_tokens),
+        "max_tokens": validation.check_max_tokens(max_tokens, model.default_max_tokens,
+                                                  model.max_answer_tokens),
         "temperature": validation.check_temperature(request.get("temperature")),
         "top_p": validation.check_top_p(request.get("top_p")),
         "seed": validation.check_seed(request.get("seed")),

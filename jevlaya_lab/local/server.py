@@ -2,6 +2,8 @@
 
 It runs the stdlib ``ThreadingHTTPServer`` in a background thread (one thread per connection,
 so many streaming clients are served at once) and binds 127.0.0.1 unless told otherwise.
+Connections beyond ``max_connections`` get an immediate 503 with ``Retry-After``; a request
+must arrive within ``read_timeout`` (see :mod:`jevlaya_lab.local.limits`).
 ``stop()`` stops accepting, aborts running answers, closes every open connection and frees the
 port. The same server runs as a process with ``jevlaya-lab serve``.
 """
@@ -9,6 +11,7 @@ port. The same server runs as a process with ``jevlaya-lab serve``.
 from __future__ import annotations
 
 import ipaddress
+import json
 import logging
 import socket
 import struct
@@ -21,14 +24,17 @@ from http.server import ThreadingHTTPServer
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from jevlaya_lab.local import wire
 from jevlaya_lab.local.errors import ChatRequestError, UnknownModelError
 from jevlaya_lab.local.faults import FaultProfile, FaultSwitch
 from jevlaya_lab.local.handler import ChatHandler
+from jevlaya_lab.local.limits import BUSY_RETRY_AFTER_S, DEFAULT_MAX_CONNECTIONS, DEFAULT_READ_TIMEOUT_S
 
 if TYPE_CHECKING:
     from jevlaya_lab.local.chat_model import ChatModel
 
 STOP_JOIN_SECONDS = 5.0
+REFUSE_WAIT_S = 1.0  # how long a refused connection may take to send its request and read the 503
 logger = logging.getLogger("jevlaya_lab.local.server")
 
 
@@ -43,15 +49,61 @@ class _HTTPServer(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], app: Server) -> None:
         self.app = app
         self._open: dict[socket.socket, threading.Thread] = {}
+        self._refusing = 0  # connections being told 503 (bounded too)
         self._open_lock = threading.Lock()
         super().__init__(address, ChatHandler)
 
-    def process_request(self, request: Any, client_address: Any) -> None:
-        thread = threading.Thread(target=self.process_request_thread, args=(request, client_address),
-                                  name="jevlaya-local-conn", daemon=True)
+    @property
+    def open_connections(self) -> int:
         with self._open_lock:
-            self._open[request] = thread
+            return len(self._open)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._open_lock:
+            busy = len(self._open) >= self.app.max_connections
+            if busy and self._refusing >= self.app.max_connections:
+                _abort(request)  # refusing politely is itself at its limit
+                return
+            target = self._refuse if busy else self.process_request_thread
+            thread = threading.Thread(target=target, args=(request, client_address),
+                                      name="jevlaya-local-conn", daemon=True)
+            if busy:
+                self._refusing += 1
+            else:
+                self._open[request] = thread
         thread.start()
+
+    def _refuse(self, request: socket.socket, client_address: Any) -> None:
+        """Answer a connection over the limit with a JSON 503 and ``Retry-After``, then close.
+
+        The request is read (up to the end of its headers, within ``REFUSE_WAIT_S``) before
+        answering, and the connection is drained after, so the client sees the 503 rather than
+        a reset.
+        """
+        deadline = time.monotonic() + REFUSE_WAIT_S
+        try:
+            received = b""
+            while b"\r\n\r\n" not in received and len(received) < 65536 and _wait_until(request, deadline):
+                piece = request.recv(65536)
+                if not piece:
+                    break
+                received += piece
+            body = json.dumps(wire.error(503, f"the server is busy: {self.app.max_connections} connections "
+                                              f"are open, its limit; retry in {BUSY_RETRY_AFTER_S} s",
+                                         code="server_busy")).encode()
+            request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                            b"Content-Length: %d\r\nRetry-After: %d\r\nConnection: close\r\n\r\n%s"
+                            % (len(body), BUSY_RETRY_AFTER_S, body))
+            request.shutdown(socket.SHUT_WR)
+            deadline = time.monotonic() + REFUSE_WAIT_S
+            while _wait_until(request, deadline) and request.recv(65536):
+                pass
+        except OSError:
+            pass
+        finally:
+            request.close()
+            with self._open_lock:
+                self._refusing -= 1
 
     def shutdown_request(self, request: Any) -> None:
         with self._open_lock:
@@ -81,6 +133,15 @@ class _HTTPServer(ThreadingHTTPServer):
                 _shutdown(sock, socket.SHUT_RDWR)
 
 
+def _wait_until(sock: socket.socket, deadline: float) -> bool:
+    """Set the socket's timeout to what is left before ``deadline``; False when nothing is."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        return False
+    sock.settimeout(left)
+    return True
+
+
 def _shutdown(sock: socket.socket, how: int) -> None:
     try:
         sock.shutdown(how)
@@ -102,8 +163,16 @@ class Server:
 
     def __init__(self, models: Mapping[str, ChatModel] | Sequence[ChatModel], *,
                  faults: Mapping[str, FaultProfile | None] | None = None, host: str = "127.0.0.1",
-                 port: int = 0, api_key: str | None = None) -> None:
+                 port: int = 0, api_key: str | None = None, read_timeout: float = DEFAULT_READ_TIMEOUT_S,
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS) -> None:
         self._models = _named(models)
+        if isinstance(read_timeout, bool) or not isinstance(read_timeout, (int, float)) \
+                or not 0 < read_timeout < float("inf"):
+            raise ChatRequestError("read_timeout", read_timeout, "use a number of seconds > 0, e.g. 30")
+        if isinstance(max_connections, bool) or not isinstance(max_connections, int) or max_connections < 1:
+            raise ChatRequestError("max_connections", max_connections, "use a whole number >= 1, e.g. 128")
+        self.read_timeout = float(read_timeout)
+        self.max_connections = max_connections
         if api_key is not None and (not isinstance(api_key, str) or not api_key):
             raise ChatRequestError("api_key", "<hidden>", "use a non-empty string or None for no key check")
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
@@ -210,13 +279,17 @@ class Server:
 
 def serve(models: Mapping[str, ChatModel] | Sequence[ChatModel], *,
           faults: Mapping[str, FaultProfile | None] | None = None, host: str = "127.0.0.1",
-          port: int = 0, api_key: str | None = None) -> Server:
+          port: int = 0, api_key: str | None = None, read_timeout: float = DEFAULT_READ_TIMEOUT_S,
+          max_connections: int = DEFAULT_MAX_CONNECTIONS) -> Server:
     """Serve ``models`` (a list, named by ``.name``, or a name -> model dict) in the background.
 
     ``port=0`` picks a free port (see ``server.port``); ``api_key`` makes every request send
-    ``Authorization: Bearer <api_key>``; ``faults`` maps model names to ``FaultProfile``s.
+    ``Authorization: Bearer <api_key>``; ``faults`` maps model names to ``FaultProfile``s;
+    ``read_timeout`` (seconds for a whole request to arrive) and ``max_connections`` bound what
+    clients may hold (see :mod:`jevlaya_lab.local.limits`).
     """
-    return Server(models, faults=faults, host=host, port=port, api_key=api_key)
+    return Server(models, faults=faults, host=host, port=port, api_key=api_key,
+                  read_timeout=read_timeout, max_connections=max_connections)
 
 
 def _named(models: Mapping[str, ChatModel] | Sequence[ChatModel]) -> dict[str, ChatModel]:

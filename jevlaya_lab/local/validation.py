@@ -14,6 +14,8 @@ from typing import Any
 from jevlaya_lab.local.errors import ChatRequestError
 
 MAX_STOP_SEQUENCES = 4
+# The OpenAI chat roles; "developer" is the newer name of "system", "function" the older of "tool".
+ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 
 
 def check_messages(messages: Any) -> list[dict[str, str]]:
@@ -34,9 +36,9 @@ def check_messages(messages: Any) -> list[dict[str, str]]:
         if not isinstance(message, dict):
             raise ChatRequestError(where, message, 'each message must be a dict with "role" and "content"')
         role = message.get("role")
-        if not isinstance(role, str) or not role:
+        if role not in ROLES:  # a role is also written into the prompt: no free text here
             raise ChatRequestError(f"{where}.role", role,
-                                   'use "system", "user", "assistant" or "tool"')
+                                   'use "system", "developer", "user", "assistant" or "tool"')
         out.append({"role": role, "content": _content_text(f"{where}.content", message.get("content"))})
     return out
 
@@ -57,11 +59,17 @@ def _content_text(field: str, content: Any) -> str:
     raise ChatRequestError(field, content, "content must be a string or a list of text parts")
 
 
-def check_max_tokens(value: Any, default: int) -> int:
+def check_max_tokens(value: Any, default: int, limit: int | None = None) -> int:
+    """A whole number of tokens to write, at least 1 and at most ``limit`` (the most a model's
+    context can hold after a one-token prompt): a larger request could never be honoured and
+    would only hold the model."""
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ChatRequestError("max_tokens", value, "use a whole number >= 1 (or leave it unset)")
+    if limit is not None and value > limit:
+        raise ChatRequestError("max_tokens", value, f"this model's context holds at most {limit} "
+                                                    f"answer tokens; use a number from 1 to {limit}")
     return value
 
 

@@ -21,10 +21,17 @@ ERROR_TYPES = {
     401: "invalid_request_error",
     403: "permission_error",
     404: "invalid_request_error",
+    405: "invalid_request_error",
+    408: "invalid_request_error",
+    411: "invalid_request_error",
     413: "invalid_request_error",
+    414: "invalid_request_error",
+    431: "invalid_request_error",
     429: "rate_limit_error",
     500: "server_error",
+    501: "invalid_request_error",
     503: "service_unavailable",
+    505: "invalid_request_error",
 }
 
 

@@ -49,7 +49,9 @@ def test_serve_command_rejects_bad_arguments_with_exit_code_2(capsys: object) ->
     assert main(["serve", "--model", "tiny:x"]) == 2
     assert main(["serve", "--model", "tiny", "--threads", "0"]) == 2
     assert main(["serve", "--model", "tiny", "--fault", "other=slow"]) == 2
+    assert main(["serve", "--model", "tiny", "--max-connections", "0"]) == 2
     err = capsys.readouterr().err  # type: ignore[attr-defined]
+    assert "max_connections=0 is invalid" in err
     assert "preset 'nonsense' is unknown" in err
     assert "tiny:SEED" in err
     assert "--threads=0" in err
