@@ -59,6 +59,7 @@ class ServedModels(Protocol):
     api_key: str | None
     created: int
     stopping: threading.Event
+    read_timeout: float
 
     @property
     def model_names(self) -> list[str]: ...
