@@ -23,7 +23,7 @@ from jevlaya_lab.broker.errors import (
     ProviderError,
     RateLimitError,
 )
-from jevlaya_lab.broker.keys import redact
+from jevlaya_lab.hooks.redaction import clip_redacted
 from jevlaya_lab.journal.rows import MAX_DETAIL
 
 DRAIN_S = 0.5
@@ -117,8 +117,13 @@ def retry_after(response: httpx.Response) -> float | None:
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
-def _detail(text: str, key: str | None) -> str:
-    return redact(text.strip().replace("\n", " "), key)[:MAX_DETAIL]
+SHOWN_BODY_CHARS = 120  # of a body that is not a completion, quoted in the failure
+
+
+def _detail(text: str, key: str | None, limit: int = MAX_DETAIL) -> str:
+    """Provider text for a failure: redacted first, then clipped (a clip must never cut a key
+    so that redaction no longer recognises it)."""
+    return clip_redacted(text.strip().replace("\n", " "), limit, key)
 
 
 def error_detail(body: bytes, key: str | None) -> str:
@@ -185,7 +190,8 @@ def parse_reply(body: bytes, key: str | None) -> Reply:
         tool_calls = _tool_calls(message.get("tool_calls"))
     except (ValueError, KeyError, IndexError, TypeError) as exc:
         raise Failure("invalid", f"200 whose body is not a chat completion ({exc}): "
-                      + _detail(body[:120].decode("utf-8", "replace"), key), 200) from None
+                      + _detail(body[:64 * 1024].decode("utf-8", "replace"), key, SHOWN_BODY_CHARS),
+                      200) from None
     if not text and not tool_calls:
         raise Failure("invalid", "200 with neither text nor tool calls", 200)
     return Reply(text, tool_calls, _usage(data.get("usage")), choice.get("finish_reason"))
@@ -272,7 +278,7 @@ async def read_deltas(response: httpx.Response, key: str | None) -> AsyncIterato
                 delta = parse_chunk(data)
             except (ValueError, TypeError, IndexError) as exc:
                 raise Failure("invalid", f"stream chunk is not a chat completion chunk ({exc}): "
-                              + _detail(data[:120], key), 200) from None
+                              + _detail(data, key, SHOWN_BODY_CHARS), 200) from None
             finished = finished or delta.finish_reason is not None
             yield delta
     except httpx.HTTPError as exc:

@@ -10,15 +10,14 @@ them (and anything key-shaped) from provider messages before they reach rows or 
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from jevlaya_lab.hooks.redaction import redact_secrets
 from jevlaya_lab.journal.store import Store
 
 STORED_KEY_TTL_S = 60.0
-_KEY_SHAPED = re.compile(r"\b(sk|pk|rk|gsk|xai|Bearer)([-_ ])[A-Za-z0-9*._-]{6,}")
 
 
 def read_dotenv(path: Path) -> dict[str, str]:
@@ -77,8 +76,6 @@ class KeyResolver:
 
 
 def redact(text: str, *keys: str | None) -> str:
-    """``text`` with every given key and every key-shaped token replaced by ``***``."""
-    for key in keys:
-        if key and len(key) >= 4:
-            text = text.replace(key, "***")
-    return _KEY_SHAPED.sub(lambda m: m.group(1) + m.group(2) + "***", text)
+    """``text`` with every given key (and any run of 6+ of its characters) and every key-shaped
+    token replaced by ``***`` (:func:`jevlaya_lab.hooks.redaction.redact_secrets`)."""
+    return redact_secrets(text, *keys)

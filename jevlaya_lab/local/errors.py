@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from jevlaya_lab.errors import JevlayaError
+from jevlaya_lab.hooks.redaction import clip_redacted
 
 
 class LocalModelError(JevlayaError, RuntimeError):
@@ -24,9 +25,8 @@ class ChatRequestError(JevlayaError, ValueError):
     def __init__(self, field: str, value: Any, fix: str) -> None:
         self.field = field
         self.value = value
-        shown = repr(value)
-        if len(shown) > 120:
-            shown = shown[:117] + "..."
+        shown = repr(value)  # key-shaped text is redacted before the clip (errors are echoed)
+        shown = clip_redacted(shown, 117) + "..." if len(shown) > 120 else clip_redacted(shown, 120)
         super().__init__(f"{field}={shown} is invalid: {fix}")
 
 

@@ -30,6 +30,9 @@ class FaultProfile:
     - ``empty``: a 200 completion whose content is empty.
     - ``cut_after=N``: close the connection after N content deltas (non-streaming: after N
       tokens, without any response); an answer with fewer pieces completes normally.
+    - ``echo_key=N``: the ``status`` error message or the ``garbage`` body repeats the API key the
+      request sent, starting at character N (as a careless provider might), so tests can check
+      that no part of a key escapes redaction however the text is clipped.
     - ``every``, ``probability``, ``seed``: which calls the profile applies to.
     """
 
@@ -41,6 +44,7 @@ class FaultProfile:
     garbage: bool = False
     empty: bool = False
     cut_after: int | None = None
+    echo_key: int | None = None
     every: int = 1
     probability: float = 1.0
     seed: int = 0
@@ -66,6 +70,11 @@ class FaultProfile:
         if self.cut_after is not None and (not _is_int(self.cut_after) or self.cut_after < 0):
             raise FaultProfileError(f"cut_after={self.cut_after!r} is invalid: use a number of "
                                     "content deltas >= 0 or None")
+        if self.echo_key is not None and (not _is_int(self.echo_key) or self.echo_key < 0):
+            raise FaultProfileError(f"echo_key={self.echo_key!r} is invalid: use a character offset >= 0 or None")
+        if self.echo_key is not None and self.status is None and not self.garbage:
+            raise FaultProfileError(f"echo_key={self.echo_key!r} needs a text to echo in: set status=... "
+                                    "or garbage=True as well")
         if not _is_int(self.every) or self.every < 1:
             raise FaultProfileError(f"every={self.every!r} is invalid: use a whole number >= 1")
         if isinstance(self.probability, bool) or not isinstance(self.probability, (int, float)) \
@@ -123,7 +132,7 @@ def _parse_value(key: str, raw: str) -> object:
             raise FaultProfileError(f"{key}={raw!r} is invalid: use true or false")
         return raw.lower() in ("true", "1", "yes")
     try:
-        return int(raw) if key in ("status", "cut_after", "every", "seed") else float(raw)
+        return int(raw) if key in ("status", "cut_after", "echo_key", "every", "seed") else float(raw)
     except ValueError:
         raise FaultProfileError(f"{key}={raw!r} is invalid: use a number") from None
 

@@ -321,7 +321,7 @@ class ChatHandler(BaseHTTPRequestHandler):
         if fault is not None and fault.status is not None:
             self._send_fault_status(fault)
         elif fault is not None and fault.garbage:
-            self._send_garbage(options["stream"])
+            self._send_garbage(fault, options["stream"])
         elif options["stream"]:
             self._stream(name, model, options, fault)
         else:
@@ -333,15 +333,25 @@ class ChatHandler(BaseHTTPRequestHandler):
             headers["Retry-After"] = f"{fault.retry_after:g}"
         status = fault.status or 500
         code = {429: "rate_limit_exceeded", 503: "overloaded"}.get(status)
-        self._send_error(status, f"simulated HTTP {status} from a fault profile", code=code, headers=headers)
+        message = self._echo_key(f"simulated HTTP {status} from a fault profile", fault)
+        self._send_error(status, message, code=code, headers=headers)
 
-    def _send_garbage(self, stream: bool) -> None:
+    def _send_garbage(self, fault: FaultProfile, stream: bool) -> None:
+        garbage = self._echo_key(GARBAGE, fault)
         if not stream:
-            self._send_json(200, GARBAGE, content_type="application/json")
+            self._send_json(200, garbage, content_type="application/json")
             return
         self._start_stream()
-        self._write_chunk(wire.sse(GARBAGE))
+        self._write_chunk(wire.sse(garbage))
         self._write_chunk(b"")
+
+    def _echo_key(self, text: str, fault: FaultProfile) -> str:
+        """``text`` with the request's API key written in at ``fault.echo_key`` (padded with dots)."""
+        if fault.echo_key is None:
+            return text
+        key = self.headers.get("Authorization", "").removeprefix("Bearer ")
+        head = text[:fault.echo_key].ljust(fault.echo_key, ".")
+        return f"{head}{key} was used{text[fault.echo_key:]}"
 
     def _start_stream(self) -> None:
         self._answering = True
