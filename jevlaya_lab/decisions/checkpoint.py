@@ -23,6 +23,7 @@ Decisions the spec leaves open:
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import threading
@@ -39,28 +40,54 @@ WEIGHTS_FILE = "model.safetensors"
 TOKENIZER_DIR = "tokenizer"
 ENCODER_DIR = "encoder"
 _LEGACY_BUFFERS = ("encoder.embeddings.position_ids", "encoder.embeddings.token_type_ids")
+HEAD_ACTIVATIONS = ("relu", "gelu")
+"""Activations of the head layers' feed-forward (config key ``head_activation``)."""
+log = logging.getLogger("jevlaya_lab.decisions")
 
 
 @dataclass
 class CheckpointConfig:
-    """The contents of ``rl_agent_config.json``."""
+    """The contents of ``rl_agent_config.json``, with the meaning Laya 0.4.15 gives each key.
+
+    Keys Laya reads or writes that only training uses (``cost_wrong_act``, ``training``) are
+    kept and written back; keys neither library knows go to :attr:`extra` with a debug log.
+    """
 
     encoder: str = ""
     """Base encoder id (informative; the encoder is built from ``encoder/config.json``)."""
     head_layers: int = 2
-    act_costs: list[float] = field(default_factory=list)
+    act_costs: list[float] | dict[str, float] = field(default_factory=list)
+    """Action costs as Laya writes them (a mapping action -> cost, e.g. ``{"escalate": 0.5}``)
+    or a list; the act head has ``len(act_costs) + 1`` outputs either way."""
     max_len: int = 512
     head_max_len: int = 192
-    temperature: list[float] = field(default_factory=lambda: [1.0, 1.0, 1.0])
-    """Per type: [choice, score, noul]."""
-    temperature_by_options: dict[str, float] = field(default_factory=dict)
+    temperature: list[Any] = field(default_factory=lambda: [1.0, 1.0, 1.0])
+    """Per type: [choice, score, noul]; numeric strings are accepted (checked when applied)."""
+    temperature_by_options: dict[str, Any] = field(default_factory=dict)
     amp_dtype: str | None = None
+    """CUDA autocast dtype: ``"bf16"`` (or ``"bfloat16"``) for bfloat16; anything else, or
+    nothing, is float16 as in Laya. CPU and MPS run in float32."""
+    head_activation: str = "relu"
+    """The head layers' activation: ``"relu"`` (Laya's, torch's default) or ``"gelu"``."""
+    option_layout: str | None = None
+    """``"sequential"`` (the default; the only layout published checkpoints use)."""
+    cost_wrong_act: Any = None
+    """Training-only (Laya's cost of acting on a wrong answer); kept, not used at inference."""
+    training: Any = None
+    """Training-only metadata Laya writes; kept, not used at inference."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Keys this version does not interpret, kept for round trips."""
+
+    _OPTIONAL = ("amp_dtype", "option_layout", "cost_wrong_act", "training")
 
     @property
     def n_act(self) -> int:
         return len(self.act_costs) + 1
+
+    @property
+    def autocast_dtype(self) -> str:
+        """``"bfloat16"`` or ``"float16"``: what CUDA autocasts to (Laya's reading of amp_dtype)."""
+        return "bfloat16" if self.amp_dtype in ("bf16", "bfloat16") else "float16"
 
     @classmethod
     def from_dict(cls, data: Any, *, source: str = CONFIG_FILE) -> CheckpointConfig:
@@ -68,8 +95,10 @@ class CheckpointConfig:
         if not isinstance(data, dict):
             raise CheckpointError(f"{source}: expected a JSON object, got {type(data).__name__}")
         known = {f.name for f in fields(cls)} - {"extra"}
-        config = cls(**{k: v for k, v in data.items() if k in known},
-                     extra={k: v for k, v in data.items() if k not in known})
+        extra = {k: v for k, v in data.items() if k not in known}
+        if extra:
+            log.debug("%s: keys %s are not used by this version; kept and ignored", source, sorted(extra))
+        config = cls(**{k: v for k, v in data.items() if k in known}, extra=extra)
         config.validate(source)
         return config
 
@@ -86,7 +115,7 @@ class CheckpointConfig:
         return cls.from_dict(data, source=str(path))
 
     def validate(self, source: str = CONFIG_FILE) -> None:
-        """Check types and ranges (temperatures are checked, with warnings, when applied)."""
+        """Check types and ranges (temperature values are checked, with warnings, when applied)."""
         def bad(key: str, value: Any, want: str) -> CheckpointError:
             return CheckpointError(f"{source}: {key} = {value!r} is invalid; {want}")
 
@@ -96,30 +125,40 @@ class CheckpointConfig:
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise bad(key, value, f"use an int >= {low}")
-        if not isinstance(self.act_costs, list) or any(
-            isinstance(c, bool) or not isinstance(c, (int, float)) for c in self.act_costs
+        costs = self.act_costs.values() if isinstance(self.act_costs, dict) else self.act_costs
+        if not isinstance(self.act_costs, (list, dict)) or any(
+            isinstance(c, bool) or not isinstance(c, (int, float)) for c in costs
         ):
-            raise bad("act_costs", self.act_costs, "use a list of numbers (one per action)")
-        if not isinstance(self.temperature, list):
-            raise bad("temperature", self.temperature, "use a list [choice, score, noul]")
+            raise bad("act_costs", self.act_costs,
+                      "use a mapping action -> cost such as {'escalate': 0.5}, or a list of numbers")
+        if not isinstance(self.temperature, list) or len(self.temperature) != 3:
+            raise bad("temperature", self.temperature, "use a list of 3 numbers [choice, score, noul]")
         if not isinstance(self.temperature_by_options, dict):
             raise bad("temperature_by_options", self.temperature_by_options,
                       "use a dict like {'choice:2': 1.3}")
-        if self.amp_dtype not in (None, "float16", "bfloat16", "float32"):
-            raise bad("amp_dtype", self.amp_dtype, "use 'float16', 'bfloat16', 'float32' or null")
+        if self.amp_dtype is not None and not isinstance(self.amp_dtype, str):
+            raise bad("amp_dtype", self.amp_dtype, "use 'bf16', 'fp16' or leave it out")
+        if self.head_activation not in HEAD_ACTIVATIONS:
+            raise bad("head_activation", self.head_activation, f"use one of {list(HEAD_ACTIVATIONS)}")
+        if self.option_layout not in (None, "sequential"):
+            want = ("the parallel option layout needs per-layer attention masks that this version "
+                    "does not implement; use a checkpoint trained on the sequential layout"
+                    if self.option_layout == "parallel" else "use 'sequential' or leave it out")
+            raise bad("option_layout", self.option_layout, want)
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
             "encoder": self.encoder,
             "head_layers": self.head_layers,
-            "act_costs": list(self.act_costs),
+            "act_costs": dict(self.act_costs) if isinstance(self.act_costs, dict) else list(self.act_costs),
             "max_len": self.max_len,
             "head_max_len": self.head_max_len,
             "temperature": list(self.temperature),
             "temperature_by_options": dict(self.temperature_by_options),
         }
-        if self.amp_dtype is not None:
-            data["amp_dtype"] = self.amp_dtype
+        if self.head_activation != "relu":
+            data["head_activation"] = self.head_activation
+        data.update({k: getattr(self, k) for k in self._OPTIONAL if getattr(self, k) is not None})
         data.update(self.extra)
         return data
 
@@ -259,6 +298,47 @@ def _fit_state_dict(model: Any, tensors: dict[str, Any], weights: Path) -> dict[
     return {k: v if v.dtype == expected[k].dtype else v.to(expected[k].dtype) for k, v in tensors.items()}
 
 
+def rope_fields_for_4x(encoder_config: dict[str, Any]) -> dict[str, Any]:
+    """transformers-4 RoPE attributes for an encoder config saved by transformers 5.
+
+    transformers 5 writes ``rope_parameters`` (per layer type for ModernBERT), 4.x reads
+    ``rope_theta`` / ``rope_scaling`` (ModernBERT: ``global_rope_theta`` / ``local_rope_theta``);
+    without the mapping 4.x silently uses its default bases. Returns only the attributes to set.
+    """
+    params = encoder_config.get("rope_parameters")
+    if not isinstance(params, dict):
+        return {}
+    if "full_attention" in params or "sliding_attention" in params:
+        out = {}
+        for layer_type, key in (("full_attention", "global_rope_theta"),
+                                ("sliding_attention", "local_rope_theta")):
+            theta = (params.get(layer_type) or {}).get("rope_theta")
+            if theta is not None:
+                out[key] = theta
+        return out
+    out: dict[str, Any] = {}
+    if params.get("rope_theta") is not None:
+        out["rope_theta"] = params["rope_theta"]
+    scaling = {k: v for k, v in params.items() if k != "rope_theta"}
+    if scaling.get("rope_type", "default") != "default":
+        out["rope_scaling"] = scaling
+    return out
+
+
+def _encoder_config(path: Path) -> Any:
+    from transformers import AutoConfig, __version__
+
+    file = path / ENCODER_DIR / "config.json"
+    try:
+        config = AutoConfig.from_pretrained(path / ENCODER_DIR, local_files_only=True)
+        if int(__version__.split(".")[0]) < 5:
+            for key, value in rope_fields_for_4x(json.loads(file.read_text(encoding="utf-8"))).items():
+                setattr(config, key, value)
+    except (OSError, ValueError) as exc:
+        raise CheckpointError(f"{file}: cannot build the encoder config ({exc})") from None
+    return config
+
+
 def load_checkpoint(source: Any) -> Checkpoint:
     """Load ``(model, tokenizer, config)`` from a checkpoint source (see the module docstring).
 
@@ -266,7 +346,7 @@ def load_checkpoint(source: Any) -> Checkpoint:
     sources or files and :class:`CheckpointError` for malformed contents.
     """
     from safetensors.torch import load_file
-    from transformers import AutoConfig, AutoModel, AutoTokenizer
+    from transformers import AutoModel, AutoTokenizer
 
     from jevlaya_lab.decisions.encoding import row_tokenizer
     from jevlaya_lab.decisions.model import DecisionModel
@@ -274,13 +354,9 @@ def load_checkpoint(source: Any) -> Checkpoint:
     path = resolve_source(source)
     _check_files(path)
     config = CheckpointConfig.from_file(path / CONFIG_FILE)
-    try:
-        encoder_config = AutoConfig.from_pretrained(path / ENCODER_DIR, local_files_only=True)
-    except (OSError, ValueError) as exc:
-        raise CheckpointError(f"{path / ENCODER_DIR / 'config.json'}: cannot build the encoder "
-                              f"config ({exc})") from None
+    encoder_config = _encoder_config(path)
     model = DecisionModel(AutoModel.from_config(encoder_config), head_layers=config.head_layers,
-                          n_act=config.n_act)
+                          n_act=config.n_act, activation=config.head_activation)
     weights = path / WEIGHTS_FILE
     try:
         tensors = load_file(weights)

@@ -9,26 +9,27 @@ per call (:func:`encode_questions`); every state is tokenised once per call
 (:func:`tokenize_states`) and sliced per row to the room its head leaves under ``max_len``
 (:func:`build_batch`). :func:`encode_requests` composes the three and is what training uses.
 
-Decisions the spec leaves open:
+Budget rules (the spec's, measured against Laya 0.4.15 by ``tests/decisions/test_laya_parity.py``):
 
-- Budgets count every token of the row: the head is ``[CLS]`` + question text + ``[SEP]`` +
-  options + ``[SEP]``, so the instruction budget is ``max(8, head_max_len - option_tokens - 3)``.
-  The 48-token option cap includes the ``[MASK]`` marker, like the squeezed cap.
-- A row that cannot hold its head plus the closing ``[SEP]`` within ``max_len`` is a
-  :class:`BudgetError` naming the question, the budgets and the fix.
-- A conversation (list state) that does not fit keeps ``[`` plus the newest whole turns that fit;
-  when even the newest turn alone is too long, the row keeps the last tokens of the state.
-- Literal special-token text (the mask token, and also ``[CLS]``/``[SEP]``/``[PAD]``-like tokens)
-  inside user strings is replaced by a space, so user text can never forge row structure.
-- ``usage["truncated_questions"]`` lists the ids whose row lost state tokens (the question text
-  left too little room) or whose own text or options were cut to fit ``head_max_len``;
-  ``state_tokens_dropped`` is the most state tokens any row of that state lost.
+- Each option's text is capped at 48 tokens, then its ``[MASK]`` marker is prefixed. When the
+  options leave fewer than 16 tokens of ``head_max_len``, every option (marker included) is cut
+  to ``max(4, (head_max_len - 16) // k)`` tokens. The instruction is cut to
+  ``max(8, head_max_len - option_tokens)`` (``[CLS]`` and the two ``[SEP]`` are not counted).
+- The state fills the rest of ``max_len``: a str/dict keeps its start, a conversation (list
+  state) the last tokens of its serialised JSON (it may start mid-turn).
+- Only an option marker at or past ``max_len`` is an error (:class:`BudgetError`); otherwise a
+  row too long for ``max_len`` is cut there.
+- Literal mask-token text inside user strings is replaced by a space (so user text cannot forge
+  an option marker); other special-token text is left as written.
+- ``usage["truncated"]`` / ``truncated_questions`` report rows that lost state tokens (cut
+  options or instructions do not count); ``state_tokens_dropped`` is the most state tokens any
+  row of that state lost. ``usage["options"]`` appears only when the budget left two options of
+  a question with the same tokens.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
@@ -42,7 +43,7 @@ from jevlaya_lab.decisions.errors import BudgetError, TokenizerError
 from jevlaya_lab.decisions.questions import Question, parse_questions
 
 OPTION_CAP = 48
-"""Most tokens one option may take, its ``[MASK]`` marker included."""
+"""Most tokens of one option's text; its ``[MASK]`` marker comes on top."""
 HEAD_STATE_RESERVE = 16
 """When options leave fewer tokens than this of ``head_max_len``, options are squeezed."""
 MIN_OPTION_TOKENS = 4
@@ -106,12 +107,11 @@ class RowTokenizer:
         self.cls_id: int = cls_id
         self.sep_id: int = sep_id
         self.pad_id: int = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-        specials = sorted({t for t in tokenizer.all_special_tokens if t}, key=len, reverse=True)
-        self._specials = re.compile("|".join(map(re.escape, specials))) if specials else None
+        self._mask_text: str = tokenizer.mask_token
 
     def clean(self, text: str) -> str:
-        """Replace literal special-token text with a space."""
-        return self._specials.sub(" ", text) if self._specials is not None else text
+        """Replace literal mask-token text with a space (a user string cannot forge a marker)."""
+        return text.replace(self._mask_text, " ") if self._mask_text in text else text
 
     def encode(self, texts: list[str]) -> list[Any]:
         """Tokenise cleaned texts without special tokens; returns ``tokenizers.Encoding`` objects."""
@@ -144,15 +144,17 @@ class QuestionHead:
     question: Question
     ids: tuple[int, ...]
     marker_positions: tuple[int, ...]
-    truncated: bool
+    collapsed: dict[str, Any] | None = None
+    """``{"total", "distinct", "tokens_per_option"}`` when the budget left two options the same
+    tokens (reported in ``usage["options"]``), else ``None``."""
 
 
 @dataclass(frozen=True, slots=True)
 class StateTokens:
-    """One state tokenised once; ``turn_starts`` marks list turns (conversations) only."""
+    """One state tokenised once; a conversation (list state) keeps its newest tokens when cut."""
 
     ids: tuple[int, ...]
-    turn_starts: tuple[int, ...] | None = None
+    keep_end: bool = False
 
     def slice(self, room: int) -> tuple[int, ...]:
         """The tokens a row with ``room`` free positions keeps (see the module docstring)."""
@@ -161,13 +163,7 @@ class StateTokens:
             return self.ids
         if room <= 0:
             return ()
-        if self.turn_starts is None:
-            return self.ids[:room]
-        prefix = self.ids[: self.turn_starts[0]] if self.turn_starts else ()
-        for start in self.turn_starts:
-            if len(prefix) + n - start <= room:
-                return prefix + self.ids[start:]
-        return self.ids[n - room:]
+        return self.ids[n - room:] if self.keep_end else self.ids[:room]
 
 
 def encode_questions(tokenizer: Any, questions: Any, *, head_max_len: int) -> tuple[QuestionHead, ...]:
@@ -184,59 +180,33 @@ def encode_questions(tokenizer: Any, questions: Any, *, head_max_len: int) -> tu
     heads = []
     for q in parsed:
         text_ids = next(encodings).ids
-        options = [[tok.mask_id, *next(encodings).ids] for _ in q.option_order]
-        truncated = any(len(o) > OPTION_CAP for o in options)
-        options = [o[:OPTION_CAP] for o in options]
+        options = [[tok.mask_id, *next(encodings).ids[:OPTION_CAP]] for _ in q.option_order]
         k = len(options)
+        per = None
         if head_max_len - sum(map(len, options)) < HEAD_STATE_RESERVE:
             per = max(MIN_OPTION_TOKENS, (head_max_len - HEAD_STATE_RESERVE) // k)
-            truncated = truncated or any(len(o) > per for o in options)
             options = [o[:per] for o in options]
         option_tokens = sum(map(len, options))
-        text_budget = max(MIN_INSTRUCTION_TOKENS, head_max_len - option_tokens - 3)
-        truncated = truncated or len(text_ids) > text_budget
+        text_budget = max(MIN_INSTRUCTION_TOKENS, head_max_len - option_tokens)
         ids = [tok.cls_id, *text_ids[:text_budget], tok.sep_id]
         markers = []
         for option in options:
             markers.append(len(ids))
             ids.extend(option)
         ids.append(tok.sep_id)
-        heads.append(QuestionHead(q, tuple(ids), tuple(markers), truncated))
+        distinct = len({tuple(o) for o in options})
+        collapsed = ({"total": k, "distinct": distinct, "tokens_per_option": per}
+                     if distinct < k else None)
+        heads.append(QuestionHead(q, tuple(ids), tuple(markers), collapsed))
     return tuple(heads)
 
 
 def tokenize_states(tokenizer: Any, states: Sequence[Any]) -> list[StateTokens]:
     """Tokenise every state once (one batched call); validates state types."""
     tok = row_tokenizer(tokenizer)
-    texts: list[str] = []
-    turn_chars: list[list[int] | None] = []
-    for index, state in enumerate(states):
-        if isinstance(state, list):
-            serialize_state(state, index)  # type and JSON checks with the state's index
-            pieces = [tok.clean(_dumps(turn)) for turn in state]
-            starts, pos = [], 1
-            for piece in pieces:
-                starts.append(pos)
-                pos += len(piece) + 2
-            texts.append("[" + ", ".join(pieces) + "]")
-            turn_chars.append(starts)
-        else:
-            texts.append(tok.clean(serialize_state(state, index)))
-            turn_chars.append(None)
-    out = []
-    for encoding, chars in zip(tok.encode(texts) if texts else [], turn_chars):
-        ids = tuple(encoding.ids)
-        if chars is None:
-            out.append(StateTokens(ids))
-            continue
-        ends = [end for _, end in encoding.offsets]
-        turn_starts, t = [], 0
-        for char in chars:  # a turn starts at the first token reaching past its first character
-            while t < len(ends) and ends[t] <= char:
-                t += 1
-            turn_starts.append(t)
-        out.append(StateTokens(ids, tuple(turn_starts)))
-    return out
+    texts = [serialize_state(state, index) for index, state in enumerate(states)]
+    encodings = tok.encode(texts) if texts else []
+    return [StateTokens(tuple(e.ids), isinstance(state, list)) for e, state in zip(encodings, states)]
 
 
 @dataclass
@@ -275,26 +245,27 @@ def build_batch(tokenizer: Any, states: Sequence[StateTokens], heads: Sequence[Q
     tok = row_tokenizer(tokenizer)
     rooms = []
     for head in heads:
-        room = max_len - len(head.ids) - 1
-        if room < 0:
+        fitting = sum(1 for position in head.marker_positions if position < max_len)
+        if fitting < len(head.marker_positions):
             q = head.question
             raise BudgetError(
-                f"question {q.id!r}: its question text and {q.n_options} option markers need "
-                f"{len(head.ids) + 1} tokens but max_len is {max_len}; raise max_len, lower "
-                "head_max_len or use fewer/shorter options")
-        rooms.append(room)
+                f"question {q.id!r}: only {fitting} of its {q.n_options} option markers fall "
+                f"inside max_len={max_len} (the question and its options take {len(head.ids)} "
+                "tokens); raise max_len, lower head_max_len or use fewer/shorter options")
+        rooms.append(max(0, max_len - len(head.ids) - 1))
+    collapsed = {h.question.id: h.collapsed for h in heads if h.collapsed}
     rows: list[list[int]] = []
     usage = []
     for state in states:
         input_tokens, dropped, cut = 0, 0, []
         for head, room in zip(heads, rooms):
             kept = state.slice(room)
-            row = [*head.ids, *kept, tok.sep_id]
+            row = [*head.ids, *kept, tok.sep_id][:max_len]
             rows.append(row)
             input_tokens += len(row)
             lost = len(state.ids) - len(kept)
             dropped = max(dropped, lost)
-            if lost or head.truncated:
+            if lost:
                 cut.append(head.question.id)
         usage.append({
             "input_tokens": input_tokens,
@@ -304,6 +275,8 @@ def build_batch(tokenizer: Any, states: Sequence[StateTokens], heads: Sequence[Q
             "truncated": bool(cut),
             "truncated_questions": cut,
         })
+        if collapsed:
+            usage[-1]["options"] = {qid: dict(info) for qid, info in collapsed.items()}
     length = max((len(r) for r in rows), default=0)
     max_k = max((len(h.marker_positions) for h in heads), default=0)
     ids = torch.tensor([r + [tok.pad_id] * (length - len(r)) for r in rows],

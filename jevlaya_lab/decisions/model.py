@@ -14,6 +14,8 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
+from jevlaya_lab.decisions.checkpoint import HEAD_ACTIVATIONS
+
 MASKED_LOGIT = -1e4
 N_TYPES = 3
 ACT_HIDDEN = 256
@@ -51,20 +53,26 @@ class DecisionModel(nn.Module):
 
     ``encoder`` is any transformers base model returning ``last_hidden_state``; the head has
     ``head_layers`` pre-norm transformer layers with ``max(1, d // 64)`` heads and a ``4d``
-    feed-forward, and ``n_act = len(act_costs) + 1`` act logits.
+    feed-forward, and ``n_act = len(act_costs) + 1`` act logits. ``activation`` is the head
+    layers' feed-forward activation: ``"relu"`` (torch's default, what Laya checkpoints use) or
+    ``"gelu"`` (what the bundled heads were trained with); the config key ``head_activation``.
     """
 
-    def __init__(self, encoder: nn.Module, *, head_layers: int, n_act: int) -> None:
+    def __init__(self, encoder: nn.Module, *, head_layers: int, n_act: int,
+                 activation: str = "relu") -> None:
         super().__init__()
         if isinstance(head_layers, bool) or not isinstance(head_layers, int) or head_layers < 0:
             raise ValueError(f"head_layers must be an int >= 0, got {head_layers!r}")
         if isinstance(n_act, bool) or not isinstance(n_act, int) or n_act < 1:
             raise ValueError(f"n_act must be an int >= 1 (len(act_costs) + 1), got {n_act!r}")
+        if activation not in HEAD_ACTIVATIONS:
+            raise ValueError(f"activation must be one of {list(HEAD_ACTIVATIONS)}, got {activation!r}")
         d = int(encoder.config.hidden_size)
+        self.activation = activation
         self.encoder = encoder
         self.type_emb = nn.Embedding(N_TYPES, d)
         layer = nn.TransformerEncoderLayer(
-            d_model=d, nhead=max(1, d // 64), dim_feedforward=4 * d, activation="gelu",
+            d_model=d, nhead=max(1, d // 64), dim_feedforward=4 * d, activation=activation,
             batch_first=True, norm_first=True,
         )
         self.head = nn.TransformerEncoder(layer, num_layers=head_layers, enable_nested_tensor=False)

@@ -6,15 +6,21 @@ rendered, so encoding never has to look at user dicts again.
 
 Decisions the spec leaves open (documented here, tested in ``tests/decisions``):
 
-- Question ids are non-empty strings; definitions are dicts with a ``type`` key.
+- Question ids are non-empty strings or ints (as in Laya; the answer is keyed by the same id).
+  ``True``/``False`` are refused (Laya accepts them), because they collide with ``1``/``0``.
+  Definitions are dicts with a ``type`` key.
 - Unknown keys in a definition are an error (a typo such as ``"critera"`` must not be ignored).
 - ``instructions`` must not be empty or blank once rendered.
-- Choice labels are non-empty strings, ints, floats (not NaN), bools or ``None``; labels render
-  as themselves when they are strings and as one-line JSON otherwise.
+- Choice labels are non-empty strings, ints, floats (not NaN) or bools; ``None`` is refused as
+  in Laya. Labels render with Python ``str()`` (``False`` -> ``"False"``), descriptions and
+  instructions that are not strings as one-line JSON, as Laya renders them.
+- A score level of ``None`` is refused (as in Laya); an empty string is a valid level text.
 - A criterion description of ``None`` counts as empty.
-- ``noul`` ``criteria`` must name both ``true`` and ``false``; ``labels`` may name either or both
-  (a missing word keeps its default ``false`` / ``true``). ``option_order`` is not allowed for
-  ``noul``, whose two options have a fixed order.
+- ``noul`` (Laya 0.4.15's rules): ``criteria`` keys are a subset of ``true``/``false``
+  (case-insensitive); a missing, null or empty description uses the default text, any other
+  value is used as written. ``labels`` maps exactly ``false`` and ``true`` to two distinct
+  non-blank words (stripped). ``option_order`` is not allowed for ``noul``, whose two options
+  have a fixed order (Laya ignores it silently; an ignored key would hide a mistake).
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ _NOUL_DEFAULT_TEXT = {
 class Question:
     """One validated question with its options rendered, in the caller's order."""
 
-    id: str
+    id: str | int
     type: str
     instructions: str
     labels: tuple[Any, ...]
@@ -106,7 +112,10 @@ def _check_label(qid: str, label: Any) -> None:
         if not label.strip():
             raise _fail(qid, f"label {label!r} is empty; use a non-blank string")
         return
-    if label is None or isinstance(label, (bool, int)):
+    if label is None:
+        raise _fail(qid, "label None is not allowed: it would read as the text 'None' but answer "
+                         "as null; use a string such as 'none'")
+    if isinstance(label, (bool, int)):
         return
     if isinstance(label, float):
         if math.isnan(label):
@@ -134,7 +143,7 @@ def _choice_options(qid: str, criteria: Any) -> tuple[tuple[Any, ...], tuple[str
             raise _fail(qid, f"duplicate label {label!r} (1, 1.0 and True count as the same "
                              "label); make every label distinct")
         seen.add(label)
-        label_text = _render(qid, f"label {label!r}", label)
+        label_text = str(label)  # Python str(), as laya renders labels (False -> "False")
         desc = "" if description is None else _render(qid, f"criteria[{label!r}]", description)
         labels.append(label)
         texts.append(f"{label_text}: {desc}" if desc else label_text)
@@ -147,45 +156,50 @@ def _score_options(qid: str, criteria: Any) -> tuple[tuple[str, ...], tuple[str,
                          f"got {type(criteria).__name__} {criteria!r}")
     if not criteria:
         raise _fail(qid, "criteria is empty; give at least one level description, level 0 first")
+    if any(level is None for level in criteria):
+        raise _fail(qid, f"score level {list(criteria).index(None)} is None; give every level a "
+                         "description (level 0 first)")
     legend = tuple(_render(qid, f"criteria[{i}]", level) for i, level in enumerate(criteria))
     labels = tuple(str(i) for i in range(len(legend)))
     texts = tuple(f"level {i}: {text}" for i, text in enumerate(legend))
     return labels, texts, legend
 
 
-def _true_false_keys(qid: str, field: str, value: Any, *, require_both: bool) -> dict[str, Any]:
+def _noul_criteria(qid: str, value: Any) -> dict[str, Any]:
     if not isinstance(value, Mapping):
-        raise _fail(qid, f"{field} must be a dict keyed 'true' and 'false', "
-                         f"got {type(value).__name__} {value!r}")
+        raise _fail(qid, f"noul criteria must be a dict with optional 'true' / 'false' descriptions, "
+                         f"got {type(value).__name__} {value!r}; or leave it out")
     out: dict[str, Any] = {}
     for key, item in value.items():
         norm = key.lower() if isinstance(key, str) else None
         if norm not in ("true", "false"):
-            raise _fail(qid, f"{field} key {key!r} is not allowed; use only 'true' and 'false'")
+            raise _fail(qid, f"criteria key {key!r} is not allowed; use only 'true' and 'false' "
+                             "(either or both)")
         if norm in out:
-            raise _fail(qid, f"{field} names {norm!r} twice (keys are case-insensitive)")
+            raise _fail(qid, f"criteria names {norm!r} twice (keys are case-insensitive); keep one")
         out[norm] = item
-    if require_both and set(out) != {"true", "false"}:
-        missing = sorted({"true", "false"} - set(out))
-        raise _fail(qid, f"{field} is missing {missing}; give both 'true' and 'false'")
     return out
+
+
+def _noul_labels(qid: str, value: Any) -> dict[str, str]:
+    words = {k: v.strip() for k, v in value.items() if isinstance(v, str)} \
+        if isinstance(value, Mapping) else {}
+    if (not isinstance(value, Mapping) or set(value) != {"false", "true"} or len(words) != 2
+            or not all(words.values()) or words["false"] == words["true"]):
+        raise _fail(qid, f"labels = {value!r} must map exactly 'false' and 'true' to two distinct "
+                         "non-blank words, e.g. {'false': 'no', 'true': 'yes'}")
+    return words
 
 
 def _noul_options(qid: str, definition: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     words = {"false": "false", "true": "true"}
     if definition.get("labels") is not None:
-        for key, word in _true_false_keys(qid, "labels", definition["labels"],
-                                          require_both=False).items():
-            if not isinstance(word, str) or not word.strip():
-                raise _fail(qid, f"labels[{key!r}] = {word!r} must be a non-blank string word")
-            words[key] = word
+        words = _noul_labels(qid, definition["labels"])
     texts = dict(_NOUL_DEFAULT_TEXT)
     if definition.get("criteria") is not None:
-        for key, desc in _true_false_keys(qid, "criteria", definition["criteria"],
-                                          require_both=True).items():
-            rendered = "" if desc is None else _render(qid, f"criteria[{key!r}]", desc)
-            if rendered.strip():
-                texts[key] = rendered
+        for key, desc in _noul_criteria(qid, definition["criteria"]).items():
+            if desc is not None and desc != "":  # any other value is used as written
+                texts[key] = _render(qid, f"criteria[{key!r}]", desc)
     return ("false", "true"), tuple(f"{words[k]}: {texts[k]}" for k in ("false", "true"))
 
 
@@ -204,8 +218,8 @@ def _option_order(qid: str, value: Any, k: int) -> tuple[int, ...]:
 
 def parse_question(qid: Any, definition: Any) -> Question:
     """Validate one definition and render its options; raises :class:`QuestionError`."""
-    if not isinstance(qid, str) or not qid.strip():
-        raise _fail(qid, f"question ids must be non-empty strings, got {type(qid).__name__} {qid!r}")
+    if isinstance(qid, bool) or not isinstance(qid, (str, int)) or (isinstance(qid, str) and not qid.strip()):
+        raise _fail(qid, f"question ids must be non-empty strings or ints, got {type(qid).__name__} {qid!r}")
     if not isinstance(definition, Mapping):
         raise _fail(qid, f"definition must be a dict with a 'type', got "
                          f"{type(definition).__name__} {definition!r}")

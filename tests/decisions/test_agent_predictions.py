@@ -93,7 +93,8 @@ def test_probabilities_are_reported_in_caller_order_whatever_the_option_order():
 def test_temperature_by_options_bucket_wins_over_type_temperature_and_is_clamped():
     parts = make_tiny_parts(seed=5, temperature=(2.0, 1.0, 1.0),
                             temperature_by_options={"choice:3-5": 100.0, "score:3-5": 0.01})
-    agent = Agent(parts)
+    with pytest.warns(RuntimeWarning, match="choice:3-5=100.0 -> 5; score:3-5=0.01 -> 0.5"):
+        agent = Agent(parts)
     three = {"type": "choice", "instructions": "x", "criteria": ["a", "b", "c"]}
     two = {"type": "choice", "instructions": "x", "criteria": ["a", "b"]}
     score = {"type": "score", "instructions": "x", "criteria": ["l0", "l1", "l2"]}
@@ -103,13 +104,23 @@ def test_temperature_by_options_bucket_wins_over_type_temperature_and_is_clamped
         assert list(got.values()) == [round(p, 4) for p in slot_probs]
 
 
-def test_invalid_temperature_becomes_one_with_a_warning():
-    parts = make_tiny_parts(seed=5, temperature=(float("nan"), 1.0, -2.0))
-    with pytest.warns(UserWarning) as caught:
+def test_temperature_edge_values_follow_laya_in_one_warning():
+    """Laya 0.4.15's rules: NaN/inf/bool/non-numbers -> 1.0, numeric strings count, <= 0 -> 0.5."""
+    parts = make_tiny_parts(seed=5, temperature=(float("nan"), "2.5", -2.0),
+                            temperature_by_options={"choice:2": True, "score:3-5": float("inf"),
+                                                    "noul:2": 0, "choice:3-5": 9, "bogus": 1.0})
+    with pytest.warns(RuntimeWarning) as caught:
         agent = Agent(parts)
-    messages = " | ".join(str(w.message) for w in caught)
-    assert "temperature[0] (choice) = nan" in messages and "temperature[2] (noul) = -2.0" in messages
-    assert agent.temperatures.by_type == {"choice": 1.0, "score": 1.0, "noul": 1.0}
+    assert len(caught) == 1
+    message = str(caught[0].message)
+    for listed in ("temperature[0] (choice)=nan -> 1", "temperature[2] (noul)=-2.0 -> 0.5",
+                   "choice:2=True -> 1", "score:3-5=inf -> 1", "noul:2=0 -> 0.5",
+                   "choice:3-5=9 -> 5", "'bogus' is not a bucket"):
+        assert listed in message, listed
+    assert "2.5" not in message  # a numeric string inside the range is not a replacement
+    assert agent.temperatures.by_type == {"choice": 1.0, "score": 2.5, "noul": 0.5}
+    assert agent.temperatures.by_bucket == {"choice:2": 1.0, "score:3-5": 1.0, "noul:2": 0.5,
+                                            "choice:3-5": 5.0}
 
 
 def test_min_confidence_threshold_marks_passed_and_abstained(tiny_agent, questions):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import time
 from pathlib import Path
@@ -106,12 +107,14 @@ def test_pooler_and_legacy_position_ids_in_the_file_are_tolerated(ckpt):
 
 
 @pytest.mark.parametrize(("key", "value"), [("head_layers", -1), ("max_len", "512"),
-                                              ("act_costs", "cheap"), ("amp_dtype", "int8")])
+                                              ("act_costs", "cheap"), ("amp_dtype", 16),
+                                              ("temperature", [1.0, 1.0]), ("head_activation", "tanh"),
+                                              ("option_layout", "diagonal")])
 def test_bad_config_values_name_the_key_and_value(ckpt, key, value):
     config = json.loads((ckpt / "rl_agent_config.json").read_text())
     config[key] = value
     (ckpt / "rl_agent_config.json").write_text(json.dumps(config))
-    with pytest.raises(CheckpointError, match=rf"{key} = {value!r} is invalid"):
+    with pytest.raises(CheckpointError, match=re.escape(f"{key} = {value!r} is invalid")):
         load_checkpoint(ckpt)
 
 
@@ -188,3 +191,74 @@ def test_half_precision_weights_load_into_a_float32_model(ckpt, questions):
     assert {p.dtype for p in model.parameters()} == {torch.float32}
     result = Agent((model, tokenizer, config)).predict("hello", questions)
     assert set(result["answers"]) == set(questions)
+
+
+# ---------------------------------------------------------------- the keys Laya 0.4.15 reads or writes
+def test_a_laya_config_with_an_act_costs_mapping_loads_and_round_trips(ckpt, tmp_path, caplog):
+    config = json.loads((ckpt / "rl_agent_config.json").read_text())
+    config.update(act_costs={"escalate": 0.5}, cost_wrong_act=1.0, amp_dtype="bf16",
+                  option_layout="sequential", training={"epochs": 4, "seed": 0}, made_by="someone")
+    (ckpt / "rl_agent_config.json").write_text(json.dumps(config))
+    with caplog.at_level("DEBUG", logger="jevlaya_lab.decisions"):
+        model, tok, loaded = load_checkpoint(ckpt)
+    assert "made_by" in caplog.text  # unknown keys: a debug log, never an error
+    assert loaded.n_act == model.n_act == 2  # len(act_costs) + 1, as in Laya
+    assert loaded.autocast_dtype == "bfloat16" and loaded.extra == {"made_by": "someone"}
+    save_checkpoint(tmp_path / "again", model, tok, loaded)
+    written = json.loads((tmp_path / "again" / "rl_agent_config.json").read_text())
+    for key in ("act_costs", "cost_wrong_act", "amp_dtype", "option_layout", "training", "made_by"):
+        assert written[key] == config[key], key
+
+
+def test_amp_dtype_reads_as_laya_reads_it():
+    read = {value: CheckpointConfig(amp_dtype=value).autocast_dtype
+            for value in (None, "fp16", "bf16", "bfloat16", "float32", "whatever")}
+    assert read == {None: "float16", "fp16": "float16", "bf16": "bfloat16", "bfloat16": "bfloat16",
+                    "float32": "float16", "whatever": "float16"}
+
+
+def test_the_parallel_option_layout_is_refused_with_the_reason(ckpt):
+    config = json.loads((ckpt / "rl_agent_config.json").read_text())
+    (ckpt / "rl_agent_config.json").write_text(json.dumps({**config, "option_layout": "parallel"}))
+    with pytest.raises(CheckpointError, match="option_layout = 'parallel' is invalid; the parallel"):
+        load_checkpoint(ckpt)
+
+
+def test_head_activation_is_a_declared_key_relu_by_default(tmp_path):
+    relu = make_tiny_parts(head_layers=1)
+    assert relu.config.head_activation == "relu" and relu.model.head.layers[0].activation_relu_or_gelu == 1
+    model, tok, config = relu
+    config.head_activation = "gelu"
+    gelu = DecisionModel(model.encoder, head_layers=1, n_act=2, activation="gelu")
+    gelu.load_state_dict(model.state_dict())
+    path = save_checkpoint(tmp_path / "g", gelu, tok, config)
+    assert json.loads((path / "rl_agent_config.json").read_text())["head_activation"] == "gelu"
+    loaded = load_checkpoint(path).model
+    assert loaded.activation == "gelu" and loaded.head.layers[0].activation_relu_or_gelu == 2
+    batch = encode_requests(tok, ["hello there"], {"q": {"type": "noul", "instructions": "hi"}},
+                            max_len=64, head_max_len=32)
+    with torch.inference_mode():
+        same = torch.allclose(loaded(batch).option_logits, gelu.eval()(batch).option_logits)
+        differs = not torch.allclose(model(batch).option_logits, gelu(batch).option_logits)
+    assert same and differs
+
+
+def test_bundled_heads_declare_the_gelu_they_were_trained_with():
+    from jevlaya_lab.decisions.bundled import HEADS_DIR
+
+    for config in sorted(HEADS_DIR.glob("*/config.json")):
+        assert json.loads(config.read_text())["head_activation"] == "gelu", config
+
+
+def test_transformers5_rope_fields_map_to_the_4x_attributes():
+    from jevlaya_lab.decisions.checkpoint import rope_fields_for_4x
+
+    assert rope_fields_for_4x({"rope_theta": 10000.0}) == {}
+    assert rope_fields_for_4x({"rope_parameters": {"rope_type": "default", "rope_theta": 5e5}}) == {
+        "rope_theta": 5e5}
+    assert rope_fields_for_4x({"rope_parameters": {"rope_type": "linear", "factor": 2.0,
+                                                   "rope_theta": 1e4}}) == {
+        "rope_theta": 1e4, "rope_scaling": {"rope_type": "linear", "factor": 2.0}}
+    modernbert = {"rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 160000.0},
+                                      "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}}
+    assert rope_fields_for_4x(modernbert) == {"global_rope_theta": 160000.0, "local_rope_theta": 10000.0}

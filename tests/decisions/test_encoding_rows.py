@@ -63,11 +63,12 @@ def test_option_order_decides_the_slot_order(tok):
 
 
 def test_literal_mask_token_text_in_user_strings_is_replaced_by_a_space(tok):
+    """Spec §2 (as laya): the mask text cannot forge a marker; other special text stays."""
     q = {"q": {"type": "choice", "instructions": "is [MASK] here", "criteria": ["a[MASK]b"]}}
     batch = encode_requests(tok, ["say [MASK] now [SEP]"], q, max_len=64, head_max_len=32)
     row = tokens(tok, batch, 0)
     assert row.count("[MASK]") == 1  # only the option marker
-    assert row.count("[SEP]") == 3  # only the structural ones
+    assert row.count("[SEP]") == 4  # the three structural ones and the user's, left as written
     assert batch.option_positions[0].tolist() == [row.index("[MASK]")]
 
 
@@ -106,16 +107,13 @@ def test_dict_state_is_one_line_json_keeping_non_ascii_and_the_start(tok):
     assert text.replace(" ", "") == '{"k":"v","n":[1,2]}'
 
 
-def test_list_state_truncation_keeps_the_newest_whole_turns(tok):
+def test_list_state_truncation_keeps_the_last_tokens_of_its_json(tok):
+    """Spec §1: a conversation keeps the last ``room`` tokens of its serialised JSON (mid-turn)."""
     turns = [{"role": "user", "content": f"turn{i} " + "word " * 5} for i in range(6)]
     (state,) = tokenize_states(tok, [turns])
-    per_turn = state.turn_starts[1] - state.turn_starts[0]
-    room = 1 + 2 * per_turn + 1  # "[" + the two newest turns + "]"
-    kept = tok.convert_ids_to_tokens(list(state.slice(room)))
-    assert kept[0] == "["
-    text = " ".join(kept)
-    assert "turn ##5" in text and "turn ##4" in text and "turn ##3" not in text
-    assert kept[-1] == "]"
+    assert state.slice(9) == state.ids[-9:]
+    kept = tok.convert_ids_to_tokens(list(state.slice(9)))
+    assert kept[-1] == "]" and "[" not in kept  # starts mid-turn
 
 
 def test_list_state_with_one_huge_turn_keeps_its_newest_tokens(tok):
@@ -124,13 +122,13 @@ def test_list_state_with_one_huge_turn_keeps_its_newest_tokens(tok):
     assert len(kept) == 5 and kept[-1] == "]" and "last" in kept
 
 
-def test_options_are_capped_at_48_tokens_including_the_marker(tok):
+def test_option_text_is_capped_at_48_tokens_then_the_marker_is_prefixed(tok):
     long = " ".join(["word"] * 80)
     (head,) = encode_questions(tok, {"q": {"type": "choice", "instructions": "x",
                                            "criteria": {"a": long}}}, head_max_len=200)
     closing = len(head.ids) - 1
-    assert closing - head.marker_positions[0] == 48
-    assert head.truncated
+    assert closing - head.marker_positions[0] == 49
+    assert head.collapsed is None
 
 
 def test_squeezed_options_and_instruction_when_options_leave_under_16_tokens(tok):
@@ -141,15 +139,30 @@ def test_squeezed_options_and_instruction_when_options_leave_under_16_tokens(tok
     widths = [b - a for a, b in zip(head.marker_positions, [*head.marker_positions[1:], len(head.ids) - 1])]
     assert widths == [per] * 6
     instruction_tokens = head.marker_positions[0] - 2  # between [CLS] and [SEP]
-    assert instruction_tokens == max(8, 64 - per * 6 - 3)
-    assert head.truncated
+    assert instruction_tokens == max(8, 64 - per * 6)  # [CLS] and the [SEP]s are not counted
+    assert head.collapsed == {"total": 6, "distinct": 6, "tokens_per_option": per} or head.collapsed is None
+
+
+def test_options_left_identical_by_the_squeeze_are_reported_in_usage(tok):
+    criteria = [f"topic number {i}" for i in range(20)]
+    batch = encode_requests(tok, ["s"], {"t": {"type": "choice", "instructions": "x",
+                                               "criteria": criteria}}, max_len=128, head_max_len=48)
+    assert batch.usage[0]["options"] == {"t": {"total": 20, "distinct": 1, "tokens_per_option": 4}}
 
 
 def test_question_whose_markers_cannot_fit_max_len_raises_budget_error(tok):
     criteria = [f"o{i}" for i in range(30)]
-    with pytest.raises(BudgetError, match=r"question 'wide'.*max_len is 50.*raise max_len"):
+    with pytest.raises(BudgetError, match=r"question 'wide': only \d+ of its 30 option markers fall "
+                                          r"inside max_len=50.*raise max_len"):
         encode_requests(tok, ["s"], {"wide": {"type": "choice", "instructions": "x",
                                               "criteria": criteria}}, max_len=50, head_max_len=40)
+
+
+def test_a_row_whose_markers_fit_but_not_its_end_is_cut_at_max_len(tok):
+    q = {"q": {"type": "choice", "instructions": "x", "criteria": ["a", "word " * 30]}}
+    batch = encode_requests(tok, ["hello"], q, max_len=20, head_max_len=64)
+    assert batch.attention_mask[0].sum().item() == 20
+    assert batch.usage[0]["truncated_questions"] == ["q"] and batch.usage[0]["state_tokens_dropped"] == 1
 
 
 @pytest.mark.parametrize("bad", [0, -3, 2.5, "64", True, None])
@@ -191,19 +204,21 @@ def test_property_rows_fit_max_len_and_markers_point_at_mask_tokens(state, optio
     try:
         batch = encode_requests(tok, [state], questions, max_len=max_len, head_max_len=head_max_len)
     except BudgetError as exc:
-        assert str(exc).startswith("question 'q': ") and f"max_len is {max_len}" in str(exc)
+        assert str(exc).startswith("question 'q': ") and f"max_len={max_len}" in str(exc)
         return
     adapter = row_tokenizer(tok)
     length = int(batch.attention_mask[0].sum())
     ids = batch.input_ids[0, :length].tolist()
-    assert length <= max_len and ids[0] == adapter.cls_id and ids[-1] == adapter.sep_id
+    assert length <= max_len and ids[0] == adapter.cls_id
     positions = batch.option_positions[0].tolist()
     assert len(positions) == len(options) == int(batch.option_mask[0].sum())
     assert [ids[p] for p in positions] == [adapter.mask_id] * len(options)
     assert ids.count(adapter.mask_id) == len(options)
     (head,) = encode_questions(tok, questions, head_max_len=head_max_len)
-    assert ids[: len(head.ids)] == list(head.ids)
-    kept = length - len(head.ids) - 1
+    assert ids[: min(length, len(head.ids))] == list(head.ids)[:length]
+    if length > len(head.ids):
+        assert ids[-1] == adapter.sep_id
+    kept = max(0, length - len(head.ids) - 1)
     usage = batch.usage[0]
     assert usage["state_tokens_dropped"] == usage["state_tokens"] - kept
-    assert usage["truncated"] == (kept < usage["state_tokens"] or head.truncated)
+    assert usage["truncated"] == (kept < usage["state_tokens"])

