@@ -14,8 +14,6 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
-from jevlaya_lab.decisions.checkpoint import HEAD_ACTIVATIONS
-
 MASKED_LOGIT = -1e4
 N_TYPES = 3
 ACT_HIDDEN = 256
@@ -65,8 +63,6 @@ class DecisionModel(nn.Module):
             raise ValueError(f"head_layers must be an int >= 0, got {head_layers!r}")
         if isinstance(n_act, bool) or not isinstance(n_act, int) or n_act < 1:
             raise ValueError(f"n_act must be an int >= 1 (len(act_costs) + 1), got {n_act!r}")
-        if activation not in HEAD_ACTIVATIONS:
-            raise ValueError(f"activation must be one of {list(HEAD_ACTIVATIONS)}, got {activation!r}")
         d = int(encoder.config.hidden_size)
         self.activation = activation
         self.encoder = encoder
