@@ -1,13 +1,17 @@
 """The LLM Broker: a pool of OpenAI-compatible chat models behind one API.
 
 ``AsyncBroker`` is the engine, ``Broker`` the same API for synchronous code; both journal every
-attempt to SQLite (:mod:`jevlaya_lab.journal`). Module map: ``engine`` (routed calls, races,
-ratings), ``attempt`` (one request = one journal row), ``streaming`` + ``lanes`` (``stream()``),
-``pool`` (ranking, cooldowns, slots), ``quality`` (learned priority, demotion), ``http`` (wire and
-the failure table), ``budget`` (``wait``), ``config`` / ``catalog`` / ``keys`` (registry),
-``embedded`` (``local://`` models), ``scoped`` / ``direct`` (other callers), ``sync`` (facade),
-``tools`` (tool loops), ``results``, ``report`` (stats, snapshot), ``cli`` (``jevlaya-lab ask``),
-``errors``.
+attempt (:mod:`jevlaya_lab.journal`). Imports point one way, down this map:
+
+- ``sync`` (the facade) -> ``engine`` (public async API) -> ``scoped`` / ``direct`` (other
+  callers) -> ``racing`` (``fastest_of`` races and the routed call) -> ``streaming``
+  (``stream()``, one lane) -> ``runtime`` (the call machinery, package-internal) -> the parts:
+  ``attempt`` (one request = one journal row), ``lanes``, ``pool`` (membership, ranking,
+  cooldowns, slots), ``quality`` (learned priority, demotion), ``limits`` (attempt ceilings),
+  ``budget`` (``wait``), ``http`` (wire and the failure table), ``embedded`` (``local://``
+  models), ``config`` / ``catalog`` / ``keys`` (registry), ``results``, ``errors``, and at the
+  bottom ``validation`` (pure argument checks).
+- ``tools`` (tool loops), ``report`` (stats, snapshot), ``cli`` (``jevlaya-lab ask``).
 """
 
 from jevlaya_lab.broker.config import LLMConfig

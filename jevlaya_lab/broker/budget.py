@@ -12,27 +12,17 @@ call reports ``NoLLMAvailableError(reason="timeout")`` instead.
 
 from __future__ import annotations
 
-import math
 import time
+
+from jevlaya_lab.broker.validation import check_wait
 
 ATTEMPT_TIMEOUT_S = 60.0
 MIN_START_S = 0.1  # an attempt needs at least this much of wait (or a quarter of a tiny wait)
 
 
-def check_wait(wait: float | None) -> float | None:
-    if wait is None:
-        return None
-    if isinstance(wait, bool) or not isinstance(wait, (int, float)) or math.isnan(wait):
-        raise TypeError(f"wait={wait!r}: must be None, 0 or a number of seconds")
-    if wait < 0:
-        raise ValueError(f"wait={wait!r}: must be None (no deadline), 0 (no queueing) or a "
-                         "positive number of seconds")
-    return float(wait)
-
-
 class Budget:
     def __init__(self, wait: float | None, *, paused: bool = False) -> None:
-        self.wait = check_wait(wait)
+        self.wait = check_wait(wait)  # already checked for calls; Budget is also used alone
         self._used = 0.0
         self._since: float | None = None if paused else time.monotonic()
         self._continuous = False

@@ -11,41 +11,45 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-from jevlaya_lab.broker.budget import ATTEMPT_TIMEOUT_S, check_wait
+from jevlaya_lab.broker.budget import ATTEMPT_TIMEOUT_S
 from jevlaya_lab.broker.errors import LLMTimeoutError, StreamInterruptedError
 from jevlaya_lab.broker.http import Failure, build_body, open_stream, post_chat, read_deltas
 from jevlaya_lab.broker.results import LLMResult
+from jevlaya_lab.broker.runtime import Runtime
+from jevlaya_lab.broker.validation import (
+    Messages,
+    check_messages,
+    check_prompt,
+    check_stream_input,
+    check_wait,
+)
 
 
 class AsyncDirect:
-    def __init__(self, broker: Any, name: str) -> None:
-        self.broker = broker
+    def __init__(self, rt: Runtime, name: str) -> None:
+        self._rt = rt
         self.name = name
 
     async def _target(self) -> tuple[str, str | None, str]:
-        pool = await self.broker._ready()
-        state = self.broker._state(pool, self.name)
+        await self._rt.ready()
+        state = self._rt.state(self.name)
         try:
-            url, key = await self.broker._endpoint(state, self.broker._callers[None])
+            url, key = await self._rt.endpoint(state, self._rt.caller())
         except Failure as failure:  # an embedded model that cannot start
             raise failure.to_error(self.name) from None
         return url, key, state.entry.model
 
     async def ask(self, prompt: str, *, wait: float | None = None, **params: Any) -> LLMResult:
-        from jevlaya_lab.broker.engine import check_prompt
-
         return await self.chat(check_prompt(prompt), wait=wait, **params)
 
-    async def chat(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None
-                   = None, wait: float | None = None, **params: Any) -> LLMResult:
-        from jevlaya_lab.broker.engine import check_messages
-
+    async def chat(self, messages: Messages, *, tools: list[dict[str, Any]] | None = None,
+                   wait: float | None = None, **params: Any) -> LLMResult:
         messages = check_messages(messages)
         url, key, model = await self._target()
         body = build_body(model, messages, stream=False, tools=tools, params=params)
         try:
             async with asyncio.timeout(check_wait(wait) or ATTEMPT_TIMEOUT_S):
-                reply = await post_chat(self.broker._client, url, key, body)
+                reply = await post_chat(self._rt.client, url, key, body)
         except Failure as failure:
             raise failure.to_error(self.name) from None
         except TimeoutError:
@@ -53,27 +57,38 @@ class AsyncDirect:
         return LLMResult(reply.text, self.name, uuid.uuid4().hex, uuid.uuid4().hex,
                          reply.usage, reply.tool_calls, reply.finish_reason)
 
-    def stream(self, prompt: str, **params: Any) -> DirectStream:
-        return DirectStream(self, prompt, params)
+    def stream(self, prompt: str | Messages, **params: Any) -> DirectStream:
+        return DirectStream(self, check_stream_input(prompt), params)
 
 
 class DirectStream:
-    """Text deltas from one model; a failure at any point raises (no failover)."""
+    """Text deltas from one model; a failure at any point raises (no failover). It has the
+    attributes and methods of every broker stream (``StreamProtocol``); ``another()`` returns
+    ``None`` (there is no other model) and nothing can be rated (nothing is journaled)."""
 
-    def __init__(self, direct: AsyncDirect, prompt: str, params: dict[str, Any]) -> None:
-        from jevlaya_lab.broker.engine import check_stream_input
-
+    def __init__(self, direct: AsyncDirect, messages: Messages, params: dict[str, Any]) -> None:
         self._direct = direct
-        self._messages = check_stream_input(prompt)
+        self._messages = messages
         self._params = params
         self._gen: AsyncIterator[str] | None = None
+        self._pieces: list[str] = []
+        self.trace_id = uuid.uuid4().hex
+        self.call_id: str | None = None
         self.llm_name: str | None = None
         self.usage: dict[str, int] | None = None
+        self.tool_calls: list[dict[str, Any]] = []
+        self.closed = False
+
+    @property
+    def text(self) -> str:
+        return "".join(self._pieces)
 
     def __aiter__(self) -> DirectStream:
         return self
 
     async def __anext__(self) -> str:
+        if self.closed:
+            raise StopAsyncIteration
         if self._gen is None:
             self._gen = self._deltas()
         return await self._gen.__anext__()
@@ -81,7 +96,7 @@ class DirectStream:
     async def _deltas(self) -> AsyncIterator[str]:
         url, key, model = await self._direct._target()
         body = build_body(model, self._messages, stream=True, params=self._params)
-        client = self._direct.broker._client
+        client = self._direct._rt.client
         started = False
         try:
             response = await open_stream(client, url, key, body)
@@ -94,6 +109,8 @@ class DirectStream:
                 if delta.text:
                     started = True
                     self.llm_name = self._direct.name
+                    self.call_id = self.call_id or uuid.uuid4().hex
+                    self._pieces.append(delta.text)
                     yield delta.text
         except Failure as failure:
             if started:
@@ -102,16 +119,21 @@ class DirectStream:
         finally:
             await response.aclose()
 
+    async def another(self) -> LLMResult | None:
+        """``None``: a direct stream has no other model to ask."""
+        return None
+
     async def record_quality(self, score: float) -> None:
         raise ValueError(f"direct({self._direct.name!r}) streams write no journal row, so there "
                          "is nothing to rate; use the pool (broker.stream) to rate answers")
 
     async def aclose(self) -> None:
+        self.closed = True
         if self._gen is not None:
             await self._gen.aclose()  # type: ignore[attr-defined]
 
     async def __aenter__(self) -> DirectStream:
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.aclose()

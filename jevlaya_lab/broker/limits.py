@@ -17,30 +17,22 @@ models are only cooling, ``"excluded"`` otherwise), whose message names the ceil
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
-DEFAULT_MAX_ATTEMPTS = 10
-DEFAULT_MAX_ATTEMPTS_PER_MODEL = 3
+from jevlaya_lab.broker.validation import (
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_MAX_ATTEMPTS_PER_MODEL,
+    Call,
+)
 
-
-def check_ceiling(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name}={value!r}: must be an integer >= 1 (a hard ceiling on the "
-                         "requests one call may send; see jevlaya_lab.broker.limits)")
-    return value
+__all__ = ["DEFAULT_MAX_ATTEMPTS", "DEFAULT_MAX_ATTEMPTS_PER_MODEL", "AttemptLimit"]
 
 
 class AttemptLimit:
-    """The attempts one call has made, against its two ceilings."""
+    """The attempts one call has made, against its two ceilings (checked by validation)."""
 
-    def __init__(self, max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-                 max_attempts_per_model: int = DEFAULT_MAX_ATTEMPTS_PER_MODEL,
-                 *, lanes: int = 1) -> None:
-        self.max_attempts = check_ceiling("max_attempts", max_attempts)
-        self.max_per_model = check_ceiling("max_attempts_per_model", max_attempts_per_model)
-        if lanes > self.max_attempts:
-            raise ValueError(f"fastest_of={lanes} races more models than max_attempts="
-                             f"{self.max_attempts} allows; raise max_attempts or race fewer")
+    def __init__(self, call: Call) -> None:
+        self.max_attempts = call.max_attempts
+        self.max_per_model = call.max_attempts_per_model
         self.made = 0
         self._per_model: Counter[str] = Counter()
 

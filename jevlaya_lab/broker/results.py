@@ -1,11 +1,13 @@
-"""What a call returns: ``LLMResult`` (async rating) and ``SyncLLMResult`` (sync rating)."""
+"""What a call returns: ``LLMResult`` (async rating), ``SyncLLMResult`` (sync rating), and the
+``StreamProtocol`` every stream kind implements."""
 
 from __future__ import annotations
 
-import html
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
+
+from jevlaya_lab import display
 
 
 @dataclass(eq=False)
@@ -51,14 +53,10 @@ class LLMResult:
                 "tool_calls": self.tool_calls, "finish_reason": self.finish_reason}
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        """Notebook display: the answer as escaped text (never markup) plus a JSON mimetype."""
-        usage = ", ".join(f"{k}={v}" for k, v in self.usage.items())
-        body = html.escape(self.text) or "<i>(tool calls only)</i>"
-        page = (f'<div class="jevlaya-llm-result"><div style="white-space:pre-wrap">{body}</div>'
-                f'<small>{html.escape(self.llm_name)} &middot; call {self.call_id[:8]}'
-                f'{" &middot; " + html.escape(usage) if usage else ""}</small></div>')
-        return {"text/plain": repr(self), "text/html": page,
-                "application/vnd.jevlaya+json": self.to_dict()}
+        """Notebook display: the answer as escaped text (never markup) in the package's card,
+        plus the JSON payload."""
+        return {"text/plain": repr(self), "text/html": display.llm_html(self),
+                display.MIME: self.to_dict()}
 
 
 @dataclass(eq=False)
@@ -71,3 +69,34 @@ class SyncLLMResult(LLMResult):
     @classmethod
     def of(cls, result: LLMResult) -> SyncLLMResult:
         return cls(**{f: getattr(result, f) for f in result.__dataclass_fields__})
+
+
+@runtime_checkable
+class StreamProtocol(Protocol):
+    """What every async stream of the broker offers (``AsyncStream`` from the pool,
+    ``DirectStream`` from ``direct()``); the sync ``Stream`` wraps any of them.
+
+    ``llm_name``/``call_id`` are ``None`` until the first delta, ``usage`` until the end;
+    ``text`` is the answer so far; ``another()`` gives the next complete answer or ``None``.
+    """
+
+    @property
+    def llm_name(self) -> str | None: ...
+    @property
+    def call_id(self) -> str | None: ...
+    @property
+    def trace_id(self) -> str: ...
+    @property
+    def usage(self) -> dict[str, int] | None: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def tool_calls(self) -> list[dict[str, Any]]: ...
+    @property
+    def closed(self) -> bool: ...
+
+    def __aiter__(self) -> AsyncIterator[str]: ...
+    async def __anext__(self) -> str: ...
+    async def another(self) -> LLMResult | None: ...
+    async def record_quality(self, score: float) -> None: ...
+    async def aclose(self) -> None: ...

@@ -1,61 +1,99 @@
-"""``for_scope(scope)``: a caller whose keys resolve ``<scope>/<REF>`` first and whose journal
-rows and ratings carry the scope. It holds its broker (and shares its pool and journal)."""
+"""Callers: ``AsyncCalls`` (the call methods of a broker, written once) and
+``for_scope(scope)``, a caller whose keys resolve ``<scope>/<REF>`` first and whose journal
+rows and ratings carry the scope. Both share their broker's runtime (pool, journal, HTTP)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
-from jevlaya_lab.broker.limits import DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_ATTEMPTS_PER_MODEL
 from jevlaya_lab.broker.pool import Caller
+from jevlaya_lab.broker.racing import route, stream_core
+from jevlaya_lab.broker.results import LLMResult
+from jevlaya_lab.broker.runtime import Runtime
+from jevlaya_lab.broker.streaming import AsyncStream
+from jevlaya_lab.broker.validation import (
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_MAX_ATTEMPTS_PER_MODEL,
+    DEFAULT_WINDOW_S,
+    Messages,
+    check_call,
+    check_messages,
+    check_prompt,
+    check_stream_input,
+)
 
 
-class AsyncScopedBroker:
-    def __init__(self, broker: Any, caller: Caller) -> None:
-        self.broker = broker
-        self.caller = caller
+class AsyncCalls:
+    """``ask``, ``chat``, ``stream`` and ``record_quality`` for one caller of a runtime."""
 
-    @property
-    def scope(self) -> str | None:
-        return self.caller.scope
+    _rt: Runtime
+    _caller: Caller
 
-    async def ask(self, prompt: str, **kwargs: Any) -> Any:
-        from jevlaya_lab.broker.engine import check_prompt
+    async def ask(self, prompt: str, *, operation: str | None = None,
+                  trace_id: str | None = None, wait: float | None = None,
+                  fastest_of: int | None = None, max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+                  max_attempts_per_model: int = DEFAULT_MAX_ATTEMPTS_PER_MODEL,
+                  **params: Any) -> LLMResult:
+        """One routed answer to ``prompt``; extra keyword args (max_tokens, temperature, ...)
+        go to the provider. ``max_attempts`` / ``max_attempts_per_model`` cap the requests
+        this call may send (:mod:`jevlaya_lab.broker.limits`)."""
+        call = check_call(check_prompt(prompt), operation=operation, trace_id=trace_id,
+                          wait=wait, fastest_of=fastest_of, max_attempts=max_attempts,
+                          max_attempts_per_model=max_attempts_per_model, params=params)
+        return await route(self._rt, self._caller, call)
 
-        return await self._call(check_prompt(prompt), None, **kwargs)
+    async def chat(self, messages: Messages, *, tools: list[dict[str, Any]] | None = None,
+                   operation: str | None = None, trace_id: str | None = None,
+                   wait: float | None = None, fastest_of: int | None = None,
+                   max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+                   max_attempts_per_model: int = DEFAULT_MAX_ATTEMPTS_PER_MODEL,
+                   **params: Any) -> LLMResult:
+        """One routed answer to a conversation; with ``tools`` the answer may be tool calls."""
+        call = check_call(check_messages(messages), tools=tools, operation=operation,
+                          trace_id=trace_id, wait=wait, fastest_of=fastest_of,
+                          max_attempts=max_attempts,
+                          max_attempts_per_model=max_attempts_per_model, params=params)
+        return await route(self._rt, self._caller, call)
 
-    async def chat(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None
-                   = None, **kwargs: Any) -> Any:
-        from jevlaya_lab.broker.engine import check_messages
-
-        return await self._call(check_messages(messages), tools, **kwargs)
-
-    async def _call(self, messages: list[dict[str, Any]], tools: Any, *,
-                    operation: str | None = None, trace_id: str | None = None,
-                    wait: float | None = None, fastest_of: int | None = None,
-                    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-                    max_attempts_per_model: int = DEFAULT_MAX_ATTEMPTS_PER_MODEL,
-                    **params: Any) -> Any:
-        return await self.broker._complete(self.caller, messages, tools, operation, trace_id,
-                                           wait, fastest_of, params, max_attempts,
-                                           max_attempts_per_model)
-
-    def stream(self, prompt: str | list[dict[str, Any]], *, operation: str | None = None, trace_id: str | None = None,
-               wait: float | None = None, fastest_of: int | None = None,
-               stream_selection_window: float = 1.0, max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    def stream(self, prompt: str | Messages, *, operation: str | None = None,
+               trace_id: str | None = None, wait: float | None = None,
+               fastest_of: int | None = None,
+               stream_selection_window: float = DEFAULT_WINDOW_S,
+               max_attempts: int = DEFAULT_MAX_ATTEMPTS,
                max_attempts_per_model: int = DEFAULT_MAX_ATTEMPTS_PER_MODEL,
-               **params: Any) -> Any:
-        from jevlaya_lab.broker.engine import check_stream_input
-        from jevlaya_lab.broker.streaming import AsyncStream
-
-        return AsyncStream(self.broker, self.caller, check_stream_input(prompt),
-                           operation=operation, trace_id=trace_id, wait=wait,
-                           fastest_of=fastest_of, window=stream_selection_window, params=params,
-                           max_attempts=max_attempts,
-                           max_attempts_per_model=max_attempts_per_model)
+               **params: Any) -> AsyncStream:
+        """An async stream of text deltas for a prompt (or a list of messages); see
+        :mod:`jevlaya_lab.broker.streaming`. ``max_attempts`` also bounds its ``another()``
+        answers."""
+        call = check_call(check_stream_input(prompt), operation=operation, trace_id=trace_id,
+                          wait=wait, fastest_of=fastest_of, window=stream_selection_window,
+                          max_attempts=max_attempts,
+                          max_attempts_per_model=max_attempts_per_model, params=params)
+        return AsyncStream(stream_core(self._rt, self._caller, call))
 
     async def record_quality(self, score: float, *, call_id: str | None = None,
                              trace_id: str | None = None) -> None:
-        await self.broker.record_quality(score, call_id=call_id, trace_id=trace_id)
+        """Rate a past call by ``call_id`` (or by ``trace_id`` when exactly one attempt of it
+        succeeded)."""
+        if (call_id is None) == (trace_id is None):
+            raise ValueError("record_quality needs exactly one of call_id=... or trace_id=...")
+        if call_id is None:
+            call_id = await self._rt.call_of_trace(trace_id)  # type: ignore[arg-type]
+        await asyncio.to_thread(self._rt.rate, call_id, score)
+
+
+
+class AsyncScopedBroker(AsyncCalls):
+    """The broker's calls for one scope; same signatures as ``AsyncBroker``'s."""
+
+    def __init__(self, rt: Runtime, caller: Caller) -> None:
+        self._rt = rt
+        self._caller = caller
+
+    @property
+    def scope(self) -> str | None:
+        return self._caller.scope
 
     def __repr__(self) -> str:
         return f"<AsyncScopedBroker scope={self.scope!r}>"

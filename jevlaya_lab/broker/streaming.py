@@ -5,10 +5,11 @@ paused clock. The rules are the streaming page of the Broker's seed:
   neither text nor tool calls); it never tries the same model twice, and when only cooling models
   are left it ends with ``NoLLMAvailableError(reason="timeout", retry_at=...)``. After the first
   delta a broken answer raises ``StreamInterruptedError``; the delivered deltas stand.
-- ``fastest_of=1``: nothing is read ahead of the consumer (each pull reads the wire).
-  ``fastest_of=N>1``: N lanes read their answers to completion in the background, whatever the
-  reader does; the first *complete* answer wins; if the lane shown is not the winner the next
-  pull raises ``StreamReplacementError``; chunks of different lanes are never spliced.
+- ``fastest_of=1`` (:class:`StreamCore`, this module): nothing is read ahead of the consumer
+  (each pull reads the wire). ``fastest_of=N>1`` (:class:`~jevlaya_lab.broker.racing.RaceCore`):
+  N lanes read their answers to completion in the background, whatever the reader does; the
+  first *complete* answer wins; if the lane shown is not the winner the next pull raises
+  ``StreamReplacementError``; chunks of different lanes are never spliced.
   ``stream_selection_window`` only picks the lane shown first.
 - ``wait`` bounds the whole answer; the clock pauses while a delta is in the application's hands
   and runs continuously after the first complete answer (validation and ``another()``).
@@ -32,68 +33,49 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
 import weakref
 from collections.abc import Callable
 from typing import Any
 
+from jevlaya_lab import display
 from jevlaya_lab.broker.attempt import Attempt
 from jevlaya_lab.broker.budget import Budget
-from jevlaya_lab.broker.engine import AsyncBroker, Messages, check_call, check_fastest_of
 from jevlaya_lab.broker.errors import (
     LLMRequestError,
     LLMTimeoutError,
     NoLLMAvailableError,
     ProviderError,
     StreamInterruptedError,
-    StreamReplacementError,
     closed_error,
 )
 from jevlaya_lab.broker.http import Failure, build_body, open_stream, read_deltas
-from jevlaya_lab.broker.keys import redact
 from jevlaya_lab.broker.lanes import Lane, LaneView
-from jevlaya_lab.broker.limits import (
-    DEFAULT_MAX_ATTEMPTS,
-    DEFAULT_MAX_ATTEMPTS_PER_MODEL,
-    AttemptLimit,
-)
-from jevlaya_lab.broker.pool import Caller, utc
+from jevlaya_lab.broker.limits import AttemptLimit
+from jevlaya_lab.broker.pool import Caller, ModelState, Pick, utc
 from jevlaya_lab.broker.results import LLMResult
+from jevlaya_lab.broker.runtime import Runtime
+from jevlaya_lab.broker.validation import Call
 
 log = logging.getLogger("jevlaya_lab.broker")
-
-
-def check_window(window: Any) -> float:
-    if isinstance(window, bool) or not isinstance(window, (int, float)) or math.isnan(window) \
-            or window < 0:
-        raise ValueError(f"stream_selection_window={window!r}: must be a number of seconds >= 0 "
-                         "(0 shows the first text from any lane)")
-    return float(window)
 
 
 class StreamCore:
     """The state of one ``stream()`` call; it never references the user-facing object, so that
     object can be garbage collected (which closes the core)."""
 
-    def __init__(self, broker: AsyncBroker, caller: Caller, messages: Messages, *,
-                 operation: str | None, trace_id: str | None, wait: float | None,
-                 fastest_of: int | None, window: float, params: dict[str, Any],
-                 max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-                 max_attempts_per_model: int = DEFAULT_MAX_ATTEMPTS_PER_MODEL) -> None:
-        import uuid
-
-        check_call(operation, trace_id, params)
-        self.broker = broker
+    def __init__(self, rt: Runtime, caller: Caller, call: Call) -> None:
+        self.rt = rt
         self.caller = caller
-        self.messages = messages
-        self.operation = operation
-        self.trace_id = trace_id or uuid.uuid4().hex
-        self.budget = Budget(wait, paused=True)
-        self.lanes_wanted = check_fastest_of(fastest_of)
-        self.limit = AttemptLimit(max_attempts, max_attempts_per_model, lanes=self.lanes_wanted)
-        self.window = check_window(window)
-        self.params = params
+        self.call = call
+        self.messages = call.messages
+        self.operation = call.operation
+        self.trace_id = call.trace_id
+        self.budget = Budget(call.wait, paused=True)
+        self.lanes_wanted = call.lanes
+        self.limit = AttemptLimit(call)
+        self.window = call.window
+        self.params = call.params
         self.lanes: list[Lane] = []
         self.tried: set[str] = set()
         self.errors: list[BaseException] = []
@@ -110,22 +92,19 @@ class StreamCore:
         self.listeners: list[Callable[[LaneView], None]] = []
         self._expiry: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        broker._streams.add(self)
+        rt.streams.add(self)
 
     # iteration ---------------------------------------------------------------------------------
     async def next(self) -> str:
         if self.ended or self.closed:
             raise StopAsyncIteration
         if self.started_at is None:
-            await self.broker._ready()
+            await self.rt.ready()
             self._loop = asyncio.get_running_loop()
             self.started_at = time.monotonic()
         self.budget.resume()
         try:
-            if self.lanes_wanted == 1:
-                piece = await self._next_single()
-            else:
-                piece = await self._next_race()
+            piece = await self._read()
         except BaseException:
             self.ended = True
             self.budget.run_continuously()
@@ -134,7 +113,8 @@ class StreamCore:
         return piece
 
     # one lane, read on demand -------------------------------------------------------------------
-    async def _next_single(self) -> str:
+    async def _read(self) -> str:
+        """The next delta of the answer: one lane, read on demand (a race overrides this)."""
         while True:
             lane = self.shown or await self._open_next_lane()
             try:
@@ -164,11 +144,10 @@ class StreamCore:
 
     async def _open_next_lane(self) -> Lane:
         """Open a stream on the best untried model (waiting only for a free slot)."""
-        pool = self.broker._pool
-        assert pool is not None
+        pool = self.rt.pool
         while True:
-            if self.broker.closed:  # closed while this stream waited for a slot
-                raise closed_error(self.broker._name, in_flight=True)
+            if self.rt.closed:  # closed while this stream waited for a slot
+                raise closed_error(self.rt.name, in_flight=True)
             if self.limit.spent:
                 raise self._no_llm()
             try:
@@ -191,7 +170,7 @@ class StreamCore:
             if not await self._wait_for_slot(pick):
                 raise self._no_llm()
 
-    async def _wait_for_slot(self, pick: Any) -> bool:
+    async def _wait_for_slot(self, pick: Pick) -> bool:
         """Wait (within the budget) while candidates are only busy, not cooling; False when
         waiting cannot help. ``wait=0`` never queues: all-busy is then a ``timeout``."""
         busy = [s for s in pick.waiting if not s.cooling(time.time())]
@@ -201,25 +180,24 @@ class StreamCore:
             raise NoLLMAvailableError(
                 f"every candidate is at its parallel limit ({', '.join(s.entry.name for s in busy)})"
                 " and wait=0 does not queue", reason="timeout", errors=tuple(self.errors))
-        await self.broker._pool.changed(self.budget.remaining())  # type: ignore[union-attr]
+        await self.rt.pool.changed(self.budget.remaining())
         return True
 
-    def _start_lane(self, state: Any) -> Lane:
+    def _start_lane(self, state: ModelState) -> Lane:
         self.tried.add(state.entry.name)
-        attempt = self.broker._attempt(state, self.caller, self.trace_id, self.operation,
-                                       self.budget, self.messages, self.limit)
+        attempt = self.rt.attempt(state, self.caller, self.call, self.budget, self.limit)
         lane = Lane(attempt, len(self.lanes))
         self.lanes.append(lane)
         return lane
 
     async def _open(self, lane: Lane) -> None:
         attempt = lane.attempt
-        url, key = await self.broker._endpoint(attempt.state, self.caller)
+        url, key = await self.rt.endpoint(attempt.state, self.caller)
         lane.key = key
         body = build_body(attempt.state.entry.model, self.messages, stream=True,
                           params=self.params)
         async with asyncio.timeout(self.budget.attempt_timeout()):
-            lane.response = await open_stream(self.broker._client, url, key, body)  # type: ignore
+            lane.response = await open_stream(self.rt.client, url, key, body)
         lane.deltas = read_deltas(lane.response, key)
 
     async def _pull(self, lane: Lane) -> str | None:
@@ -245,9 +223,9 @@ class StreamCore:
         if lane.attempt.status is None:
             if isinstance(exc, TimeoutError):
                 lane.timed_out = True
-                exc = self.broker._timed_out(lane.attempt, self.budget)
+                exc = self.rt.timed_out(lane.attempt, self.budget)
             elif isinstance(exc, Failure):
-                self.broker._failed(lane.attempt, self.caller, exc)
+                self.rt.failed(lane.attempt, self.caller, exc)
         lane.failure = exc
         self.errors.append(exc.to_error(lane.attempt.llm_name) if isinstance(exc, Failure)
                            else exc)
@@ -257,7 +235,7 @@ class StreamCore:
 
     async def _lane_complete(self, lane: Lane) -> None:
         lane.complete = True
-        self.broker._pool.succeeded(lane.attempt.llm_name)  # type: ignore[union-attr]
+        self.rt.pool.succeeded(lane.attempt.llm_name)
         lane.attempt.succeed()
         if self.winner is None:
             self.winner = lane
@@ -284,8 +262,7 @@ class StreamCore:
         if cause is not None and cause.reason != "excluded" and not self.tried:
             cause.errors = errors
             return cause
-        pool = self.broker._pool
-        assert pool is not None
+        pool = self.rt.pool
         now = time.time()
         cooling = [s.cooldown_until for s in pool.states.values()  # this caller's candidates
                    if s.cooling(now) and not s.disabled and pool.key_for(s, self.caller)[0]]
@@ -301,134 +278,6 @@ class StreamCore:
         last = f"; last error: {errors[-1]}" if errors else ""
         return NoLLMAvailableError(f"no model can serve this stream (tried: {tried}){last}",
                                    reason="excluded", errors=errors)
-
-    # races -------------------------------------------------------------------------------------
-    async def _next_race(self) -> str:
-        if not self.lanes:
-            self._fill_lanes()
-        while True:
-            if self.winner is not None and self.shown is not None \
-                    and self.winner is not self.shown:
-                self.final = self.winner.attempt
-                self.ended = True
-                self.budget.run_continuously()
-                raise StreamReplacementError(
-                    f"{self.winner.attempt.llm_name} finished first; replace the text shown "
-                    f"from {self.shown.attempt.llm_name}", replacement=self.result(self.winner))
-            if self.shown is None:
-                self.shown = self._choose_shown()
-            lane = self.shown
-            if lane is not None:
-                if self.delivered < len(lane.attempt.pieces):
-                    self.delivered += 1
-                    self.final = self.final if self.winner is not None else lane.attempt
-                    return lane.attempt.pieces[self.delivered - 1]
-                if lane.complete:
-                    self.ended = True
-                    self.budget.run_continuously()
-                    raise StopAsyncIteration
-            if not any(la.alive for la in self.lanes) and self.winner is None:
-                if lane is not None and lane.failure is not None:
-                    raise self._after_first_delta_error(lane, lane.failure)
-                if await self._race_waits_for_slots():
-                    continue
-                raise self._no_llm()
-            timeout = self.budget.remaining()
-            if self.shown is None and self._window_open():
-                left = self.started_at + self.window - time.monotonic()  # type: ignore[operator]
-                timeout = left if timeout is None else min(timeout, left)
-            self.changed.clear()
-            try:
-                async with asyncio.timeout(timeout):
-                    await self.changed.wait()
-            except TimeoutError:
-                if self.winner is not None:
-                    continue  # a lane completed in time, just as the clock ran out: it stands
-                if self.budget.expired():
-                    self._expire()
-                    if self.shown is not None and self.delivered:
-                        raise LLMTimeoutError(
-                            f"wait={self.budget.wait:g} s ran out after {self.delivered} "
-                            "delta(s); they stand") from None
-                    raise self._no_llm() from None
-
-    async def _race_waits_for_slots(self) -> bool:
-        """No lane could start because every candidate is busy: wait for a slot, then fill."""
-        if self.limit.spent:
-            return False
-        try:
-            pick = self.broker._pool.pick(  # type: ignore[union-attr]
-                self.caller, self.tried, self.operation, self.budget.wait)
-        except NoLLMAvailableError as exc:
-            raise self._no_llm(exc) from None
-        if pick.ready:
-            self._fill_lanes()
-            return any(la.alive for la in self.lanes)
-        if await self._wait_for_slot(pick):
-            self._fill_lanes()
-            return True
-        return False
-
-    def _window_open(self) -> bool:
-        first = self.lanes[0] if self.lanes else None
-        return (self.window > 0 and first is not None and first.alive
-                and time.monotonic() < self.started_at + self.window)  # type: ignore[operator]
-
-    def _choose_shown(self) -> Lane | None:
-        if self.winner is not None:
-            return self.winner
-        if not self.lanes:
-            return None
-        first = self.lanes[0]
-        if first.has_text and first.failure is None:
-            return first
-        if self._window_open():
-            return None
-        with_text = [la for la in self.lanes if la.has_text and la.failure is None]
-        if not with_text:
-            return None
-        return min(with_text, key=lambda la: la.attempt.first_token_ms + la.attempt.started)
-
-    def _fill_lanes(self) -> None:
-        """Start lanes on distinct untried models until ``fastest_of`` run (no waiting)."""
-        pool = self.broker._pool
-        assert pool is not None
-        while self.winner is None and not self.closed and not self.limit.spent and \
-                sum(la.alive for la in self.lanes) < self.lanes_wanted:
-            try:
-                pick = pool.pick(self.caller, self.tried, self.operation, self.budget.wait)
-            except NoLLMAvailableError:
-                return
-            if not pick.ready or self.budget.too_late_to_start():
-                return
-            lane = self._start_lane(pick.ready[0])
-            lane.task = asyncio.ensure_future(self._pump(lane))
-
-    async def _pump(self, lane: Lane) -> None:
-        """Read one race lane to its end, whatever the reader does."""
-        try:
-            await self._open(lane)
-            while True:
-                text = await self._pull(lane)
-                if text is None:
-                    break
-            if not lane.attempt.started_answer:
-                raise Failure("invalid", "the stream ended with neither text nor tool calls", 200)
-        except asyncio.CancelledError:
-            lane.attempt.finish(lane.attempt.cancel_status)
-            await lane.close_response()
-            self._touch(lane)
-            raise
-        except Exception as exc:  # noqa: BLE001
-            if not isinstance(exc, (Failure, TimeoutError)):
-                # a lane that died of a surprise must not leave the reader waiting for it
-                log.exception("stream lane %s failed", lane.attempt.llm_name)
-                exc = Failure("invalid", redact(f"{type(exc).__name__}: {exc}", lane.key))
-            self._lane_failed(lane, exc)
-            if self.winner is None:
-                self._fill_lanes()
-            return
-        await self._lane_complete(lane)
 
     def _arm_expiry(self) -> None:
         """After the first complete answer the clock runs on its own: stop lanes at the end."""
@@ -450,7 +299,7 @@ class StreamCore:
         if not self.ended and not self.closed:
             raise ValueError("another() asks for a replacement of a complete answer: read the "
                              "stream to its end (or catch its error) first")
-        if self.no_more or self.closed or self.broker.closed:
+        if self.no_more or self.closed or self.rt.closed:
             self.no_more = True
             return None
         self.budget.run_continuously()
@@ -475,8 +324,7 @@ class StreamCore:
 
     async def _fresh_answer(self) -> LLMResult | None:
         """A complete answer from a model this call has not tried, or None."""
-        pool = self.broker._pool
-        assert pool is not None
+        pool = self.rt.pool
         while not self.budget.too_late_to_start() and not self.closed and not self.limit.spent:
             try:
                 pick = pool.pick(self.caller, self.tried, self.operation, self.budget.wait)
@@ -486,18 +334,17 @@ class StreamCore:
                 return None
             state = pick.ready[0]
             self.tried.add(state.entry.name)
-            attempt = self.broker._attempt(state, self.caller, self.trace_id, self.operation,
-                                           self.budget, self.messages, self.limit)
+            attempt = self.rt.attempt(state, self.caller, self.call, self.budget, self.limit)
             body = build_body(state.entry.model, self.messages, stream=False,
                               params=self.params)
             try:  # guarded: closing the broker waits for (or cancels) this lane
-                await self.broker._guarded(
-                    self.broker._run_lane(attempt, self.caller, body, self.budget))
+                await self.rt.guarded(
+                    self.rt.run_lane(attempt, self.caller, body, self.budget))
             except ProviderError as exc:
                 self.errors.append(exc)
                 continue
             self.returned.add(attempt.call_id)
-            return self.broker._result(attempt)
+            return self.rt.result(attempt)
         return None
 
     # views -------------------------------------------------------------------------------------
@@ -520,7 +367,7 @@ class StreamCore:
 
     # results, rating, closing -------------------------------------------------------------------
     def result(self, lane: Lane) -> LLMResult:
-        return self.broker._result(lane.attempt)
+        return self.rt.result(lane.attempt)
 
     def rate(self, score: float) -> None:
         attempt = self.final
@@ -533,7 +380,7 @@ class StreamCore:
                              f"within {limit}, and an unfinished answer "
                              "cannot be rated (the missed wait already steers short requests "
                              "away); rate a complete answer, e.g. one from another()")
-        self.broker._rate(attempt.call_id, score)
+        self.rt.rate(attempt.call_id, score)
 
     async def aclose(self) -> None:
         if self.closed:
@@ -553,8 +400,8 @@ class StreamCore:
                 await lane.close_response()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
-        self.broker._streams.discard(self)
-        writer = self.broker._writer
+        self.rt.streams.discard(self)
+        writer = self.rt.writer
         if writer.written < max((la.attempt.journal_seq for la in self.lanes), default=0):
             await asyncio.to_thread(writer.flush)  # close returns once its rows are written
 
@@ -563,12 +410,12 @@ class StreamCore:
         loop = self._loop
         if self.ended and not any(la.alive for la in self.lanes):
             self.closed = True  # nothing left to cancel
-            self.broker._streams.discard(self)
+            self.rt.streams.discard(self)
             return
         if self.closed or loop is None or loop.is_closed():
             self.closed = self.closed or loop is None
             if loop is None:
-                self.broker._streams.discard(self)
+                self.rt.streams.discard(self)
             return
         try:
             loop.call_soon_threadsafe(lambda: loop.create_task(self.aclose()))
@@ -577,11 +424,12 @@ class StreamCore:
 
 
 class AsyncStream:
-    """What ``AsyncBroker.stream()`` returns: ``async for delta in stream``."""
+    """What ``AsyncBroker.stream()`` returns: ``async for delta in stream`` (it implements
+    :class:`~jevlaya_lab.broker.results.StreamProtocol`, plus ``lanes`` and ``add_listener``)."""
 
-    def __init__(self, broker: AsyncBroker, caller: Caller, messages: Messages, **kw: Any) -> None:
-        self._core = StreamCore(broker, caller, messages, **kw)
-        self._finalizer = weakref.finalize(self, self._core.abort_soon)
+    def __init__(self, core: StreamCore) -> None:
+        self._core = core
+        self._finalizer = weakref.finalize(self, core.abort_soon)
 
     @property
     def llm_name(self) -> str | None:
@@ -614,6 +462,11 @@ class AsyncStream:
     def tool_calls(self) -> list[dict[str, Any]]:
         final = self._core.final
         return list(final.tool_calls) if final is not None else []
+
+    @property
+    def closed(self) -> bool:
+        """Closed (by ``aclose()``, the context, the broker or garbage collection)."""
+        return self._core.closed
 
     @property
     def lanes(self) -> list[LaneView]:
@@ -655,6 +508,8 @@ class AsyncStream:
         return stream_mimebundle(self)
 
 
+
+
 # display ---------------------------------------------------------------------------------------
 DISPLAY_HTML_CHARS = 2000
 DISPLAY_TEXT_CHARS = 300
@@ -666,18 +521,16 @@ def stream_mimebundle(stream: AsyncStream, label: str = "AsyncStream") -> dict[s
     It reads a snapshot of what the stream already holds: it never starts the stream, never
     waits on the broker's loop (so a sync stream shows from any thread, even mid-pull) and
     never raises (a stream that cannot be described shows a one-line note saying why).
-    ``state`` is ``open``
-    (before or during reading), ``finished`` (the answer ended), ``failed`` (an error ended it)
-    or ``cancelled`` (closed before its answer ended). The text is HTML-escaped and, past
-    ``DISPLAY_HTML_CHARS`` (plain text: ``DISPLAY_TEXT_CHARS``), shown as its start and its
-    end around a note of how much is left out.
+    ``state`` is ``open`` (before or during reading), ``finished`` (the answer ended),
+    ``failed`` (an error ended it) or ``cancelled`` (closed before its answer ended). The text
+    is escaped and, past ``DISPLAY_HTML_CHARS`` (plain text: ``DISPLAY_TEXT_CHARS``), shown as
+    its start and its end around a note of how much is left out (:mod:`jevlaya_lab.display`).
     """
     try:
-        from jevlaya_lab.widgets.render import MIME, jsonable
-
-        card = _stream_card(stream._core)
-        return {"text/plain": _stream_plain(card, label), "text/html": _stream_html(card, label),
-                MIME: {"kind": "stream", "data": jsonable(card)}}
+        data = stream_card(stream._core)
+        return {"text/plain": display.stream_plain(data, label, DISPLAY_TEXT_CHARS),
+                "text/html": display.stream_html(data, label, DISPLAY_HTML_CHARS),
+                display.MIME: {"kind": "stream", "data": display.jsonable(data)}}
     except Exception as exc:  # noqa: BLE001 - a display must never raise
         return {"text/plain": f"<{label}: cannot be displayed ({type(exc).__name__}: {exc})>"}
 
@@ -692,7 +545,7 @@ def stream_state(core: StreamCore) -> str:
     return "open"
 
 
-def _stream_card(core: StreamCore) -> dict[str, Any]:
+def stream_card(core: StreamCore) -> dict[str, Any]:
     """A plain-data snapshot of the stream (lists are copied: another thread may append)."""
     final = core.final
     lanes = [core.view(lane) for lane in list(core.lanes)]
@@ -706,57 +559,3 @@ def _stream_card(core: StreamCore) -> dict[str, Any]:
                    "winner": v.winner, "first_token_ms": v.first_token_ms,
                    "chars": len(v.text)} for v in lanes],
     }
-
-
-def _clip(text: str, limit: int) -> tuple[str, str, int]:
-    """``(head, tail, left out)``: all of ``text`` in ``head`` when it fits in ``limit``."""
-    if len(text) <= limit:
-        return text, "", 0
-    tail = limit // 4
-    return text[:limit - tail], text[len(text) - tail:], len(text) - limit
-
-
-def _state_line(card: dict[str, Any]) -> str:
-    if card["state"] == "open":
-        return f"open, {card['deltas']} delta(s) read" if card["started"] else "open, not started"
-    return f"{card['state']} after {card['deltas']} delta(s)"
-
-
-def _marks(lane: dict[str, Any]) -> str:
-    return ", ".join(mark for mark in ("shown", "winner") if lane[mark])
-
-
-def _lane_line(lane: dict[str, Any]) -> str:
-    marks = _marks(lane)
-    return f"{lane['llm_name']} {lane['state']}" + (f" ({marks})" if marks else "")
-
-
-def _stream_plain(card: dict[str, Any], label: str) -> str:
-    head, tail, cut = _clip(card["text"], DISPLAY_TEXT_CHARS)
-    text = repr(head) + (f" ... [{cut} characters] ... {tail!r}" if cut else "")
-    lines = [f"<{label} {card['llm_name'] or '?'}: {_state_line(card)}>", f"text: {text}"]
-    if card["lanes"]:
-        lines.append("lanes: " + "; ".join(_lane_line(lane) for lane in card["lanes"]))
-    return "\n".join(lines)
-
-
-def _stream_html(card: dict[str, Any], label: str) -> str:
-    from jevlaya_lab.widgets.render import box, escape
-
-    head, tail, cut = _clip(card["text"], DISPLAY_HTML_CHARS)
-    if not head:
-        text = "<i style='color:#888'>(no text yet)</i>"
-    else:
-        text = escape(head) + (f"<i style='color:#888'> … {cut} characters left out … </i>"
-                               f"{escape(tail)}" if cut else "")
-    rows = "".join(
-        f"<tr><td style='padding:0 .6em 0 0'>{escape(lane['llm_name'])}</td>"
-        f"<td style='padding:0 .6em 0 0'>{escape(lane['state'])}</td>"
-        f"<td>{escape(_marks(lane))}</td></tr>"
-        for lane in card["lanes"])
-    lanes = (f"<table style='border-collapse:collapse;font-size:85%;margin-top:.3em'>{rows}"
-             "</table>" if rows else "")
-    return box(f"<div><b>{escape(card['llm_name'] or 'no model yet')}</b> "
-                f"<small>{escape(label)} &middot; {escape(_state_line(card))} &middot; "
-                f"trace {escape(card['trace_id'][:8])}</small></div>"
-                f"<div style='white-space:pre-wrap;margin:.3em 0'>{text}</div>{lanes}")

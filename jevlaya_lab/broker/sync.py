@@ -8,6 +8,9 @@ many threads may call one ``Broker`` at once. Closing is idempotent; a broker dr
 ``BrokerClosedError`` for their threads, flush the journal, close); no calling thread is left
 waiting on a loop that has stopped, and a second ``close()`` returns once the first is done.
 Streams and scoped callers hold their broker until they are done.
+
+Every method has the signature of its async twin (``AsyncBroker``, ``AsyncScopedBroker``,
+``AsyncDirect``), written out, so IDEs and type checkers see the same API on both sides.
 """
 
 from __future__ import annotations
@@ -16,14 +19,26 @@ import asyncio
 import concurrent.futures as cf
 import threading
 import weakref
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from jevlaya_lab.broker.engine import AsyncBroker, check_grace
+from jevlaya_lab.broker.catalog import CatalogSource
+from jevlaya_lab.broker.config import LLMConfig
+from jevlaya_lab.broker.direct import AsyncDirect
+from jevlaya_lab.broker.engine import AsyncBroker
 from jevlaya_lab.broker.errors import closed_error
-from jevlaya_lab.broker.results import SyncLLMResult
-from jevlaya_lab.broker.streaming import stream_mimebundle
+from jevlaya_lab.broker.lanes import LaneView
+from jevlaya_lab.broker.results import LLMResult, StreamProtocol, SyncLLMResult
+from jevlaya_lab.broker.scoped import AsyncCalls, AsyncScopedBroker
+from jevlaya_lab.broker.streaming import AsyncStream, stream_mimebundle
+from jevlaya_lab.broker.validation import (
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_MAX_ATTEMPTS_PER_MODEL,
+    DEFAULT_WINDOW_S,
+    Messages,
+    check_grace,
+)
 
 T = TypeVar("T")
 
@@ -100,11 +115,74 @@ def _close_in_background(runner: LoopThread, engine: AsyncBroker) -> None:
         pass
 
 
-class Broker:
+class SyncCalls:
+    """``ask``, ``chat``, ``stream`` and ``record_quality`` of one caller, without ``await``
+    (the sync twin of ``AsyncCalls``)."""
+
+    _async: AsyncCalls
+
+    @property
+    def _owner(self) -> Broker:
+        raise NotImplementedError
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self._owner._runner.run(coro)
+
+    def ask(self, prompt: str, *, operation: str | None = None, trace_id: str | None = None,
+            wait: float | None = None, fastest_of: int | None = None,
+            max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+            max_attempts_per_model: int = DEFAULT_MAX_ATTEMPTS_PER_MODEL,
+            **params: Any) -> SyncLLMResult:
+        return SyncLLMResult.of(self._run(self._async.ask(
+            prompt, operation=operation, trace_id=trace_id, wait=wait, fastest_of=fastest_of,
+            max_attempts=max_attempts, max_attempts_per_model=max_attempts_per_model,
+            **params)))
+
+    def chat(self, messages: Messages, *, tools: list[dict[str, Any]] | None = None,
+             operation: str | None = None, trace_id: str | None = None,
+             wait: float | None = None, fastest_of: int | None = None,
+             max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+             max_attempts_per_model: int = DEFAULT_MAX_ATTEMPTS_PER_MODEL,
+             **params: Any) -> SyncLLMResult:
+        return SyncLLMResult.of(self._run(self._async.chat(
+            messages, tools=tools, operation=operation, trace_id=trace_id, wait=wait,
+            fastest_of=fastest_of, max_attempts=max_attempts,
+            max_attempts_per_model=max_attempts_per_model, **params)))
+
+    def stream(self, prompt: str | Messages, *, operation: str | None = None,
+               trace_id: str | None = None, wait: float | None = None,
+               fastest_of: int | None = None,
+               stream_selection_window: float = DEFAULT_WINDOW_S,
+               max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+               max_attempts_per_model: int = DEFAULT_MAX_ATTEMPTS_PER_MODEL,
+               **params: Any) -> SyncStream:
+        return SyncStream(self._owner, self._async.stream(
+            prompt, operation=operation, trace_id=trace_id, wait=wait, fastest_of=fastest_of,
+            stream_selection_window=stream_selection_window, max_attempts=max_attempts,
+            max_attempts_per_model=max_attempts_per_model, **params))
+
+    def record_quality(self, score: float, *, call_id: str | None = None,
+                       trace_id: str | None = None) -> None:
+        self._run(self._async.record_quality(score, call_id=call_id, trace_id=trace_id))
+
+
+def _sync(result: LLMResult | None) -> SyncLLMResult | None:
+    return SyncLLMResult.of(result) if result is not None else None
+
+
+class Broker(SyncCalls):
     """Same arguments and methods as :class:`AsyncBroker`, called without ``await``."""
 
-    def __init__(self, source: str | Path | None = None, **kwargs: Any) -> None:
-        self._engine = AsyncBroker(source, **kwargs)
+    def __init__(self, source: str | Path | None = None, *,
+                 models: Sequence[LLMConfig | Mapping[str, Any]] | None = None,
+                 secrets: Mapping[str, str] | None = None, optimize: bool = True,
+                 home: str | Path | None = None, catalog: CatalogSource = None,
+                 retention_days: float = 90.0, store_text: bool = False,
+                 dotenv: str | Path | None = None, local: bool | None = None) -> None:
+        self._engine = AsyncBroker(source, models=models, secrets=secrets, optimize=optimize,
+                                   home=home, catalog=catalog, retention_days=retention_days,
+                                   store_text=store_text, dotenv=dotenv, local=local)
+        self._async = self._engine
         self._runner = LoopThread()
         self._closed = False
         self._close_done = threading.Event()
@@ -115,14 +193,15 @@ class Broker:
         """The shared async engine (to use from async code on the broker's loop only)."""
         return self._engine
 
-    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return self._runner.run(coro)
-
-    def __enter__(self) -> Broker:
-        self._run(self._engine._ready())
+    @property
+    def _owner(self) -> Broker:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __enter__(self) -> Broker:
+        self._run(self._engine.__aenter__())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self, *, grace: float = 0.0) -> None:
@@ -146,33 +225,27 @@ class Broker:
     def closed(self) -> bool:
         return self._closed
 
-    def ask(self, prompt: str, **kwargs: Any) -> SyncLLMResult:
-        return SyncLLMResult.of(self._run(self._engine.ask(prompt, **kwargs)))
-
-    def chat(self, messages: list[dict[str, Any]], **kwargs: Any) -> SyncLLMResult:
-        return SyncLLMResult.of(self._run(self._engine.chat(messages, **kwargs)))
-
-    def stream(self, prompt: str, **kwargs: Any) -> SyncStream:
-        return SyncStream(self, self._engine.stream(prompt, **kwargs))
-
     def for_scope(self, scope: str) -> ScopedBroker:
         return ScopedBroker(self, self._engine.for_scope(scope))
 
     def direct(self, name: str) -> Direct:
         return Direct(self, self._engine.direct(name))
 
-    def record_quality(self, score: float, *, call_id: str | None = None,
-                       trace_id: str | None = None) -> None:
-        self._run(self._engine.record_quality(score, call_id=call_id, trace_id=trace_id))
+    def calls(self, *, call_id: str | None = None, trace_id: str | None = None,
+              llm_name: str | None = None, operation: str | None = None,
+              scope: str | None = None, status: str | None = None, since: str | None = None,
+              limit: int | None = None) -> list[dict[str, Any]]:
+        return self._run(self._engine.calls(
+            call_id=call_id, trace_id=trace_id, llm_name=llm_name, operation=operation,
+            scope=scope, status=status, since=since, limit=limit))
 
-    def calls(self, **filters: Any) -> list[dict[str, Any]]:
-        return self._run(self._engine.calls(**filters))
+    def ratings(self, *, call_id: str | None = None, trace_id: str | None = None,
+                limit: int | None = None) -> list[dict[str, Any]]:
+        return self._run(self._engine.ratings(call_id=call_id, trace_id=trace_id, limit=limit))
 
-    def ratings(self, **filters: Any) -> list[dict[str, Any]]:
-        return self._run(self._engine.ratings(**filters))
-
-    def stats(self, **kwargs: Any) -> dict[str, dict[str, Any]]:
-        return self._run(self._engine.stats(**kwargs))
+    def stats(self, *, operation: str | None = None,
+              since: str | None = None) -> dict[str, dict[str, Any]]:
+        return self._run(self._engine.stats(operation=operation, since=since))
 
     def snapshot(self) -> dict[str, dict[str, Any]]:
         return self._run(self._engine.snapshot())
@@ -200,11 +273,40 @@ class Broker:
 
 class SyncStream:
     """A stream read with ``for``: each pull is one step on the broker's loop (nothing read
-    ahead). It holds its broker; dropping it unclosed cancels the provider request."""
+    ahead). It wraps any async stream (:class:`StreamProtocol`) and holds its broker;
+    dropping it unclosed cancels the provider request."""
 
-    def __init__(self, broker: Broker, stream: Any) -> None:
+    def __init__(self, broker: Broker, stream: StreamProtocol) -> None:
         self._broker = broker
         self._stream = stream
+
+    @property
+    def llm_name(self) -> str | None:
+        return self._stream.llm_name
+
+    @property
+    def call_id(self) -> str | None:
+        return self._stream.call_id
+
+    @property
+    def trace_id(self) -> str:
+        return self._stream.trace_id
+
+    @property
+    def usage(self) -> dict[str, int] | None:
+        return self._stream.usage
+
+    @property
+    def text(self) -> str:
+        return self._stream.text
+
+    @property
+    def tool_calls(self) -> list[dict[str, Any]]:
+        return self._stream.tool_calls
+
+    @property
+    def closed(self) -> bool:
+        return self._stream.closed
 
     def __iter__(self) -> Iterator[str]:
         return self
@@ -216,8 +318,7 @@ class SyncStream:
             raise StopIteration from None
 
     def another(self) -> SyncLLMResult | None:
-        result = self._broker._run(self._stream.another())
-        return SyncLLMResult.of(result) if result is not None else None
+        return _sync(self._broker._run(self._stream.another()))
 
     def record_quality(self, score: float) -> None:
         """Rate the answer this stream names (after a replacement: the winner)."""
@@ -230,48 +331,46 @@ class SyncStream:
     def __enter__(self) -> SyncStream:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def add_listener(self, listener: Any) -> None:
-        """See ``AsyncStream.add_listener``: called on the broker's loop thread."""
-        self._stream.add_listener(listener)
+    @property
+    def lanes(self) -> list[LaneView]:
+        """Every attempt of a pool stream so far (a ``direct()`` stream has none)."""
+        return self._stream.lanes if isinstance(self._stream, AsyncStream) else []
 
-    def __getattr__(self, name: str) -> Any:
-        if name in ("llm_name", "call_id", "trace_id", "usage", "text", "tool_calls", "lanes"):
-            return getattr(self._stream, name)
-        raise AttributeError(name)
+    def add_listener(self, listener: Callable[[LaneView], None]) -> None:
+        """See ``AsyncStream.add_listener``: called on the broker's loop thread."""
+        if not isinstance(self._stream, AsyncStream):
+            raise TypeError("add_listener: a direct() stream has no pool lanes to report; "
+                            "listen to a pool stream (broker.stream)")
+        self._stream.add_listener(listener)
 
     def __repr__(self) -> str:
         return repr(self._stream).replace("AsyncStream", "Stream", 1)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         """Notebook display from any thread, even mid-pull (see ``stream_mimebundle``)."""
+        if not isinstance(self._stream, AsyncStream):
+            return {"text/plain": repr(self)}
         return stream_mimebundle(self._stream, "Stream")
 
 
-class ScopedBroker:
+class ScopedBroker(SyncCalls):
     """``Broker.for_scope(scope)``: the broker's calls with scoped keys and journal rows."""
 
-    def __init__(self, broker: Broker, scoped: Any) -> None:
+    def __init__(self, broker: Broker, scoped: AsyncScopedBroker) -> None:
         self._broker = broker
+        self._async = scoped
         self._scoped = scoped
 
     @property
-    def scope(self) -> str:
+    def _owner(self) -> Broker:
+        return self._broker
+
+    @property
+    def scope(self) -> str | None:
         return self._scoped.scope
-
-    def ask(self, prompt: str, **kwargs: Any) -> SyncLLMResult:
-        return SyncLLMResult.of(self._broker._run(self._scoped.ask(prompt, **kwargs)))
-
-    def chat(self, messages: list[dict[str, Any]], **kwargs: Any) -> SyncLLMResult:
-        return SyncLLMResult.of(self._broker._run(self._scoped.chat(messages, **kwargs)))
-
-    def stream(self, prompt: str, **kwargs: Any) -> SyncStream:
-        return SyncStream(self._broker, self._scoped.stream(prompt, **kwargs))
-
-    def record_quality(self, score: float, **kwargs: Any) -> None:
-        self._broker._run(self._scoped.record_quality(score, **kwargs))
 
     def __repr__(self) -> str:
         return f"<ScopedBroker scope={self.scope!r}>"
@@ -280,15 +379,22 @@ class ScopedBroker:
 class Direct:
     """``Broker.direct(name)``: one model, no pool, no failover, no journal row."""
 
-    def __init__(self, broker: Broker, direct: Any) -> None:
+    def __init__(self, broker: Broker, direct: AsyncDirect) -> None:
         self._broker = broker
         self._direct = direct
 
-    def ask(self, prompt: str, **kwargs: Any) -> SyncLLMResult:
-        return SyncLLMResult.of(self._broker._run(self._direct.ask(prompt, **kwargs)))
+    @property
+    def name(self) -> str:
+        return self._direct.name
 
-    def chat(self, messages: list[dict[str, Any]], **kwargs: Any) -> SyncLLMResult:
-        return SyncLLMResult.of(self._broker._run(self._direct.chat(messages, **kwargs)))
+    def ask(self, prompt: str, *, wait: float | None = None, **params: Any) -> SyncLLMResult:
+        return SyncLLMResult.of(self._broker._run(self._direct.ask(prompt, wait=wait,
+                                                                   **params)))
 
-    def stream(self, prompt: str, **kwargs: Any) -> SyncStream:
-        return SyncStream(self._broker, self._direct.stream(prompt, **kwargs))
+    def chat(self, messages: Messages, *, tools: list[dict[str, Any]] | None = None,
+             wait: float | None = None, **params: Any) -> SyncLLMResult:
+        return SyncLLMResult.of(self._broker._run(self._direct.chat(
+            messages, tools=tools, wait=wait, **params)))
+
+    def stream(self, prompt: str | Messages, **params: Any) -> SyncStream:
+        return SyncStream(self._broker, self._direct.stream(prompt, **params))

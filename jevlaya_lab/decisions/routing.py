@@ -21,14 +21,14 @@ Decisions the spec leaves open, written down here:
 
 from __future__ import annotations
 
-import html
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from jevlaya_lab import display
 from jevlaya_lab.decisions import detect as detection
 from jevlaya_lab.decisions.budget import check_budget
 from jevlaya_lab.decisions.registry import Registry
 
-__all__ = ["REQUEST_KEYS", "Decision", "RoutingPolicy", "primary_subtag"]
+__all__ = ["REQUEST_KEYS", "Decision", "RoutingPolicy", "decision_card", "primary_subtag"]
 
 REQUEST_KEYS = ("state", "questions", "model", "task", "lang", "lang_guess", "max_len", "head_max_len")
 _ENGLISH_CODES = {"en", "eng", "english"}
@@ -64,15 +64,31 @@ class Decision(dict):
         return self.get("workflow")
 
     def _repr_html_(self) -> str:
-        """Notebook view: the checkpoint, the rule that chose it, the reason and the script mix."""
-        found = self.get("detection") or {}
-        profile = ", ".join(f"{script} {share:.0%}" for script, share in found.get("script_profile", {}).items())
-        rows = [("model", self.get("model")), ("source", self.get("source")), ("reason", self.get("reason"))]
-        if found:
-            rows += [("language", found.get("language") or "undecided"), ("scripts", profile or "no letters")]
-        body = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th>"
-                       f"<td style='text-align:left'>{html.escape(str(v))}</td></tr>" for k, v in rows)
-        return f"<table class='jevlaya-decision'>{body}</table>"
+        """Notebook view: the package's card (:mod:`jevlaya_lab.display`) with the checkpoint,
+        the rule that chose it, the reason, the language and the script mix."""
+        return display.decision_html(decision_card(self))
+
+
+def decision_card(decision: Mapping[str, Any]) -> dict[str, Any]:
+    """What a decision's card shows: model, rule, reason, script shares and language guess."""
+    if not isinstance(decision, Mapping) or "model" not in decision:
+        shown = repr(decision)
+        raise TypeError(f"decision={shown if len(shown) <= 80 else shown[:77] + '...'}: "
+                        "expected a routing decision (router.route(...)) with a 'model' key")
+    found = decision.get("detection") or (decision.get("explain") or {}).get("detection") or {}
+    profile = found.get("script_profile") or {}
+    language = found.get("language")
+    if language:
+        language = f"{detection.language_name(language)} ({language})"
+    return {
+        "model": str(decision["model"]), "source": str(decision.get("source", "")),
+        "reason": str(decision.get("reason", "")), "workflow": decision.get("workflow"),
+        "script": found.get("script"),
+        "scripts": [{"label": str(k), "p": float(v)} for k, v in
+                    sorted(profile.items(), key=lambda kv: -kv[1])],
+        "language": language or "undecided",
+        "evidence": found.get("evidence"),
+    }
 
 
 class RoutingPolicy:

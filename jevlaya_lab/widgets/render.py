@@ -6,41 +6,27 @@ only (no script, no CDN) and every piece of state or model text goes through
 ``html.escape``, so an XSS payload in a state or an answer shows as text. The JSON payload is
 ``{"kind": ..., "data": ...}`` with plain JSON values, for tests and notebook checks.
 
-Engine owners hook it in with one line, e.g. on ``Decision``::
-
-    def _repr_mimebundle_(self, include=None, exclude=None):
-        from jevlaya_lab.widgets.render import mimebundle; return mimebundle(self)
-
-Until then ``rich(obj)`` wraps any of these objects so a notebook cell displays it.
-This module imports neither ipywidgets nor anywidget (it is cheap to import).
+The card, escaping, clipping and the JSON payload come from :mod:`jevlaya_lab.display`, which
+the engines use for their own notebook displays too (one renderer for the whole package); the
+names ``MIME``, ``escape``, ``box``, ``jsonable``, ``bars_html``, ``llm_card`` and ``llm_html``
+stay importable from here. ``rich(obj)`` wraps any of these objects so a notebook cell displays
+it. This module imports neither ipywidgets nor anywidget (it is cheap to import).
 """
 
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Mapping, Sequence
-from html import escape
+from collections.abc import Mapping
 from typing import Any
 
-MIME = "application/vnd.jevlaya+json"
-_BAR = ("display:inline-block;height:0.8em;background:{color};width:{pct:.1f}%;"
-        "vertical-align:middle")
+from jevlaya_lab import display
+from jevlaya_lab.decisions.routing import decision_card
+from jevlaya_lab.display import MIME, bars_html, escape, jsonable, llm_card, llm_html
+from jevlaya_lab.display import card as box
 
-
-def jsonable(value: Any) -> Any:
-    """``value`` with only JSON types (NaN → None, tuples → lists, unknown → str)."""
-    if isinstance(value, float):
-        return None if math.isnan(value) or math.isinf(value) else value
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, Mapping):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [jsonable(v) for v in value]
-    if hasattr(value, "item"):  # numpy / torch scalars
-        return jsonable(value.item())
-    return str(value)
+__all__ = ["MIME", "answer_rows", "answers_html", "bars_html", "box", "decision_card",
+           "decision_html", "escape", "jsonable", "kind_of", "llm_card", "llm_html",
+           "mimebundle", "rich"]
 
 
 # -- normalised views (shared with the widgets) ---------------------------------------------
@@ -74,49 +60,7 @@ def answer_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def decision_card(decision: Mapping[str, Any]) -> dict[str, Any]:
-    """What the routing card shows: model, rule, reason, script bars and language guess."""
-    if not isinstance(decision, Mapping) or "model" not in decision:
-        raise TypeError(f"decision={_short(decision)}: expected a routing decision "
-                        "(router.route(...)) with a 'model' key")
-    found = decision.get("detection") or (decision.get("explain") or {}).get("detection") or {}
-    profile = found.get("script_profile") or {}
-    language = found.get("language")
-    if language:
-        from jevlaya_lab.decisions.detect import language_name
-
-        language = f"{language_name(language)} ({language})"
-    return {
-        "model": str(decision["model"]), "source": str(decision.get("source", "")),
-        "reason": str(decision.get("reason", "")), "workflow": decision.get("workflow"),
-        "script": found.get("script"),
-        "scripts": [{"label": str(k), "p": float(v)} for k, v in
-                    sorted(profile.items(), key=lambda kv: -kv[1])],
-        "language": language or "undecided",
-        "evidence": found.get("evidence"),
-    }
-
-
-def llm_card(result: Any) -> dict[str, Any]:
-    """A Broker answer or a finished stream: model, ids, usage and text."""
-    return {"llm_name": getattr(result, "llm_name", None), "call_id": getattr(result, "call_id",
-            None), "trace_id": getattr(result, "trace_id", None),
-            "usage": jsonable(getattr(result, "usage", None) or {}),
-            "text": str(getattr(result, "text", ""))}
-
-
 # -- HTML --------------------------------------------------------------------------------------
-def bars_html(bars: Sequence[Mapping[str, Any]], color: str = "#4c78a8") -> str:
-    cells = []
-    for bar in bars:
-        p = max(0.0, min(1.0, float(bar["p"])))
-        cells.append(
-            f"<tr><td style='padding:0 .5em 0 0'>{escape(str(bar['label']))}</td>"
-            f"<td style='width:12em'><span style='{_BAR.format(color=color, pct=p * 100)}'>"
-            f"</span></td><td style='text-align:right'>{p:.2f}</td></tr>")
-    return f"<table style='border-collapse:collapse;font-size:90%'>{''.join(cells)}</table>"
-
-
 def answers_html(result: Mapping[str, Any]) -> str:
     parts = []
     for row in answer_rows(result):
@@ -132,26 +76,7 @@ def answers_html(result: Mapping[str, Any]) -> str:
 
 
 def decision_html(decision: Mapping[str, Any]) -> str:
-    card = decision_card(decision)
-    return box(
-        f"<div><b>→ {escape(card['model'])}</b> <small>by rule "
-        f"<code>{escape(card['source'])}</code></small></div>"
-        f"<div>{escape(card['reason'])}</div>"
-        f"<div><small>language: {escape(card['language'])}</small></div>"
-        f"{bars_html(card['scripts'], '#72b7b2')}")
-
-
-def llm_html(result: Any) -> str:
-    card = llm_card(result)
-    usage = ", ".join(f"{escape(k)}={escape(str(v))}" for k, v in card["usage"].items())
-    return box(f"<div><b>{escape(str(card['llm_name']))}</b> <small>{usage}</small></div>"
-                f"<pre style='white-space:pre-wrap;margin:.3em 0'>{escape(card['text'])}</pre>")
-
-
-def box(inner: str) -> str:
-    """Wrap rendered parts in the bordered card every rich display of the package uses."""
-    return ("<div class='jevlaya' style='font-family:sans-serif;border:1px solid #ddd;"
-            f"border-radius:4px;padding:.5em;max-width:48em'>{inner}</div>")
+    return display.decision_html(decision_card(decision))
 
 
 def _short(value: Any) -> str:

@@ -112,9 +112,9 @@ def test_chaos_every_call_ends_and_every_attempt_is_journaled(chaos_server, db) 
                 calls[[c["trace"] for c in calls].index(stream.trace_id)]["lanes"] = \
                     [lane.call_id for lane in stream.lanes]
                 assert all(lane.state != "running" for lane in stream.lanes)
-            pool = broker._pool
+            pool = broker._rt.pool
             assert all(s.in_flight == 0 for s in pool.states.values()), r  # no leaked slot
-            assert not pool._waiters and not broker._streams, r  # nobody left waiting
+            assert not pool._waiters and not broker._rt.streams, r  # nobody left waiting
         async with AsyncBroker(db, models=models, catalog=[]) as reader:
             return calls, await reader.calls()
 

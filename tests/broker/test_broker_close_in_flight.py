@@ -84,8 +84,8 @@ def test_aclose_with_grace_lets_calls_in_flight_finish(abroker, server, db, cfg)
         async with broker:
             server.set_fault("a", FaultProfile(latency=0.3))
             calls = [asyncio.ensure_future(broker.ask(f"q{i}", max_tokens=3)) for i in range(3)]
-            await until(lambda: broker._pool is not None
-                        and broker._pool.states["a"].in_flight == 3)
+            await until(lambda: broker._rt.built
+                        and broker._rt.pool.states["a"].in_flight == 3)
             with pytest.raises(ValueError, match="grace=-1"):
                 await broker.aclose(grace=-1)
             await broker.aclose(grace=10)
@@ -120,7 +120,7 @@ def test_concurrent_aclose_calls_return_after_the_journal_is_written(abroker, se
         await broker.__aenter__()
         server.set_fault("a", SLOW)
         call = asyncio.ensure_future(broker.ask("x"))
-        await until(lambda: broker._pool.states["a"].in_flight == 1)  # type: ignore[union-attr]
+        await until(lambda: broker._rt.pool.states["a"].in_flight == 1)  # type: ignore[union-attr]
         seen: list[int] = []
 
         async def close_and_count() -> None:

@@ -23,7 +23,7 @@ def test_broker_with_no_keys_answers_from_local_smollm2(tmp_path: Path, monkeypa
         assert result.llm_name == "local/smollm2" and result.text.strip()
         with broker.stream("Name a colour.", max_tokens=6) as stream:
             assert "".join(stream).strip() and stream.llm_name == "local/smollm2"
-        server = broker.engine._embedded.servers["smollm2"]
+        server = broker.engine._rt.embedded.servers["smollm2"]
         assert server.base_url.startswith("http://127.0.0.1:")
         snap = broker.snapshot()
         assert snap["local/smollm2"]["in_pool"] and snap["local/smollm2"]["fallback"]

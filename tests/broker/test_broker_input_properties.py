@@ -42,7 +42,7 @@ def test_any_call_argument_is_accepted_or_named_in_a_documented_error(tmp_path: 
 @settings(max_examples=60, deadline=None)
 @given(score=ANY)
 def test_any_score_is_recorded_or_named_in_a_value_error(score) -> None:
-    from jevlaya_lab.broker.engine import check_score
+    from jevlaya_lab.broker.validation import check_score
 
     try:
         value = check_score(score)

@@ -141,7 +141,7 @@ def test_rejecting_pool_with_the_packaged_catalog_never_answers_from_smollm2(
     assert rows(b) == {("a", "error"): 1, ("b", "error"): 1}
     snap = b.snapshot()["local/smollm2"]
     assert (snap["in_pool"], snap["fallback"], snap["unavailable"]) == (False, True, None)
-    assert b.engine._embedded.servers == {}  # nothing was loaded
+    assert b.engine._rt.embedded.servers == {}  # nothing was loaded
 
 
 def test_embedded_model_joins_only_a_caller_without_models_or_when_asked(

@@ -67,10 +67,10 @@ def test_embedded_default_serves_local_models_and_journals_per_user(tmp_path: Pa
     with Broker(catalog=catalog) as b:
         result = b.ask("hello")
         assert result.llm_name == "local/tiny" and result.text
-        servers = b.engine._embedded.servers
+        servers = b.engine._rt.embedded.servers
         assert list(servers) == ["tiny"]
         assert servers["tiny"].base_url.startswith("http://127.0.0.1:")
-    assert b.engine._embedded.servers == {}  # stopped with the broker
+    assert b.engine._rt.embedded.servers == {}  # stopped with the broker
     assert len(open_store(tmp_path / "home" / "broker.db").attempts()) == 1
 
 

@@ -1,0 +1,159 @@
+"""Call validation, pure: every argument a caller gives is checked here, before anything runs.
+
+Each check returns the normalised value or raises ``ValueError`` (``TypeError`` for a ``wait``
+that is not a number) whose message names the field, the value and the fix. :func:`check_call`
+turns the keywords of ``ask``/``chat``/``stream`` into one :class:`Call`, which is what the
+runtime, the races and the streams read; nothing else in the package re-validates them.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+Messages = list[dict[str, Any]]
+RESERVED_PARAMS = ("model", "messages", "stream", "stream_options", "tools")
+DEFAULT_MAX_ATTEMPTS = 10
+DEFAULT_MAX_ATTEMPTS_PER_MODEL = 3
+DEFAULT_WINDOW_S = 1.0
+
+
+def check_prompt(prompt: Any) -> Messages:
+    if not isinstance(prompt, str) or not prompt:
+        raise ValueError(f"prompt={prompt!r:.80}: must be a non-empty string (use chat() for a "
+                         "list of messages)")
+    return [{"role": "user", "content": prompt}]
+
+
+def check_messages(messages: Any) -> Messages:
+    if isinstance(messages, str) or not isinstance(messages, Sequence) or not messages:
+        raise ValueError(f"messages={messages!r:.80}: must be a non-empty list of "
+                         "{'role': ..., 'content': ...} dicts (use ask() for a plain prompt)")
+    for i, m in enumerate(messages):
+        if not isinstance(m, Mapping) or "role" not in m:
+            raise ValueError(f"messages[{i}]={m!r:.80}: each message must be a dict with a "
+                             "'role' (system/user/assistant/tool) and 'content'")
+    return [dict(m) for m in messages]
+
+
+def check_stream_input(prompt: Any) -> Messages:
+    """``stream()`` takes a prompt string or, like ``chat()``, a list of messages."""
+    return check_prompt(prompt) if isinstance(prompt, str) else check_messages(prompt)
+
+
+def check_label(name: str, value: Any) -> str | None:
+    if value is not None and (not isinstance(value, str) or not value):
+        raise ValueError(f"{name}={value!r}: must be a non-empty string or None")
+    return value
+
+
+def check_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    """Extra provider params may not override the request fields the broker sets itself."""
+    clash = sorted(set(params) & set(RESERVED_PARAMS))
+    if clash:
+        raise ValueError(f"{clash[0]}=...: the broker sets this request field itself; pass the "
+                         "prompt, messages or tools as arguments and let the pool pick the model")
+    return dict(params)
+
+
+def check_wait(wait: Any) -> float | None:
+    if wait is None:
+        return None
+    if isinstance(wait, bool) or not isinstance(wait, (int, float)) or math.isnan(wait):
+        raise TypeError(f"wait={wait!r}: must be None, 0 or a number of seconds")
+    if wait < 0:
+        raise ValueError(f"wait={wait!r}: must be None (no deadline), 0 (no queueing) or a "
+                         "positive number of seconds")
+    return float(wait)
+
+
+def check_fastest_of(fastest_of: Any) -> int:
+    if fastest_of is None:
+        return 1
+    if isinstance(fastest_of, bool) or not isinstance(fastest_of, int) or fastest_of < 1:
+        raise ValueError(f"fastest_of={fastest_of!r}: must be None or an integer >= 1 (the "
+                         "number of models to race)")
+    return fastest_of
+
+
+def check_window(window: Any) -> float:
+    if isinstance(window, bool) or not isinstance(window, (int, float)) or math.isnan(window) \
+            or window < 0:
+        raise ValueError(f"stream_selection_window={window!r}: must be a number of seconds >= 0 "
+                         "(0 shows the first text from any lane)")
+    return float(window)
+
+
+def check_ceiling(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name}={value!r}: must be an integer >= 1 (a hard ceiling on the "
+                         "requests one call may send; see jevlaya_lab.broker.limits)")
+    return value
+
+
+def check_grace(grace: Any) -> float:
+    if isinstance(grace, bool) or not isinstance(grace, (int, float)) or not 0 <= grace < math.inf:
+        raise ValueError(f"grace={grace!r}: must be a number of seconds >= 0 (how long calls in "
+                         "flight may still finish before closing cancels them)")
+    return float(grace)
+
+
+def check_score(score: Any) -> float:
+    if isinstance(score, bool) or not isinstance(score, (int, float)) or math.isnan(score) \
+            or not 0.0 <= score <= 1.0:
+        raise ValueError(f"score={score!r}: must be a number between 0 (bad) and 1 (good)")
+    return float(score)
+
+
+def check_scope(scope: Any) -> str:
+    if not isinstance(scope, str) or not scope or "/" in scope:
+        raise ValueError(f"scope={scope!r}: must be a non-empty string without '/'")
+    return scope
+
+
+def check_local(local: Any) -> bool | None:
+    if not (local is None or isinstance(local, bool)):
+        raise ValueError(f"local={local!r}: must be None (the embedded local models join only a "
+                         "caller without other models), True (always) or False (never)")
+    return local
+
+
+@dataclass(frozen=True)
+class Call:
+    """One routed call's validated arguments (``lanes`` is ``fastest_of``)."""
+
+    messages: Messages
+    trace_id: str
+    operation: str | None = None
+    tools: list[dict[str, Any]] | None = None
+    wait: float | None = None
+    lanes: int = 1
+    window: float = DEFAULT_WINDOW_S
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    max_attempts_per_model: int = DEFAULT_MAX_ATTEMPTS_PER_MODEL
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+def check_call(messages: Messages, *, tools: list[dict[str, Any]] | None = None,
+               operation: Any = None, trace_id: Any = None, wait: Any = None,
+               fastest_of: Any = None, window: Any = DEFAULT_WINDOW_S,
+               max_attempts: Any = DEFAULT_MAX_ATTEMPTS,
+               max_attempts_per_model: Any = DEFAULT_MAX_ATTEMPTS_PER_MODEL,
+               params: Mapping[str, Any] | None = None) -> Call:
+    """Every keyword of one call, checked (``messages`` already are, by the check_* above)."""
+    operation = check_label("operation", operation)
+    trace_id = check_label("trace_id", trace_id)
+    params = check_params(params or {})
+    wait = check_wait(wait)
+    lanes = check_fastest_of(fastest_of)
+    window = check_window(window)
+    max_attempts = check_ceiling("max_attempts", max_attempts)
+    max_attempts_per_model = check_ceiling("max_attempts_per_model", max_attempts_per_model)
+    if lanes > max_attempts:
+        raise ValueError(f"fastest_of={lanes} races more models than max_attempts={max_attempts} "
+                         "allows; raise max_attempts or race fewer")
+    return Call(messages, trace_id or uuid.uuid4().hex, operation, tools, wait, lanes, window,
+                max_attempts, max_attempts_per_model, params)

@@ -1,0 +1,150 @@
+"""Rich display helpers below the engines and the views: one card for every notebook display.
+
+Engines (a routing ``Decision``, a Broker ``LLMResult``, a stream) and the widgets both draw
+with these functions, so the package has one HTML renderer: a bordered card with inline styles
+only (no script, no CDN), every piece of state or model text through :func:`escape` (an XSS
+payload shows as text), long text clipped to its start and end around a note of how much is
+left out, and a JSON payload under :data:`MIME` (``{"kind": ..., "data": ...}`` with plain JSON
+values) for tests and notebook checks. This module imports nothing of the package.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from html import escape
+from typing import Any
+
+__all__ = ["MIME", "bars_html", "card", "clip", "clipped_html", "decision_html", "escape",
+           "jsonable", "llm_card", "llm_html", "stream_html", "stream_plain"]
+
+MIME = "application/vnd.jevlaya+json"
+MUTED = "color:#888"
+_BAR = ("display:inline-block;height:0.8em;background:{color};width:{pct:.1f}%;"
+        "vertical-align:middle")
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` with only JSON types (NaN → None, tuples → lists, unknown → str)."""
+    if isinstance(value, float):
+        return None if math.isnan(value) or math.isinf(value) else value
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [jsonable(v) for v in value]
+    if hasattr(value, "item"):  # numpy / torch scalars
+        return jsonable(value.item())
+    return str(value)
+
+
+def card(inner: str) -> str:
+    """Wrap rendered parts in the bordered card every rich display of the package uses."""
+    return ("<div class='jevlaya' style='font-family:sans-serif;border:1px solid #ddd;"
+            f"border-radius:4px;padding:.5em;max-width:48em'>{inner}</div>")
+
+
+def clip(text: str, limit: int) -> tuple[str, str, int]:
+    """``(head, tail, left out)``: all of ``text`` in ``head`` when it fits in ``limit``."""
+    if len(text) <= limit:
+        return text, "", 0
+    tail = limit // 4
+    return text[:limit - tail], text[len(text) - tail:], len(text) - limit
+
+
+def clipped_html(text: str, limit: int, *, empty: str = "(no text yet)") -> str:
+    """``text`` escaped and clipped to ``limit`` characters (start … note … end)."""
+    head, tail, cut = clip(text, limit)
+    if not head:
+        return f"<i style='{MUTED}'>{escape(empty)}</i>"
+    if not cut:
+        return escape(head)
+    return (f"{escape(head)}<i style='{MUTED}'> … {cut} characters left out … </i>"
+            f"{escape(tail)}")
+
+
+def bars_html(bars: Sequence[Mapping[str, Any]], color: str = "#4c78a8") -> str:
+    """A table of labelled probability bars (``{"label": ..., "p": 0..1}``)."""
+    cells = []
+    for bar in bars:
+        p = max(0.0, min(1.0, float(bar["p"])))
+        cells.append(
+            f"<tr><td style='padding:0 .5em 0 0'>{escape(str(bar['label']))}</td>"
+            f"<td style='width:12em'><span style='{_BAR.format(color=color, pct=p * 100)}'>"
+            f"</span></td><td style='text-align:right'>{p:.2f}</td></tr>")
+    return f"<table style='border-collapse:collapse;font-size:90%'>{''.join(cells)}</table>"
+
+
+# -- a routing decision --------------------------------------------------------------------------
+def decision_html(decision: Mapping[str, Any]) -> str:
+    """The card of a routing decision's summary (``decisions.routing.decision_card``)."""
+    scripts = ", ".join(f"{s['label']} {float(s['p']):.0%}" for s in decision["scripts"])
+    return card(
+        f"<div><strong>→ {escape(str(decision['model']))}</strong> <small>by rule "
+        f"<code>{escape(str(decision['source']))}</code></small></div>"
+        f"<div>{escape(str(decision['reason']))}</div>"
+        f"<div><small>language: {escape(str(decision['language']))}"
+        + (f" &middot; scripts: {escape(scripts)}" if scripts else "") + "</small></div>"
+        f"{bars_html(decision['scripts'], '#72b7b2')}")
+
+
+# -- a Broker answer -----------------------------------------------------------------------------
+def llm_card(result: Any) -> dict[str, Any]:
+    """A Broker answer or a finished stream: model, ids, usage and text."""
+    return {"llm_name": getattr(result, "llm_name", None),
+            "call_id": getattr(result, "call_id", None),
+            "trace_id": getattr(result, "trace_id", None),
+            "usage": jsonable(getattr(result, "usage", None) or {}),
+            "text": str(getattr(result, "text", ""))}
+
+
+def llm_html(result: Any) -> str:
+    data = llm_card(result)
+    usage = ", ".join(f"{escape(k)}={escape(str(v))}" for k, v in data["usage"].items())
+    call = f" &middot; call {escape(str(data['call_id'])[:8])}" if data["call_id"] else ""
+    body = escape(data["text"]) or f"<i style='{MUTED}'>(tool calls only)</i>"
+    return card(f"<div><b>{escape(str(data['llm_name']))}</b> <small>{usage}{call}</small></div>"
+                f"<pre style='white-space:pre-wrap;margin:.3em 0'>{body}</pre>")
+
+
+# -- a stream ------------------------------------------------------------------------------------
+def _state_line(data: Mapping[str, Any]) -> str:
+    if data["state"] == "open":
+        return f"open, {data['deltas']} delta(s) read" if data["started"] else "open, not started"
+    return f"{data['state']} after {data['deltas']} delta(s)"
+
+
+def _marks(lane: Mapping[str, Any]) -> str:
+    return ", ".join(mark for mark in ("shown", "winner") if lane[mark])
+
+
+def _lane_line(lane: Mapping[str, Any]) -> str:
+    marks = _marks(lane)
+    return f"{lane['llm_name']} {lane['state']}" + (f" ({marks})" if marks else "")
+
+
+def stream_plain(data: Mapping[str, Any], label: str, limit: int) -> str:
+    """The plain-text display of a stream snapshot (``llm_name``, ``state``, ``text``,
+    ``lanes``...)."""
+    head, tail, cut = clip(data["text"], limit)
+    text = repr(head) + (f" ... [{cut} characters] ... {tail!r}" if cut else "")
+    lines = [f"<{label} {data['llm_name'] or '?'}: {_state_line(data)}>", f"text: {text}"]
+    if data["lanes"]:
+        lines.append("lanes: " + "; ".join(_lane_line(lane) for lane in data["lanes"]))
+    return "\n".join(lines)
+
+
+def stream_html(data: Mapping[str, Any], label: str, limit: int) -> str:
+    rows = "".join(
+        f"<tr><td style='padding:0 .6em 0 0'>{escape(lane['llm_name'])}</td>"
+        f"<td style='padding:0 .6em 0 0'>{escape(lane['state'])}</td>"
+        f"<td>{escape(_marks(lane))}</td></tr>"
+        for lane in data["lanes"])
+    lanes = (f"<table style='border-collapse:collapse;font-size:85%;margin-top:.3em'>{rows}"
+             "</table>" if rows else "")
+    return card(f"<div><b>{escape(data['llm_name'] or 'no model yet')}</b> "
+                f"<small>{escape(label)} &middot; {escape(_state_line(data))} &middot; "
+                f"trace {escape(data['trace_id'][:8])}</small></div>"
+                f"<div style='white-space:pre-wrap;margin:.3em 0'>"
+                f"{clipped_html(data['text'], limit)}</div>{lanes}")
