@@ -58,6 +58,7 @@ from jevlaya_lab.decisions.encoding import (
     tokenize_states,
 )
 from jevlaya_lab.decisions.model import DecisionModel, DecisionOutput
+from jevlaya_lab.decisions.prior import PriorBuilder, PriorInputs
 from jevlaya_lab.decisions.questions import Question, parse_questions
 from jevlaya_lab.hooks import HookHost, HookRunner, PredictContext, aggregate_usage
 
@@ -155,6 +156,7 @@ class Agent(HookHost):
         self._amp = _autocast_dtype(config, self.device)
         self._heads: OrderedDict[tuple, tuple[QuestionHead, ...]] = OrderedDict()
         self._heads_lock = threading.Lock()
+        self._prior = PriorBuilder(network, self._rows) if network.prior is not None else None
 
     def __repr__(self) -> str:
         return (f"<Agent model_id={self.model_id!r} device={self.device.type} "
@@ -255,8 +257,11 @@ class Agent(HookHost):
         results: list[dict[str, Any]] = [{} for _ in states]
         for start in range(0, len(order), chunk):
             picked = order[start:start + chunk]
-            batch = build_batch(self._rows, [tokens[i] for i in picked], heads, max_len=max_len)
-            for index, result in zip(picked, self._decode(batch, self._forward(batch))):
+            chunk_tokens = [tokens[i] for i in picked]
+            batch = build_batch(self._rows, chunk_tokens, heads, max_len=max_len)
+            prior = self._prior and self._prior.inputs(chunk_tokens, batch.questions, max_len,
+                                                       batch.option_mask.shape[1])
+            for index, result in zip(picked, self._decode(batch, self._forward(batch, prior))):
                 results[index] = result
         return results
 
@@ -274,10 +279,10 @@ class Agent(HookHost):
                 self._heads.popitem(last=False)
         return heads
 
-    def _forward(self, batch: EncodedBatch) -> DecisionOutput:
+    def _forward(self, batch: EncodedBatch, prior: PriorInputs | None = None) -> DecisionOutput:
         amp = torch.autocast(self.device.type, dtype=self._amp) if self._amp else nullcontext()
         with torch.inference_mode(), amp:
-            return self.decision_model(batch.to(self.device))
+            return self.decision_model(batch.to(self.device), prior and prior.to(self.device))
 
     def _decode(self, batch: EncodedBatch, out: DecisionOutput) -> Iterator[dict[str, Any]]:
         questions = batch.questions

@@ -339,6 +339,18 @@ def _encoder_config(path: Path) -> Any:
     return config
 
 
+def prior_config(config: CheckpointConfig, source: Any = CONFIG_FILE) -> Any:
+    """The checkpoint's :class:`~jevlaya_lab.decisions.prior.PriorConfig`, or None when it declares none."""
+    from jevlaya_lab.decisions.prior import PRIOR_KEY, PriorConfig
+
+    if PRIOR_KEY not in config.extra:
+        return None
+    try:
+        return PriorConfig.from_value(config.extra[PRIOR_KEY])
+    except (TypeError, ValueError) as exc:
+        raise CheckpointError(f"{source}: {exc}") from None
+
+
 def load_checkpoint(source: Any) -> Checkpoint:
     """Load ``(model, tokenizer, config)`` from a checkpoint source (see the module docstring).
 
@@ -356,7 +368,8 @@ def load_checkpoint(source: Any) -> Checkpoint:
     config = CheckpointConfig.from_file(path / CONFIG_FILE)
     encoder_config = _encoder_config(path)
     model = DecisionModel(AutoModel.from_config(encoder_config), head_layers=config.head_layers,
-                          n_act=config.n_act, activation=config.head_activation)
+                          n_act=config.n_act, activation=config.head_activation,
+                          prior=prior_config(config, path / CONFIG_FILE))
     weights = path / WEIGHTS_FILE
     try:
         tensors = load_file(weights)

@@ -4,7 +4,9 @@ The module layout (and so every tensor name) follows the public Laya layout in
 ``spec/decisions.md`` §2, so their checkpoints load strictly: ``encoder``, ``type_emb``, ``head``
 (stock ``nn.TransformerEncoder``), ``scorer``, ``act_head`` and the ``temperature`` buffer.
 Only the forward pass lives here; temperatures and answers are applied in
-:mod:`jevlaya_lab.decisions.calibration` and :mod:`jevlaya_lab.decisions.agent`.
+:mod:`jevlaya_lab.decisions.calibration` and :mod:`jevlaya_lab.decisions.agent`. A checkpoint
+that declares a ``similarity_prior`` also gets a ``prior`` module (:mod:`.prior`) whose logits
+are added to the scorer's; without it the forward pass is the Laya one, unchanged.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from typing import Any, NamedTuple
 
 import torch
 from torch import nn
+
+from jevlaya_lab.decisions.prior import PriorConfig, PriorInputs, SimilarityPrior, mean_pool
 
 MASKED_LOGIT = -1e4
 N_TYPES = 3
@@ -57,7 +61,7 @@ class DecisionModel(nn.Module):
     """
 
     def __init__(self, encoder: nn.Module, *, head_layers: int, n_act: int,
-                 activation: str = "relu") -> None:
+                 activation: str = "relu", prior: PriorConfig | None = None) -> None:
         super().__init__()
         if isinstance(head_layers, bool) or not isinstance(head_layers, int) or head_layers < 0:
             raise ValueError(f"head_layers must be an int >= 0, got {head_layers!r}")
@@ -77,6 +81,7 @@ class DecisionModel(nn.Module):
             nn.Linear(d + ACT_FEATURES, ACT_HIDDEN), nn.GELU(), nn.Linear(ACT_HIDDEN, n_act)
         )
         self.register_buffer("temperature", torch.ones(N_TYPES))
+        self.prior = SimilarityPrior(d, prior) if prior is not None else None
 
     @property
     def hidden_size(self) -> int:
@@ -90,9 +95,19 @@ class DecisionModel(nn.Module):
     def n_act(self) -> int:
         return self.act_head[-1].out_features
 
-    def forward(self, batch: Any) -> DecisionOutput:
+    def pool(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Unit mean-pooled encoder vectors of whole texts (the similarity prior's view)."""
+        hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        return mean_pool(hidden, attention_mask)
+
+    def forward(self, batch: Any, prior: PriorInputs | None = None) -> DecisionOutput:
         """Score a batch with ``input_ids``, ``attention_mask``, ``type_ids``,
-        ``option_positions`` and ``option_mask`` (an :class:`~jevlaya_lab.decisions.encoding.EncodedBatch`)."""
+        ``option_positions`` and ``option_mask`` (an :class:`~jevlaya_lab.decisions.encoding.EncodedBatch`).
+
+        ``prior`` is required exactly when the model has a similarity prior."""
+        if (prior is None) != (self.prior is None):
+            raise ValueError("this model " + ("has a similarity prior: pass its PriorInputs"
+                                              if prior is None else "has no similarity prior: pass prior=None"))
         attention_mask = batch.attention_mask
         hidden = self.encoder(input_ids=batch.input_ids, attention_mask=attention_mask).last_hidden_state
         hidden = hidden + self.type_emb(batch.type_ids)[:, None, :].to(hidden.dtype)
@@ -101,6 +116,9 @@ class DecisionModel(nn.Module):
         index = batch.option_positions[:, :, None].expand(-1, -1, hidden.shape[-1])
         markers = torch.gather(hidden, 1, index)
         logits = self.scorer(markers).squeeze(-1).float()
+        if self.prior is not None and prior is not None:
+            states = self.pool(prior.state_ids, prior.state_mask)[prior.row_state]
+            logits = logits + self.prior(states, prior.option_vectors, batch.type_ids, prior.true_slot)
         logits = logits.masked_fill(~batch.option_mask, MASKED_LOGIT)
         features = option_features(logits, batch.option_mask).to(hidden.dtype)
         act_logits = self.act_head(torch.cat([hidden[:, 0], features], dim=-1)).float()

@@ -56,8 +56,11 @@ def make_tiny_parts(*, seed: int = 0, hidden_size: int = 32, num_layers: int = 1
                     num_heads: int = 2, head_layers: int = 1, act_costs: tuple[float, ...] = (1.0,),
                     max_len: int = 128, head_max_len: int = 64,
                     temperature: tuple[float, float, float] = (1.0, 1.0, 1.0),
-                    temperature_by_options: dict[str, float] | None = None) -> Checkpoint:
-    """Build ``(model, tokenizer, config)`` in memory with seeded random weights."""
+                    temperature_by_options: dict[str, float] | None = None,
+                    similarity_prior: dict[str, Any] | None = None) -> Checkpoint:
+    """Build ``(model, tokenizer, config)`` in memory with seeded random weights.
+
+    ``similarity_prior`` (e.g. ``{"rank": 4}``) declares a :mod:`~jevlaya_lab.decisions.prior`."""
     import torch
     from transformers import BertConfig, BertModel
 
@@ -74,10 +77,16 @@ def make_tiny_parts(*, seed: int = 0, hidden_size: int = 32, num_layers: int = 1
         act_costs=list(act_costs), max_len=max_len, head_max_len=head_max_len,
         temperature=list(temperature), temperature_by_options=dict(temperature_by_options or {}),
     )
+    prior = None
+    if similarity_prior is not None:
+        from jevlaya_lab.decisions.prior import PRIOR_KEY, PriorConfig
+
+        prior = PriorConfig.from_value(similarity_prior)
+        config.extra[PRIOR_KEY] = prior.to_value()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = DecisionModel(BertModel(encoder_config, add_pooling_layer=False),
-                              head_layers=head_layers, n_act=config.n_act)
+                              head_layers=head_layers, n_act=config.n_act, prior=prior)
         # Larger scorer weights than the default init, so option probabilities are not ~uniform.
         torch.nn.init.normal_(model.scorer[-1].weight, std=1.0)
     model.eval()

@@ -1,0 +1,105 @@
+"""The similarity prior (decisions/prior.py): declared in the config, exact, and absent by default."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from transformers import AutoModel
+
+from jevlaya_lab.decisions.agent import Agent
+from jevlaya_lab.decisions.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from jevlaya_lab.decisions.testing import make_tiny_parts
+
+QUESTIONS = {
+    "team": {"type": "choice", "instructions": "Who handles this?",
+             "criteria": {"billing_team": "money and invoices", "technical": "bugs and crashes", "sales": ""},
+             "option_order": [2, 0, 1]},
+    "level": {"type": "score", "instructions": "How urgent?", "criteria": ["low", "medium", "high"]},
+    "refund": {"type": "noul", "instructions": "The customer asks for money back."},
+}
+STATES = ["my invoice is wrong", {"message": "the app crashes at login"}, ["hi", "please refund me"]]
+
+
+def _prior_parts(**kwargs):
+    parts = make_tiny_parts(similarity_prior={"rank": 0}, **kwargs)
+    model = parts.model
+    with torch.no_grad():  # the Laya scorer adds nothing: answers are the prior alone
+        model.scorer[-1].weight.zero_()
+        model.scorer[-1].bias.zero_()
+        model.prior.scale.copy_(torch.tensor([7.0, 5.0, 9.0]))
+        model.prior.bias.copy_(torch.tensor([0.0, 0.0, -3.0]))
+    return parts
+
+
+def _pooled(encoder, tokenizer, text):
+    """Mean of the encoder output over [CLS] text [SEP], as sentence-transformers pools."""
+    ids = [tokenizer.cls_token_id, *tokenizer(text, add_special_tokens=False)["input_ids"], tokenizer.sep_token_id]
+    with torch.no_grad():
+        hidden = encoder(input_ids=torch.tensor([ids])).last_hidden_state
+    return torch.nn.functional.normalize(hidden.mean(dim=1)[0], dim=-1)
+
+
+def test_prior_answers_equal_an_independent_cosine_computation(tmp_path):
+    """With a zero scorer, each probability is softmax(scale * cos) of plain mean-pooled vectors,
+    whatever the slot order; a noul's true side gets scale * cos(state, statement) + bias."""
+    parts = _prior_parts()
+    agent = Agent(parts)
+    results = agent.predict_batch(STATES, QUESTIONS)
+    encoder, tokenizer = parts.model.encoder, parts.tokenizer
+    from jevlaya_lab.decisions.encoding import serialize_state
+
+    for state, result in zip(STATES, results):
+        s = _pooled(encoder, tokenizer, serialize_state(state))
+        team_texts = ["billing team: money and invoices", "technical: bugs and crashes", "sales"]
+        cos = torch.stack([s @ _pooled(encoder, tokenizer, t) for t in team_texts])
+        want = torch.softmax(7.0 * cos, dim=0)
+        got = result["answers"]["team"]["probabilities"]
+        assert [got[k] for k in ("billing_team", "technical", "sales")] == pytest.approx(want.tolist(), abs=2e-4)
+        levels = ["low", "medium", "high"]
+        cos = torch.stack([s @ _pooled(encoder, tokenizer, t) for t in levels])
+        got = result["answers"]["level"]["probabilities"]
+        assert [got[str(i)] for i in range(3)] == pytest.approx(torch.softmax(5.0 * cos, 0).tolist(), abs=2e-4)
+        statement = _pooled(encoder, tokenizer, QUESTIONS["refund"]["instructions"])
+        p_true = torch.sigmoid(9.0 * (s @ statement) - 3.0).item()
+        assert result["answers"]["refund"]["noul"] == pytest.approx(p_true, abs=2e-4)
+
+
+def test_prior_round_trips_through_a_checkpoint_directory(tmp_path):
+    model, tokenizer, config = make_tiny_parts(similarity_prior={"rank": 3, "prefix": "query: "})
+    with torch.no_grad():
+        model.prior.state_proj.normal_()
+    path = save_checkpoint(tmp_path / "ck", model, tokenizer, config)
+    saved = json.loads((path / "rl_agent_config.json").read_text())
+    assert saved["similarity_prior"] == {"pooling": "mean", "prefix": "query: ", "rank": 3}
+    before = Agent((model, tokenizer, config)).predict_batch(STATES, QUESTIONS)
+    after = Agent(path).predict_batch(STATES, QUESTIONS)
+    assert [r["answers"] for r in before] == [r["answers"] for r in after]
+
+
+def test_a_laya_checkpoint_without_the_key_has_no_prior_and_no_extra_tensors(tmp_path):
+    model, tokenizer, config = make_tiny_parts()
+    assert model.prior is None
+    assert not any(k.startswith("prior.") for k in model.state_dict())
+    path = save_checkpoint(tmp_path / "ck", model, tokenizer, config)
+    assert "similarity_prior" not in json.loads((path / "rl_agent_config.json").read_text())
+    assert load_checkpoint(path).model.prior is None
+
+
+@pytest.mark.parametrize("value, fragment", [
+    ("mean", "use an object"),
+    ({"pooling": "max"}, 'pooling must be "mean"'),
+    ({"rank": -1}, "rank must be an int >= 0"),
+    ({"rnak": 4}, "unknown keys ['rnak']"),
+    ({"prefix": 3}, "prefix must be a string"),
+])
+def test_a_bad_prior_entry_names_the_key_and_the_fix(tmp_path, value, fragment):
+    model, tokenizer, config = make_tiny_parts(similarity_prior={"rank": 0})
+    path = save_checkpoint(tmp_path / "ck", model, tokenizer, config)
+    data = json.loads((path / "rl_agent_config.json").read_text())
+    data["similarity_prior"] = value
+    (path / "rl_agent_config.json").write_text(json.dumps(data))
+    with pytest.raises(CheckpointError, match="similarity_prior") as info:
+        load_checkpoint(path)
+    assert fragment in str(info.value)
