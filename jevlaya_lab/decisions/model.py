@@ -108,6 +108,8 @@ class DecisionModel(nn.Module):
         if (prior is None) != (self.prior is None):
             raise ValueError("this model " + ("has a similarity prior: pass its PriorInputs"
                                               if prior is None else "has no similarity prior: pass prior=None"))
+        if self.prior is not None and prior is not None and not self.prior.config.joint_head:
+            return self._prior_only(batch, prior)
         attention_mask = batch.attention_mask
         hidden = self.encoder(input_ids=batch.input_ids, attention_mask=attention_mask).last_hidden_state
         hidden = hidden + self.type_emb(batch.type_ids)[:, None, :].to(hidden.dtype)
@@ -117,12 +119,23 @@ class DecisionModel(nn.Module):
         markers = torch.gather(hidden, 1, index)
         logits = self.scorer(markers).squeeze(-1).float()
         if self.prior is not None and prior is not None:
-            states = self.pool(prior.state_ids, prior.state_mask)[prior.row_state]
-            logits = logits + self.prior(states, prior.option_vectors, batch.type_ids, prior.true_slot)
+            logits = logits + self._prior_logits(batch, prior)
         logits = logits.masked_fill(~batch.option_mask, MASKED_LOGIT)
         features = option_features(logits, batch.option_mask).to(hidden.dtype)
         act_logits = self.act_head(torch.cat([hidden[:, 0], features], dim=-1)).float()
         return DecisionOutput(logits, act_logits)
+
+    def _prior_logits(self, batch: Any, prior: PriorInputs) -> torch.Tensor:
+        assert self.prior is not None
+        states = self.pool(prior.state_ids, prior.state_mask)[prior.row_state]
+        return self.prior(states, prior.option_vectors, batch.type_ids, prior.true_slot)
+
+    def _prior_only(self, batch: Any, prior: PriorInputs) -> DecisionOutput:
+        """``joint_head: false``: the prior's logits, the act head on a zero first-position vector."""
+        logits = self._prior_logits(batch, prior).masked_fill(~batch.option_mask, MASKED_LOGIT)
+        features = option_features(logits, batch.option_mask)
+        first = torch.zeros((logits.shape[0], self.hidden_size), dtype=features.dtype, device=features.device)
+        return DecisionOutput(logits, self.act_head(torch.cat([first, features], dim=-1)).float())
 
 
 def parameter_count(model: nn.Module) -> int:

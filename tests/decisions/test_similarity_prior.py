@@ -72,7 +72,8 @@ def test_prior_round_trips_through_a_checkpoint_directory(tmp_path):
         model.prior.state_proj.normal_()
     path = save_checkpoint(tmp_path / "ck", model, tokenizer, config)
     saved = json.loads((path / "rl_agent_config.json").read_text())
-    assert saved["similarity_prior"] == {"pooling": "mean", "prefix": "query: ", "rank": 3}
+    assert saved["similarity_prior"] == {"pooling": "mean", "prefix": "query: ", "rank": 3, "anchors": 0,
+                                         "gate": [0.85, 40.0], "joint_head": True}
     before = Agent((model, tokenizer, config)).predict_batch(STATES, QUESTIONS)
     after = Agent(path).predict_batch(STATES, QUESTIONS)
     assert [r["answers"] for r in before] == [r["answers"] for r in after]
@@ -103,3 +104,38 @@ def test_a_bad_prior_entry_names_the_key_and_the_fix(tmp_path, value, fragment):
     with pytest.raises(CheckpointError, match="similarity_prior") as info:
         load_checkpoint(path)
     assert fragment in str(info.value)
+
+
+def test_without_the_joint_head_the_answers_are_the_prior_alone():
+    """``joint_head: false`` skips the row pass; with a zero scorer the probabilities are the same."""
+    joint = _prior_parts()
+    alone = make_tiny_parts(similarity_prior={"rank": 0, "joint_head": False})
+    alone.model.load_state_dict(joint.model.state_dict())
+    got = Agent(alone).predict_batch(STATES, QUESTIONS)
+    want = Agent(joint).predict_batch(STATES, QUESTIONS)
+    for g, w in zip(got, want):
+        for qid in QUESTIONS:
+            key = "noul" if QUESTIONS[qid]["type"] == "noul" else "probabilities"
+            assert g["answers"][qid][key] == pytest.approx(w["answers"][qid][key], abs=2e-4)
+
+
+def test_the_learned_correction_applies_only_near_the_training_texts():
+    """An option text equal to an anchor gets the full correction; one far from every anchor none."""
+    parts = make_tiny_parts(similarity_prior={"rank": 2, "anchors": 1, "gate": [0.9, 60.0]})
+    prior = parts.model.prior
+    anchor = torch.nn.functional.normalize(torch.randn(32), dim=0)
+    with torch.no_grad():
+        prior.anchors[0] = anchor
+        prior.state_proj.normal_()
+    far = torch.nn.functional.normalize(torch.randn(32) - 3 * anchor * (torch.randn(32) @ anchor), dim=0)
+    far = torch.nn.functional.normalize(far - (far @ anchor) * anchor, dim=0)  # orthogonal: cos 0
+    options = torch.stack([anchor, far])[None]
+    state = torch.nn.functional.normalize(torch.randn(1, 32), dim=-1)
+    gate = prior.gate(options)[0]
+    assert gate[0] > 0.99 and gate[1] < 1e-6
+    with torch.no_grad():
+        logits = prior(state, options, torch.tensor([0]), torch.zeros(1, 2, dtype=torch.bool))[0]
+        plain = prior.scale[0] * (options[0] @ state[0])
+        correction = (state @ prior.state_proj.T) @ (options[0] @ prior.option_proj.T).T
+    assert logits[1] == pytest.approx(plain[1].item(), abs=1e-5)
+    assert logits[0] == pytest.approx((plain[0] + gate[0] * correction[0, 0]).item(), abs=1e-5)
