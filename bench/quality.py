@@ -1,18 +1,27 @@
-"""Quality report of the bundled decision checkpoints (issue 4, item 5).
+"""Quality of the bundled decision checkpoints, next to the untrained cosine baseline (issue 11).
 
-    .venv/bin/python bench/quality.py [--checkpoints mini-en mini-multi] [--synthetic 1500]
+    .venv/bin/python bench/quality.py                       # hand-written dev + locked test, LODO, 2 seeds
+    .venv/bin/python bench/quality.py --no-lodo --split dev # quick: the dev split only
+    .venv/bin/python bench/quality.py --alternatives        # LODO of the design alternatives too
 
-Per checkpoint, on (a) the held-out synthetic split (the trainer's held-out seed, never trained on)
-and (b) the hand-written states in tests/data/eval_<group>_*.tsv: accuracy of choice answers,
-mean absolute error of scores (plus their exact-level accuracy), accuracy of noul at 0.5, and
-expected calibration error (10 bins), per question and per question type. Prints a table and writes
-bench/results/quality.json. Every answer goes through the public Agent, exactly as users get it.
+(a) **Hand-written states** (``tests/data/fresh/``, written for issue 11, never trained on): per
+question accuracy, balanced accuracy for yes/no, score MAE and ECE (10 bins) of each shipped
+checkpoint through the public Agent, per split (``dev`` may guide decisions; ``test`` is locked and
+only reported here). ``cosine`` is the same encoder untrained: the option (or statement) whose
+mean-pooled vector is nearest to the state's; for yes/no the cosine is thresholded at the split's
+median (which favours the baseline: it knows the share of yes answers).
+(b) **Leave one dataset out**: for each of CLINC150, BANKING77 and HWU64, a model trained exactly
+as the shipped one but without that dataset, scored on its test split over its full label set with
+held-out descriptions (``eval_description``) and held-out yes/no statements, next to the cosine of
+the same encoder on the same options. Mean and spread over ``--seeds``.
+Prints tables and writes bench/results/quality.json.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -20,109 +29,175 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from jevlaya_lab.decisions import bundled  # noqa: E402
-from jevlaya_lab.decisions.training import evaluation  # noqa: E402
-from jevlaya_lab.decisions.training.synthetic import generate  # noqa: E402
-from jevlaya_lab.decisions.training.trainer import HELDOUT_SEED_OFFSET  # noqa: E402
+import torch  # noqa: E402
 
-GROUPS = {"mini-en": "en", "mini-multi": "multi"}
+from jevlaya_lab._quiet import quiet_loading  # noqa: E402
+from jevlaya_lab.decisions import bundled, presets  # noqa: E402
+from jevlaya_lab.decisions.encoding import row_tokenizer, tokenize_states  # noqa: E402
+from jevlaya_lab.decisions.prior import PriorBuilder, option_texts  # noqa: E402
+from jevlaya_lab.decisions.questions import parse_questions  # noqa: E402
+from jevlaya_lab.decisions.training import evaluation, metrics  # noqa: E402
 
-
-def _table(title: str, report: dict) -> str:
-    lines = [title, f"  {'question':<28}{'type':<8}{'n':>5}{'acc':>8}{'mae':>8}{'ece':>8}"]
-    for key, row in [*report["questions"].items(), *((f"ALL {t}", {"type": t, **r}) for t, r in report["types"].items())]:
-        mae = f"{row['mae']:.3f}" if "mae" in row else "-"
-        lines.append(f"  {key:<28}{row['type']:<8}{row['n']:>5}{row['accuracy']:>8.3f}{mae:>8}{row['ece']:>8.3f}")
-    return "\n".join(lines)
+FRESH = ROOT / "tests" / "data" / "fresh"
+GROUPS = {"mini-en": ("en",), "mini-multi": ("multi", "en")}
 
 
-def _speed(name: str, agent) -> dict:
-    """Warm load time and p50/p90 latency of one state x 5 questions (triage + one email question)."""
-    import statistics
-
-    from jevlaya_lab.decisions import presets
-    from jevlaya_lab.decisions.agent import Agent
-
-    t0 = time.perf_counter()
-    Agent(str(bundled.checkpoint_dir(name)), model_id=name)
-    warm = time.perf_counter() - t0
-    questions = {**presets.triage_questions(), "needs_reply": presets.email_questions()["needs_reply"]}
-    state = {"message": "Hi, my order #5521 still has not arrived and I need it for Friday. Can you check?"}
-    agent.predict(state, questions)
-    times = []
-    for _ in range(30):
-        t0 = time.perf_counter()
-        agent.predict(state, questions)
-        times.append((time.perf_counter() - t0) * 1000)
-    times.sort()
-    return {"warm_load_seconds": round(warm, 2), "p50_ms_1x5": round(statistics.median(times), 1),
-            "p90_ms_1x5": round(times[int(0.9 * len(times)) - 1], 1)}
+def _cosine_probs(builder: PriorBuilder, tokenizer, states, question) -> list[list[float]]:
+    """One-hot answers of the untrained cosine (noul: raw cosine in [0, 1] order, thresholded later)."""
+    q = parse_questions({"q": question})[0]
+    s = builder.state_vectors(tokenize_states(row_tokenizer(tokenizer), states), 512)
+    texts = option_texts(q)
+    vectors = builder.vectors([t for t in texts if t is not None])
+    cos = s @ vectors.T
+    if q.type == "noul":
+        return [[float(c)] for c in cos[:, 0]]
+    top = cos.argmax(dim=1).tolist()
+    return [[1.0 if i == t else 0.0 for i in range(q.n_options)] for t in top]
 
 
-def evaluate(name: str, n_synthetic: int) -> dict:
-    import torch
-
-    from jevlaya_lab.decisions.agent import Agent
-
-    torch.set_num_threads(2)
-    t0 = time.perf_counter()
-    directory = bundled.checkpoint_dir(name)
-    agent = Agent(str(directory), model_id=name)
-    load_s = time.perf_counter() - t0
-    calibration = json.loads((bundled.head_dir(name) / bundled.HEAD_CALIBRATION).read_text())
-    train_config = calibration.get("train_config") or {}
-    seed = train_config.get("seed", 0)
-    shares = {k: train_config[k] for k in ("generic_share", "multilingual_share", "match_share")
-              if k in train_config}
-    out: dict = {"checkpoint": name, "load_seconds": round(load_s, 2), **_speed(name, agent)}
-    t0 = time.perf_counter()
-    heldout = evaluation.sample(generate(max(n_synthetic, 1), seed=seed + HELDOUT_SEED_OFFSET, **shares), n_synthetic)
-    out["synthetic_heldout"] = evaluation.evaluate_examples(agent, heldout)
-    group = GROUPS[name]
-    try:
-        states = evaluation.load_gold_states(ROOT / "tests" / "data", group)
-    except FileNotFoundError as exc:
-        out["handwritten"] = {"error": str(exc)}
-    else:
-        out["handwritten"] = evaluation.evaluate_gold_states(agent, states)
-        out["handwritten_states"] = len(states)
-    out["eval_seconds"] = round(time.perf_counter() - t0, 1)
+def hand_written(name: str, group: str, split: str, agent) -> dict:
+    """Metrics of ``agent`` and of the cosine baseline per question on one split."""
+    states = evaluation.load_gold_states(FRESH, group, prefix="", split=split)
+    model_report = evaluation.evaluate_gold_states(agent, states)
+    builder = PriorBuilder(agent.decision_model, row_tokenizer(agent.tokenizer))
+    out = {}
+    for preset in dict.fromkeys(s.preset for s in states):
+        rows = [s for s in states if s.preset == preset]
+        questions = presets.PRESETS[preset]()
+        for qid in rows[0].gold:
+            q = questions[qid]
+            golds = [evaluation._gold_position(q, s.gold[qid]) for s in rows]
+            probs = _cosine_probs(builder, agent.tokenizer, [s.state for s in rows], q)
+            if q["type"] == "noul":
+                median = statistics.median(p[0] for p in probs)
+                probs = [[0.0, 1.0] if p[0] > median else [1.0, 0.0] for p in probs]
+            base = metrics.summarize(q["type"], probs, golds)
+            out[f"{preset}.{qid}"] = {**model_report["questions"][f"{preset}.{qid}"],
+                                      "cosine": {k: v for k, v in base.items() if k != "ece"}}
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--checkpoints", nargs="+", default=list(bundled.BUNDLED), choices=bundled.BUNDLED)
-    parser.add_argument("--synthetic", type=int, default=800, help="held-out synthetic rows to score")
-    parser.add_argument("--keep-cache", action="store_true",
-                        help="reuse the user cache (default: a fresh one, so 'cold' includes first-use assembly)")
-    args = parser.parse_args(argv)
-    if not args.keep_cache:
-        import os
-        import tempfile
+def _lodo_scores(model, builder, tokenizer, data, intents, held: str, seed: int) -> dict:
+    from jevlaya_lab.decisions.training.real_data import intent_label, zero_shot_choice, zero_shot_noul
 
-        os.environ["JEVLAYA_HOME"] = tempfile.mkdtemp(prefix="jevlaya-quality-")
-    results = []
+    test = data[held]["test"]
+    criteria = zero_shot_choice(intents, held)
+    labels = list(criteria)
+    q = parse_questions({"q": {"type": "choice", "instructions": "What does the user want?",
+                               "criteria": criteria}})[0]
+    options = builder.vectors(option_texts(q))
+    states = builder.state_vectors(tokenize_states(row_tokenizer(tokenizer), [u.text for u in test]), 512)
+    gold = torch.tensor([labels.index(intent_label(intents[u.intent])) for u in test])
+    cos = states @ options.T
+    with torch.no_grad():
+        n = len(test)
+        trained = model.prior(states, options[None].expand(n, -1, -1), torch.zeros(n, dtype=torch.long),
+                              torch.zeros((n, len(labels)), dtype=torch.bool))
+    pairs = zero_shot_noul(test, intents, seed=seed)
+    statements = sorted({p[1] for p in pairs})
+    svec = builder.vectors(statements)
+    index = torch.tensor([statements.index(p[1]) for p in pairs])
+    truth = [int(p[2]) for p in pairs]
+    c = (states * svec[index]).sum(-1)
+    zeros = torch.zeros((n, 1, states.shape[1]))
+    with torch.no_grad():
+        logit = model.prior(states, torch.cat([zeros, svec[index][:, None]], dim=1), torch.full((n,), 2),
+                            torch.tensor([[False, True]] * n))
+    p_true = torch.softmax(logit, -1)[:, 1]
+    median = c.median()
+    return {
+        "choice_accuracy": round((trained.argmax(1) == gold).float().mean().item(), 4),
+        "choice_cosine": round((cos.argmax(1) == gold).float().mean().item(), 4),
+        "noul_balanced_accuracy": round(metrics.balanced_accuracy([[1 - p, p] for p in p_true.tolist()], truth), 4),
+        "noul_cosine": round(metrics.balanced_accuracy([[0, 1] if x > median else [1, 0] for x in c.tolist()], truth), 4),
+        "labels": len(labels), "n": n,
+    }
+
+
+def lodo(name: str, seeds: list[int], alternatives: bool, data_dir: str | None) -> dict:
+    """Leave-one-dataset-out zero-shot runs of the shipped recipe (and alternatives) for ``name``'s encoder."""
+    from jevlaya_lab.decisions.model import DecisionModel
+    from jevlaya_lab.decisions.prior import PriorConfig
+    from jevlaya_lab.decisions.training.cli import NAME_DEFAULTS, load_encoder
+    from jevlaya_lab.decisions.training.datasets import DATASETS, load_dataset
+    from jevlaya_lab.decisions.training.intents import load_intents
+    from jevlaya_lab.decisions.training.trainer import TrainConfig, train
+
+    with quiet_loading():
+        encoder, tokenizer, encoder_id = load_encoder(name)
+    intents = load_intents()
+    data = {d: load_dataset(d, data_dir) for d in DATASETS}
+    memo: dict = {}
+    base = {**NAME_DEFAULTS[name], "data_dir": data_dir}
+    recipes = {"shipped": {}}
+    if alternatives:
+        recipes.update({"ungated": {"gated": 0}, "calibrated cosine (rank 0)": {"rank": 0}})
+    probe = DecisionModel(encoder, head_layers=0, n_act=2,
+                          prior=PriorConfig(prefix=base.get("prefix", ""), joint_head=False))
+    builder = PriorBuilder(probe, row_tokenizer(tokenizer), memo)
+    out: dict = {}
+    for recipe, changes in recipes.items():
+        for held in DATASETS:
+            runs = []
+            for seed in seeds:
+                cfg = TrainConfig(**{**base, **changes, "seed": seed,
+                                     "datasets": ",".join(d for d in DATASETS if d != held)})
+                result = train(encoder, tokenizer, cfg, encoder_id=encoder_id, log=lambda m: None, memo=memo)
+                runs.append(_lodo_scores(result.model, builder, tokenizer, data, intents, held, seed))
+                print(f"  {name} {recipe:<28} held-out {held:<10} seed {seed}: {runs[-1]}", flush=True)
+            out.setdefault(recipe, {})[held] = {
+                key: {"mean": round(statistics.mean(r[key] for r in runs), 4),
+                      "spread": round(max(r[key] for r in runs) - min(r[key] for r in runs), 4)}
+                for key in ("choice_accuracy", "choice_cosine", "noul_balanced_accuracy", "noul_cosine")}
+    return out
+
+
+def _print_hand(title: str, report: dict) -> None:
+    print(title)
+    print(f"  {'question':<24}{'n':>4}{'acc':>7}{'bal':>7}{'mae':>7}{'ece':>7} | {'cos acc':>7}{'cos bal':>8}{'cos mae':>8}")
+    for key, r in report.items():
+        c = r["cosine"]
+        fmt = lambda d, k: f"{d[k]:.3f}" if k in d else "-"  # noqa: E731
+        print(f"  {key:<24}{r['n']:>4}{r['accuracy']:>7.3f}{fmt(r, 'balanced_accuracy'):>7}{fmt(r, 'mae'):>7}"
+              f"{r['ece']:>7.3f} | {c['accuracy']:>7.3f}{fmt(c, 'balanced_accuracy'):>8}{fmt(c, 'mae'):>8}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--checkpoints", nargs="+", default=list(bundled.BUNDLED), choices=bundled.BUNDLED)
+    p.add_argument("--split", choices=["dev", "test", "both"], default="both")
+    p.add_argument("--no-lodo", action="store_true", help="skip the leave-one-dataset-out runs")
+    p.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
+    p.add_argument("--alternatives", action="store_true", help="LODO of the design alternatives too")
+    p.add_argument("--data-dir", default=None)
+    p.add_argument("--threads", type=int, default=2)
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    from jevlaya_lab.decisions.agent import Agent
+
+    results: dict = {"hand_written": {}, "lodo": {}}
+    splits = ["dev", "test"] if args.split == "both" else [args.split]
+    started = time.perf_counter()
     for name in args.checkpoints:
-        try:
-            result = evaluate(name, args.synthetic)
-        except bundled.BundledCheckpointError as exc:
-            print(f"{name}: not evaluated: {exc}\n")
-            results.append({"checkpoint": name, "error": str(exc)})
-            continue
-        results.append(result)
-        print(_table(f"{name}: held-out synthetic split", result["synthetic_heldout"]))
-        if "error" in result["handwritten"]:
-            print(f"{name}: hand-written set: {result['handwritten']['error']}")
-        else:
-            print(_table(f"{name}: hand-written set ({result['handwritten_states']} states)", result["handwritten"]))
-        print(f"  load cold {result['load_seconds']}s (first use assembles the cache), warm "
-              f"{result['warm_load_seconds']}s; 1 state x 5 questions p50 {result['p50_ms_1x5']} ms, "
-              f"p90 {result['p90_ms_1x5']} ms; evaluation {result['eval_seconds']}s\n")
+        agent = Agent(str(bundled.checkpoint_dir(name)), model_id=name)
+        for group in GROUPS[name]:
+            for split in splits:
+                report = hand_written(name, group, split, agent)
+                results["hand_written"][f"{name}/{group}/{split}"] = report
+                _print_hand(f"\n{name} on hand-written {group} states, {split} split", report)
+        if not args.no_lodo:
+            print(f"\n{name}: leave one dataset out (seeds {args.seeds})")
+            results["lodo"][name] = lodo(name, args.seeds, args.alternatives, args.data_dir)
+            for recipe, per in results["lodo"][name].items():
+                for held, r in per.items():
+                    print(f"  {recipe:<28} {held:<10} choice {r['choice_accuracy']['mean']:.3f} "
+                          f"(±{r['choice_accuracy']['spread']:.3f}) vs cosine {r['choice_cosine']['mean']:.3f}; "
+                          f"yes/no {r['noul_balanced_accuracy']['mean']:.3f} vs cosine {r['noul_cosine']['mean']:.3f}")
+    results["seconds"] = round(time.perf_counter() - started, 1)
     out = ROOT / "bench" / "results" / "quality.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1) + "\n")
-    print(f"wrote {out}")
+    print(f"\nwrote {out} ({results['seconds']}s)")
     return 0
 
 

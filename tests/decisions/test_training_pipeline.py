@@ -137,35 +137,75 @@ def test_temperature_fit_checks_lengths():
 
 
 def test_train_config_rejects_bad_values_naming_the_field():
-    with pytest.raises(ValueError, match="epochs=0"):
-        TrainConfig(epochs=0)
+    with pytest.raises(ValueError, match="steps=0"):
+        TrainConfig(steps=0)
     with pytest.raises(ValueError, match="lr=2"):
         TrainConfig(lr=2)
+    with pytest.raises(ValueError, match="datasets='clinc,hwu64'"):
+        TrainConfig(datasets="clinc,hwu64")
 
 
 # ------------------------------------------------------------------ end to end on a tiny budget
 
-TINY = dict(n_train=48, n_heldout=40, epochs=1, batch_size=16, threads=1, max_len=96, head_max_len=64,
-            encoder_layers=1, head_layers=1)
+WORDS = "refund order bill password login crash slow price plan cancel delivery package email phone".split()
+
+
+def _tiny_datasets(root):
+    """The three datasets' file formats with a few made-up utterances under real intent labels."""
+    from jevlaya_lab.decisions.training.intents import load_intents
+
+    intents = load_intents()
+    rng = random.Random(0)
+    labels = {d: sorted(i.intent for i in intents.values() if i.dataset == d)[:4] for d in ("clinc150", "banking77", "hwu64")}
+
+    def rows(dataset, n):
+        return [[" ".join(rng.sample(WORDS, 4)), rng.choice(labels[dataset])] for _ in range(n)]
+
+    (root / "clinc150").mkdir(parents=True)
+    (root / "clinc150" / "data_full.json").write_text(json.dumps(
+        {"train": rows("clinc150", 20), "val": rows("clinc150", 5), "test": rows("clinc150", 8), "oos_train": []}))
+    (root / "banking77").mkdir()
+    for split, n in (("train", 20), ("test", 8)):
+        lines = ["text,category"] + [f"{t},{label}" for t, label in rows("banking77", n)]
+        (root / "banking77" / f"{split}.csv").write_text("\n".join(lines) + "\n")
+    (root / "hwu64").mkdir()
+    for split, n in (("train", 20), ("test", 8)):
+        examples = [{"text": t, "intent": label, "entities": []} for t, label in rows("hwu64", n)]
+        (root / "hwu64" / f"{split}_kfold1.json").write_text(json.dumps({"rasa_nlu_data": {"common_examples": examples}}))
+    return root
+
+
+TINY = dict(dataset_rows=60, n_synthetic=40, n_heldout_synthetic=30, steps=6, batch_size=16, threads=1,
+            max_len=96, head_max_len=64, rank=4)
 
 
 def test_training_runs_end_to_end_on_a_tiny_budget_and_the_result_loads_in_an_agent(tmp_path):
     source = make_tiny_checkpoint(tmp_path / "tiny", seed=1)
+    data = _tiny_datasets(tmp_path / "data")
     encoder, tokenizer, encoder_id = train_cli.load_encoder(str(source))
     before = {k: v.clone() for k, v in encoder.state_dict().items()}
-    result = train(encoder, tokenizer, TrainConfig(**TINY), encoder_id=encoder_id, log=lambda m: None)
+    cfg = TrainConfig(**TINY, data_dir=str(data))
+    result = train(encoder, tokenizer, cfg, encoder_id=encoder_id, log=lambda m: None)
     after = result.model.encoder.state_dict()
-    changed = {k.split(".")[2] for k in before if not torch.equal(before[k], after[k])}
-    assert changed == {str(len(encoder.encoder.layer) - 1)}  # only the top layer was fine-tuned
+    assert all(torch.equal(before[k], after[k]) for k in before)  # the encoder stays frozen
+    prior = result.model.prior
+    assert prior is not None and prior.state_proj.abs().sum() > 0  # the correction was trained
+    assert result.config["similarity_prior"]["joint_head"] is False
+    assert result.config["similarity_prior"]["anchors"] == len(prior.anchors) > 0
+    assert torch.equal(result.model.scorer[-1].weight, torch.zeros_like(result.model.scorer[-1].weight))
     assert all(0.5 <= t <= 5.0 for t in result.config["temperature"])
-    assert result.heldout and all(0.0 <= row["accuracy"] <= 1.0 for row in result.heldout.values())
+    assert {t.split(".")[0] for t in result.heldout} >= {"clinc150", "banking77", "hwu64", "triage"}
+    assert all(0.0 <= row["accuracy"] <= 1.0 for row in result.heldout.values())
+
+    again = train(*train_cli.load_encoder(str(source))[:2], cfg, log=lambda m: None)
+    assert torch.equal(again.model.prior.state_proj, prior.state_proj)  # seeded: step for step the same
 
     head = export_head(result, tmp_path / "head")
     from safetensors.torch import load_file
 
     shipped = load_file(head / "head.safetensors")
-    assert "scorer.0.weight" in shipped and "type_emb.weight" in shipped
-    assert not any(k.startswith("encoder.embeddings") for k in shipped)
+    assert {"prior.scale", "prior.bias", "prior.state_proj", "prior.option_proj", "prior.anchors"} <= set(shipped)
+    assert not any(k.startswith("encoder.") for k in shipped)
 
     agent = Agent(str(_save(result, tmp_path)))
     out = agent.predict({"message": "I want a refund now"}, presets.triage_questions())
@@ -182,16 +222,27 @@ def _save(result, tmp_path):
 
 def test_train_command_writes_a_loadable_checkpoint(tmp_path, capsys):
     source = make_tiny_checkpoint(tmp_path / "tiny", seed=2)
-    args = ["--encoder", str(source), "--out", str(tmp_path / "out")]
+    data = _tiny_datasets(tmp_path / "data")
+    args = ["--encoder", str(source), "--out", str(tmp_path / "out"), "--data-dir", str(data),
+            "--datasets", "clinc150,hwu64"]
     for key, value in TINY.items():
         args += [f"--{key.replace('_', '-')}", str(value)]
-    args += ["--encoder-lr", "5e-5", "--lr", "1e-3", "--time-budget", "600"]  # every float option parses
+    args += ["--lr", "1e-3", "--time-budget", "600"]  # every float option parses
     assert train_cli.main(args) == 0
     model, _, config = load_checkpoint(tmp_path / "out")
-    assert config.act_costs == [1.0] and config.head_layers == 1
+    assert config.act_costs == [1.0] and config.head_layers == 0 and model.prior is not None
     recorded = json.loads((tmp_path / "out" / "head" / "calibration.json").read_text())["train_config"]
-    assert (recorded["encoder_lr"], recorded["lr"], recorded["time_budget"]) == (5e-5, 1e-3, 600.0)
+    assert (recorded["datasets"], recorded["lr"], recorded["time_budget"]) == ("clinc150,hwu64", 1e-3, 600.0)
     assert "checkpoint ->" in capsys.readouterr().out
+
+
+def test_a_missing_dataset_folder_names_the_path_and_the_option(tmp_path, capsys):
+    source = make_tiny_checkpoint(tmp_path / "tiny", seed=2)
+    args = ["--encoder", str(source), "--out", str(tmp_path / "out"), "--data-dir", str(tmp_path / "nowhere"),
+            "--steps", "1"]
+    assert train_cli.main(args) == 1
+    err = capsys.readouterr().err
+    assert str(tmp_path / "nowhere") in err and "--data-dir" in err
 
 
 def test_synthetic_evaluation_scores_each_example_against_its_own_option_order(tmp_path):

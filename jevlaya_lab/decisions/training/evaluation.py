@@ -1,8 +1,8 @@
 """Evaluate a decision Agent against gold answers: the hand-written sets and the synthetic split.
 
-Hand-written sets are TSV files named ``eval_<group>_<preset>.tsv`` (a ``#`` comment line, a header,
-then one state per line). The header names gold columns after the preset's question ids plus
-the state text as the last column; ``is_urgent``/``is_spam``/``is_safe``/``is_allowed`` are derived
+Hand-written sets are TSV files named ``<prefix><group>_<preset>.tsv`` (a ``#`` comment line, a
+header, then one state per line). The header names gold columns after the preset's question ids plus
+the state text as the last column, and optionally a ``split`` (dev/test) and a ``lang`` column; ``is_urgent``/``is_spam``/``is_safe``/``is_allowed`` are derived
 from the other golds as each file's comment says, so they cannot disagree with them.
 """
 
@@ -38,6 +38,8 @@ class GoldState:
     preset: str
     state: dict[str, str]
     gold: dict[str, Any]
+    split: str = ""
+    lang: str = ""
 
 
 def _parse(value: str, qtype: str) -> Any:
@@ -50,14 +52,17 @@ def _parse(value: str, qtype: str) -> Any:
     return value
 
 
-def load_gold_states(directory: str | Path, group: str = "en") -> list[GoldState]:
-    """All ``eval_<group>_*.tsv`` states under ``directory``, checked against the presets."""
+def load_gold_states(directory: str | Path, group: str = "en", *, prefix: str = "eval_",
+                     split: str | None = None) -> list[GoldState]:
+    """All ``<prefix><group>_*.tsv`` states under ``directory`` (only ``split`` rows when given),
+    checked against the presets."""
     out: list[GoldState] = []
-    files = sorted(Path(directory).glob(f"eval_{group}_*.tsv"))
+    files = sorted(Path(directory).glob(f"{prefix}{group}_*.tsv"))
     if not files:
-        raise FileNotFoundError(f"no eval_{group}_*.tsv files in {directory}")
+        raise FileNotFoundError(f"no {prefix}{group}_*.tsv files in {directory}")
+    meta = ("split", "lang")
     for path in files:
-        preset = path.stem.split("_", 2)[2]
+        preset = path.stem[len(prefix) + len(group) + 1:]
         questions = presets.PRESETS[preset]()
         field = presets.STATE_FIELDS[preset]
         lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line and not line.startswith("#")]
@@ -66,13 +71,17 @@ def load_gold_states(directory: str | Path, group: str = "en") -> list[GoldState
         for lineno, row in enumerate(reader, start=2):
             if len(row) != len(header):
                 raise ValueError(f"{path}:{lineno}: {len(row)} columns, header has {len(header)}")
-            gold = {col: _parse(v, questions[col]["type"]) for col, v in zip(header[:-1], row[:-1])}
+            info = {col: v for col, v in zip(header[:-1], row[:-1]) if col in meta}
+            if split is not None and info.get("split") != split:
+                continue
+            gold = {col: _parse(v, questions[col]["type"]) for col, v in zip(header[:-1], row[:-1])
+                    if col not in meta}
             for qid, derive in _DERIVED[preset].items():
                 gold[qid] = derive(gold)
             for qid, value in gold.items():
                 if questions[qid]["type"] == "choice" and value not in questions[qid]["criteria"]:
                     raise ValueError(f"{path}:{lineno}: {qid}={value!r} is not a label of the {preset} preset")
-            out.append(GoldState(preset, {field: row[-1]}, gold))
+            out.append(GoldState(preset, {field: row[-1]}, gold, info.get("split", ""), info.get("lang", "")))
     return out
 
 

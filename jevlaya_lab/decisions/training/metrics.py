@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-__all__ = ["accuracy", "expected_calibration_error", "expected_level", "mean_absolute_error", "summarize"]
+__all__ = ["accuracy", "balanced_accuracy", "expected_calibration_error", "expected_level", "mean_absolute_error",
+           "summarize"]
 
 
 def accuracy(probs: Sequence[Sequence[float]], golds: Sequence[int]) -> float:
@@ -17,6 +18,16 @@ def accuracy(probs: Sequence[Sequence[float]], golds: Sequence[int]) -> float:
     _check(probs, golds)
     hits = sum(max(range(len(p)), key=p.__getitem__) == g for p, g in zip(probs, golds))
     return hits / len(golds) if golds else math.nan
+
+
+def balanced_accuracy(probs: Sequence[Sequence[float]], golds: Sequence[int]) -> float:
+    """Mean over the gold classes present of each class's recall (yes/no: (TPR + TNR) / 2)."""
+    _check(probs, golds)
+    recalls = []
+    for cls in sorted(set(golds)):
+        rows = [p for p, g in zip(probs, golds) if g == cls]
+        recalls.append(sum(max(range(len(p)), key=p.__getitem__) == cls for p in rows) / len(rows))
+    return sum(recalls) / len(recalls) if recalls else math.nan
 
 
 def expected_level(p: Sequence[float]) -> float:
@@ -47,9 +58,12 @@ def expected_calibration_error(probs: Sequence[Sequence[float]], golds: Sequence
 
 
 def summarize(qtype: str, probs: Sequence[Sequence[float]], golds: Sequence[int]) -> dict[str, float]:
-    """The report row of one question: ``n``, ``accuracy``, ``ece`` and, for scores, ``mae``."""
+    """The report row of one question: ``n``, ``accuracy``, ``ece``; ``balanced_accuracy`` for noul;
+    ``mae`` for scores."""
     row = {"n": len(golds), "accuracy": round(accuracy(probs, golds), 4),
            "ece": round(expected_calibration_error(probs, golds), 4)}
+    if qtype == "noul":
+        row["balanced_accuracy"] = round(balanced_accuracy(probs, golds), 4)
     if qtype == "score":
         row["mae"] = round(mean_absolute_error(probs, golds), 4)
     return row
