@@ -63,6 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--ship", action="store_true", help="also write the head into the package (heads/<name>/)")
     for f in fields(TrainConfig):
         kind = (str if isinstance(f.default, str) or f.name == "data_dir"
+                else int if f.name == "data_seed"
                 else float if isinstance(f.default, float) or f.default is None else int)
         p.add_argument(f"--{f.name.replace('_', '-')}", type=kind, default=argparse.SUPPRESS, dest=f.name,
                        help=f"default: per --name (see NAME_DEFAULTS), else {f.default}")

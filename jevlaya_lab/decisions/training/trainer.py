@@ -63,6 +63,7 @@ class TrainConfig:
     """Everything that decides a training run; stored next to the trained head."""
 
     seed: int = 0
+    data_seed: int | None = None  # the data draw's seed (None: ``seed``); fixed across seeds, runs share pooled vectors
     datasets: str = ",".join(DATASETS)  # comma-separated; "" trains on synthetic data only
     data_dir: str | None = None
     dataset_rows: int = 24000  # utterances drawn (seeded) from the datasets' train splits
@@ -200,7 +201,8 @@ def row_logits(model: DecisionModel, rows: EncodedRows, index: torch.Tensor | No
 
 def _examples(cfg: TrainConfig, log: Callable[[str], None]) -> tuple[list[Example], list[Example]]:
     """(train, held-out) examples: dataset utterances split by a seeded draw, plus synthetic rows."""
-    rng = random.Random(cfg.seed)
+    seed = cfg.seed if cfg.data_seed is None else cfg.data_seed
+    rng = random.Random(seed)
     train: list[Example] = []
     held: list[Example] = []
     if cfg.dataset_names and cfg.dataset_rows:
@@ -209,13 +211,13 @@ def _examples(cfg: TrainConfig, log: Callable[[str], None]) -> tuple[list[Exampl
         rng.shuffle(utterances)
         utterances = utterances[:cfg.dataset_rows]
         n_held = int(len(utterances) * cfg.heldout_share)
-        held += examples_from_utterances(utterances[:n_held], intents, seed=cfg.seed + 1)
-        train += examples_from_utterances(utterances[n_held:], intents, seed=cfg.seed + 2)
+        held += examples_from_utterances(utterances[:n_held], intents, seed=seed + 1)
+        train += examples_from_utterances(utterances[n_held:], intents, seed=seed + 2)
         log(f"datasets {', '.join(cfg.dataset_names)}: {len(train)} train / {len(held)} held-out rows")
     shares = {"generic_share": cfg.generic_share, "multilingual_share": cfg.multilingual_share}
     if cfg.n_synthetic:
-        train += generate(cfg.n_synthetic, seed=cfg.seed, **shares)
-        held += generate(cfg.n_heldout_synthetic, seed=cfg.seed + HELDOUT_SEED_OFFSET, **shares)
+        train += generate(cfg.n_synthetic, seed=seed, **shares)
+        held += generate(cfg.n_heldout_synthetic, seed=seed + HELDOUT_SEED_OFFSET, **shares)
     if not train or not held:
         raise ValueError("no training rows: give datasets with dataset_rows > 0 or n_synthetic > 0")
     return train, held
