@@ -209,8 +209,10 @@ class PriorBuilder:
         lengths = torch.tensor([len(r) for r in rows])
         return ids, (torch.arange(length)[None, :] < lengths[:, None]).long()
 
-    def _pooled(self, rows: list[list[int]], chunk: int = 64) -> torch.Tensor:
-        """Pool token rows in length-sorted chunks (little padding); ``[n, d]`` on the CPU."""
+    def _pooled(self, rows: list[list[int]], chunk: int = 64, progress: str | None = None) -> torch.Tensor:
+        """Pool token rows in length-sorted chunks (little padding); ``[n, d]`` on the CPU.
+
+        ``progress`` names a tqdm bar (training pools tens of thousands of texts)."""
         device = next(self.model.parameters()).device
         out = torch.zeros((len(rows), self.model.hidden_size))
         memo = self.memo
@@ -223,8 +225,13 @@ class PriorBuilder:
                 else:
                     out[i] = hit
         order = sorted(todo, key=lambda i: len(rows[i]))
+        starts = range(0, len(order), chunk)
+        if progress:
+            from tqdm.auto import tqdm
+
+            starts = tqdm(starts, desc=progress, unit="chunk", leave=False)
         with torch.inference_mode():
-            for start in range(0, len(order), chunk):
+            for start in starts:
                 picked = order[start:start + chunk]
                 ids, mask = self._pad([rows[i] for i in picked])
                 out[picked] = self.model.pool(ids.to(device), mask.to(device)).cpu()
@@ -233,13 +240,13 @@ class PriorBuilder:
                 memo[tuple(rows[i])] = out[i].clone()
         return out
 
-    def vectors(self, texts: Sequence[str], max_len: int = 512) -> torch.Tensor:
+    def vectors(self, texts: Sequence[str], max_len: int = 512, progress: str | None = None) -> torch.Tensor:
         """Unit pooled vectors of ``texts`` (prefix applied), ``[n, d]`` on the CPU."""
-        return self._pooled([self._wrap(e.ids, max_len) for e in self.rows.encode(list(texts))])
+        return self._pooled([self._wrap(e.ids, max_len) for e in self.rows.encode(list(texts))], progress=progress)
 
-    def state_vectors(self, states: Sequence[Any], max_len: int) -> torch.Tensor:
+    def state_vectors(self, states: Sequence[Any], max_len: int, progress: str | None = None) -> torch.Tensor:
         """Unit pooled vectors of states given as ``StateTokens`` (what a forward pass computes)."""
-        return self._pooled([self._wrap(s.ids, max_len) for s in states])
+        return self._pooled([self._wrap(s.ids, max_len) for s in states], progress=progress)
 
     def question_vectors(self, questions: tuple[Any, ...], max_k: int) -> tuple[torch.Tensor, torch.Tensor]:
         """``([q, max_k, d], [q, max_k])`` slot vectors and true-slot flags for a question set."""

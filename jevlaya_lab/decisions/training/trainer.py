@@ -41,7 +41,7 @@ from torch import nn
 from jevlaya_lab.decisions.checkpoint import CheckpointConfig
 from jevlaya_lab.decisions.encoding import row_tokenizer, tokenize_states
 from jevlaya_lab.decisions.model import DecisionModel
-from jevlaya_lab.decisions.prior import PRIOR_KEY, PriorBuilder, PriorConfig
+from jevlaya_lab.decisions.prior import PRIOR_KEY, PriorBuilder, PriorConfig, option_texts
 from jevlaya_lab.decisions.questions import Question, parse_questions
 from jevlaya_lab.decisions.training import metrics
 from jevlaya_lab.decisions.training.datasets import DATASETS, load_dataset
@@ -156,17 +156,16 @@ def encode_rows(builder: PriorBuilder, tokenizer: Any, examples: Sequence[Exampl
     texts: dict[str, int] = {}
     per_row: list[list[str | None]] = []
     for q in questions:
-        from jevlaya_lab.decisions.prior import option_texts
-
         row = option_texts(q)
         per_row.append(row)
         for t in row:
             if t is not None and t not in texts:
                 texts[t] = len(texts)
     rows = row_tokenizer(tokenizer)
-    state_vectors = builder.state_vectors(tokenize_states(rows, states), max_len)
+    bar = "pooling states" if progress else None
+    state_vectors = builder.state_vectors(tokenize_states(rows, states), max_len, progress=bar)
     text_list = list(texts)
-    text_vectors = torch.cat([builder.vectors(text_list) if text_list else torch.zeros(0, builder.model.hidden_size),
+    text_vectors = torch.cat([builder.vectors(text_list, progress=bar and "pooling option texts") if text_list else torch.zeros(0, builder.model.hidden_size),
                               torch.zeros(1, builder.model.hidden_size)])
     none = len(text_list)
     max_k = max(q.n_options for q in questions)
@@ -321,8 +320,8 @@ def train(encoder: nn.Module, tokenizer: Any, cfg: TrainConfig, *, encoder_id: s
     probe = DecisionModel(encoder, head_layers=0, n_act=len(ACT_COSTS) + 1,
                           prior=PriorConfig(prefix=cfg.prefix, rank=cfg.rank, joint_head=False))
     builder = PriorBuilder(probe, row_tokenizer(tokenizer), memo)
-    train_rows = encode_rows(builder, tokenizer, train_examples, max_len=cfg.max_len)
-    held_rows = encode_rows(builder, tokenizer, held_examples, max_len=cfg.max_len)
+    train_rows = encode_rows(builder, tokenizer, train_examples, max_len=cfg.max_len, progress=True)
+    held_rows = encode_rows(builder, tokenizer, held_examples, max_len=cfg.max_len, progress=True)
     seconds["encode"] = time.perf_counter() - t0
     log(f"pooled {len(train_rows.states)} + {len(held_rows.states)} states and "
         f"{len(train_rows.text_list)} option texts in {seconds['encode']:.0f}s")
