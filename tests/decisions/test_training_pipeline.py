@@ -227,8 +227,12 @@ def test_train_command_writes_a_loadable_checkpoint(tmp_path, capsys):
             "--datasets", "clinc150,hwu64"]
     for key, value in TINY.items():
         args += [f"--{key.replace('_', '-')}", str(value)]
-    args += ["--lr", "1e-3", "--time-budget", "600"]  # every float option parses
+    args += ["--lr", "1e-3", "--time-budget", "600", "--pool-cache", str(tmp_path / "pool")]  # every float option parses
     assert train_cli.main(args) == 0
+    from jevlaya_lab.decisions.training.trainer import load_memo
+
+    memo = load_memo(tmp_path / "pool")  # pooled vectors kept for the next run over this encoder
+    assert len(memo) > 50 and all(abs(float(v.norm()) - 1.0) < 1e-4 for v in memo.values())
     model, _, config = load_checkpoint(tmp_path / "out")
     assert config.act_costs == [1.0] and config.head_layers == 0 and model.prior is not None
     recorded = json.loads((tmp_path / "out" / "head" / "calibration.json").read_text())["train_config"]

