@@ -92,8 +92,9 @@ def _lodo_scores(model, builder, tokenizer, data, intents, held: str, seed: int)
     cos = states @ options.T
     with torch.no_grad():
         n = len(test)
+        gate = model.prior.gate(options)[None].expand(n, -1)
         trained = model.prior(states, options[None].expand(n, -1, -1), torch.zeros(n, dtype=torch.long),
-                              torch.zeros((n, len(labels)), dtype=torch.bool))
+                              torch.zeros((n, len(labels)), dtype=torch.bool), gate)
     pairs = zero_shot_noul(test, intents, seed=seed)
     statements = sorted({p[1] for p in pairs})
     svec = builder.vectors(statements)

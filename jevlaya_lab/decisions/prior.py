@@ -109,6 +109,8 @@ class PriorInputs(NamedTuple):
     """``[rows, max_k, d]`` unit vectors of each slot's text; zero where a slot has no text."""
     true_slot: torch.Tensor
     """``[rows, max_k]`` True at a noul question's ``true`` slot (where ``bias`` applies)."""
+    gate: torch.Tensor
+    """``[rows, max_k]`` :meth:`SimilarityPrior.gate` of each slot's text, computed with its vector."""
 
     def to(self, device: torch.device | str) -> PriorInputs:
         return PriorInputs(*(t.to(device) for t in self))
@@ -153,14 +155,17 @@ class SimilarityPrior(nn.Module):
         return torch.sigmoid(sharpness * (nearest - threshold))
 
     def forward(self, state_vectors: torch.Tensor, option_vectors: torch.Tensor, type_ids: torch.Tensor,
-                true_slot: torch.Tensor) -> torch.Tensor:
-        """``[rows, max_k]`` prior logits from unit state vectors ``[rows, d]`` and option vectors."""
+                true_slot: torch.Tensor, gate: torch.Tensor | None = None) -> torch.Tensor:
+        """``[rows, max_k]`` prior logits from unit state vectors ``[rows, d]`` and option vectors.
+
+        ``gate`` is :meth:`gate` of ``option_vectors``, passed in when the caller computed it once
+        per question set (it compares every option with every anchor)."""
         cosine = torch.einsum("rd,rkd->rk", state_vectors, option_vectors)
         logits = self.scale[type_ids][:, None] * cosine
         if self.config.rank:
             projected = state_vectors @ self.state_proj.T  # [rows, rank]
             correction = torch.einsum("rq,rkq->rk", projected, option_vectors @ self.option_proj.T)
-            logits = logits + self.gate(option_vectors) * correction
+            logits = logits + (self.gate(option_vectors) if gate is None else gate) * correction
         return logits + self.bias[type_ids][:, None] * true_slot.to(logits.dtype)
 
 
@@ -196,7 +201,7 @@ class PriorBuilder:
         """Optional: pooled vectors by exact token row, shared by training runs over one frozen encoder."""
         prefix = model.prior.config.prefix
         self._prefix = tuple(rows.encode([prefix])[0].ids) if prefix else ()
-        self._cache: OrderedDict[tuple, tuple[torch.Tensor, torch.Tensor]] = OrderedDict()
+        self._cache: OrderedDict[tuple, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = OrderedDict()
         self._lock = threading.Lock()
 
     def _wrap(self, ids: Sequence[int], max_len: int) -> list[int]:
@@ -248,8 +253,8 @@ class PriorBuilder:
         """Unit pooled vectors of states given as ``StateTokens`` (what a forward pass computes)."""
         return self._pooled([self._wrap(s.ids, max_len) for s in states], progress=progress)
 
-    def question_vectors(self, questions: tuple[Any, ...], max_k: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """``([q, max_k, d], [q, max_k])`` slot vectors and true-slot flags for a question set."""
+    def question_vectors(self, questions: tuple[Any, ...], max_k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``([q, max_k, d], [q, max_k], [q, max_k])`` slot vectors, true-slot flags and gates of a question set."""
         key = (questions, max_k)
         with self._lock:
             hit = self._cache.get(key)
@@ -260,7 +265,10 @@ class PriorBuilder:
         flat = [t for texts in per_question for t in texts if t is not None]
         found = iter(self.vectors(flat)) if flat else iter(())
         vectors = [[None if t is None else next(found) for t in texts] for texts in per_question]
-        hit = slot_layout(questions, vectors, self.model.hidden_size, max_k)
+        slots, true_slot = slot_layout(questions, vectors, self.model.hidden_size, max_k)
+        with torch.inference_mode():
+            gate = self.model.prior.gate(slots.to(self.model.prior.anchors.device)).cpu()
+        hit = (slots, true_slot, gate)
         with self._lock:
             self._cache[key] = hit
             while len(self._cache) > self.CACHE_SIZE:
@@ -269,8 +277,8 @@ class PriorBuilder:
 
     def inputs(self, states: Sequence[Any], questions: tuple[Any, ...], max_len: int, max_k: int) -> PriorInputs:
         """The prior's inputs for ``states`` (``StateTokens``) x ``questions``, rows state-major."""
-        option_vectors, true_slot = self.question_vectors(questions, max_k)
+        option_vectors, true_slot, gate = self.question_vectors(questions, max_k)
         state_ids, state_mask = self._pad([self._wrap(s.ids, max_len) for s in states])
         n, q = len(states), len(questions)
         return PriorInputs(state_ids, state_mask, torch.arange(n).repeat_interleave(q),
-                           option_vectors.repeat(n, 1, 1), true_slot.repeat(n, 1))
+                           option_vectors.repeat(n, 1, 1), true_slot.repeat(n, 1), gate.repeat(n, 1))

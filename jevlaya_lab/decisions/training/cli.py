@@ -30,8 +30,9 @@ __all__ = ["NAME_DEFAULTS", "load_encoder", "main"]
 NAME_DEFAULTS: dict[str, dict[str, Any]] = {
     # what shipped each head; options given on the command line override these, and these
     # override TrainConfig's defaults
-    "mini-en": {},
-    "mini-multi": {"prefix": "query: ", "multilingual_share": 0.6},
+    "mini-en": {"dataset_rows": 9000, "n_synthetic": 6000, "threads": 1},
+    "mini-multi": {"prefix": "query: ", "multilingual_share": 0.6, "dataset_rows": 4000, "n_synthetic": 5000,
+                   "threads": 1},
 }
 
 

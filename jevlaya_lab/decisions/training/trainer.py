@@ -189,12 +189,17 @@ def encode_rows(builder: PriorBuilder, tokenizer: Any, examples: Sequence[Exampl
                        [ex.task for ex in examples], text_list)
 
 
-def row_logits(model: DecisionModel, rows: EncodedRows, index: torch.Tensor | None = None) -> torch.Tensor:
-    """``[rows, max_k]`` prior logits (slot order, padded slots -1e4) of the rows in ``index``."""
+def row_logits(model: DecisionModel, rows: EncodedRows, index: torch.Tensor | None = None,
+               text_gate: torch.Tensor | None = None) -> torch.Tensor:
+    """``[rows, max_k]`` prior logits (slot order, padded slots -1e4) of the rows in ``index``.
+
+    ``text_gate`` is the prior's gate per text (``prior.gate(rows.texts)``), computed once per run."""
     assert model.prior is not None
     index = torch.arange(len(rows)) if index is None else index
-    logits = model.prior(rows.states[rows.state_index[index]], rows.texts[rows.text_index[index]],
-                         rows.type_ids[index], rows.true_slot[index])
+    text_index = rows.text_index[index]
+    logits = model.prior(rows.states[rows.state_index[index]], rows.texts[text_index],
+                         rows.type_ids[index], rows.true_slot[index],
+                         None if text_gate is None else text_gate[text_index])
     return logits.masked_fill(~rows.option_mask[index], -1e4)
 
 
@@ -230,6 +235,8 @@ def _optimise(model: DecisionModel, rows: EncodedRows, cfg: TrainConfig, log: Ca
     params = [p for p in prior.parameters() if p.requires_grad]
     opt = torch.optim.Adam(params, lr=cfg.lr)
     generator = torch.Generator().manual_seed(cfg.seed)
+    with torch.no_grad():  # anchors and texts are fixed: each text's gate once, not every step
+        text_gate = prior.gate(rows.texts)
     started = time.perf_counter()
     step = 0
     with tqdm(total=cfg.steps, desc="training the prior", unit="step", leave=False) as bar:
@@ -240,7 +247,7 @@ def _optimise(model: DecisionModel, rows: EncodedRows, cfg: TrainConfig, log: Ca
             for group in opt.param_groups:  # cosine decay over steps or time, whichever runs out first
                 group["lr"] = cfg.lr * 0.5 * (1 + math.cos(math.pi * min(done, 1.0)))
             index = torch.randint(0, len(rows), (cfg.batch_size,), generator=generator)
-            loss = nn.functional.cross_entropy(row_logits(model, rows, index), rows.gold[index])
+            loss = nn.functional.cross_entropy(row_logits(model, rows, index, text_gate), rows.gold[index])
             opt.zero_grad()
             loss.backward()
             opt.step()
