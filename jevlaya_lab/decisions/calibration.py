@@ -6,8 +6,9 @@ strings count as numbers, and bools, other strings, NaN and infinities become 1.
 one ``RuntimeWarning`` when the table is built (Laya 0.4.15's rules). Bands group questions by option count: ``2``, ``3-5``, ``6-10``, ``11+`` (a one-option
 question uses band ``2``). The same buckets key ``min_confidence`` maps.
 
-``min_confidence`` compares an answer's ``confidence`` with the threshold of its bucket (or
-``"default"``); an answer with no applicable threshold is ``passed``.
+``min_confidence`` compares an answer's ``answer_confidence`` (max p) with the threshold of its
+bucket (or ``"default"``, else 0.0) and records that threshold on the answer; see
+:func:`apply_min_confidence`.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ TEMPERATURE_MIN = 0.5
 TEMPERATURE_MAX = 5.0
 BANDS: tuple[str, ...] = ("2", "3-5", "6-10", "11+")
 BUCKETS: tuple[str, ...] = tuple(f"{t}:{b}" for t in QUESTION_TYPES for b in BANDS)
-GATING_FIELDS = ("abstention", "low_confidence")
+GATING_FIELDS = ("abstention", "abstention_threshold", "low_confidence")
+GATE_STATES = ("passed", "abstained", "unevaluated")
 
 
 def option_band(k: int) -> str:
@@ -124,21 +126,37 @@ def _threshold(name: str, value: Any) -> float:
     return float(value)
 
 
+def _usable(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
+
+
 def apply_min_confidence(answers: dict[str, dict], questions: Sequence[Question],
                          thresholds: Mapping[str, float]) -> None:
-    """Mark each answer ``passed`` / ``abstained`` in place (``low_confidence`` when abstained)."""
+    """Gate each answer in place, as Laya 0.4.15 does.
+
+    The threshold is the answer's bucket's, else ``"default"``, else 0.0 (gate nothing); it is
+    written to ``abstention_threshold``. The gate compares ``answer_confidence`` (max p, what
+    calibration describes), or ``confidence`` when that is absent: below the threshold the
+    answer is ``abstained`` with ``low_confidence: True``, otherwise ``passed``; an answer with
+    neither number (e.g. a hand-made cached result) is ``unevaluated``. Stale gating fields are
+    replaced, so a reused result never carries another call's verdict.
+    """
     for q in questions:
         answer = answers.get(q.id)
         if not isinstance(answer, dict):
             continue
         for name in GATING_FIELDS:
             answer.pop(name, None)
-        limit = thresholds.get(bucket(q.type, q.n_options), thresholds.get("default"))
-        if limit is not None and answer.get("confidence", 1.0) < limit:
-            answer["abstention"] = "abstained"
+        limit = thresholds.get(bucket(q.type, q.n_options), thresholds.get("default", 0.0))
+        value = answer.get("answer_confidence", answer.get("confidence"))
+        if not _usable(value):
+            answer["abstention"] = "unevaluated"
+        elif value < limit:
             answer["low_confidence"] = True
+            answer["abstention"] = "abstained"
         else:
             answer["abstention"] = "passed"
+        answer["abstention_threshold"] = limit
 
 
 def confidence(probs: Sequence[float]) -> float:

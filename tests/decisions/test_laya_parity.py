@@ -182,3 +182,14 @@ def test_the_checkpoint_laya_wrote_keeps_its_act_costs_mapping(tiny_dir):
     config = json.loads((tiny_dir / "rl_agent_config.json").read_text())
     assert config["act_costs"] == {"escalate": 0.5, "ask": 0.2}
     assert Agent(tiny_dir).decision_model.n_act == 3
+
+
+@pytest.mark.parametrize("pair", ["tiny_dir"], indirect=True)
+@pytest.mark.parametrize("min_confidence", [0.0, 0.45, 0.6, {"choice:3-5": 0.3, "noul:2": 0.55},
+                                            {"default": 0.5, "score:3-5": 0.2}])
+def test_abstention_matches_laya(pair, min_confidence):
+    """Issue 12 item 3: the gate reads answer_confidence and carries the threshold it used."""
+    reference, agent = pair
+    ours = agent.predict_batch(STATES, MIXED, min_confidence=min_confidence)
+    assert all("abstention_threshold" in a for r in ours for a in r["answers"].values())
+    assert_same_answers(reference.predict_batch(STATES, MIXED, min_confidence=min_confidence), ours)
