@@ -1,9 +1,11 @@
 """The ``Agent``: typed questions about states, answered in one forward pass per chunk.
 
-``predict_batch`` is the single implementation and follows the lifecycle page exactly:
-installed then per-call hooks; one :class:`~jevlaya_lab.hooks.PredictContext` through start,
-error and end; a start hook may rewrite states/questions, set budgets or ``ctx.skip()``;
-``on_error`` runs before ``on_predict_end`` on the failure path; ``on_predict_end`` always runs.
+``predict_batch`` is the single implementation and follows the lifecycle page exactly: the
+order lives in one place, :meth:`jevlaya_lab.hooks.CallHooks.lifecycle` (the Router uses the
+same steps): installed then per-call hooks; one :class:`~jevlaya_lab.hooks.PredictContext`
+through start, error and end; a start hook may rewrite states/questions, set budgets or
+``ctx.skip()``; ``on_error`` runs before ``on_predict_end`` on the failure path;
+``on_predict_end`` always runs. ``hooks_timeout`` bounds each hook invocation (as in Laya).
 ``system_one(state, ...)`` is ``predict_batch([state], ...)[0]`` and ``predict is system_one``.
 
 Decisions the spec leaves open:
@@ -31,7 +33,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -59,7 +60,7 @@ from jevlaya_lab.decisions.encoding import (
 )
 from jevlaya_lab.decisions.model import DecisionModel, DecisionOutput
 from jevlaya_lab.decisions.questions import Question, parse_questions
-from jevlaya_lab.hooks import HookHost, HookRunner, PredictContext, aggregate_usage
+from jevlaya_lab.hooks import HookHost, HookRunner, PredictContext
 
 ROWS_PER_CHUNK = 256
 _HEAD_CACHE_SIZE = 64
@@ -126,11 +127,12 @@ class Agent(HookHost):
         on_predict_end: Callable[[PredictContext], Any] | None = None,
         hooks_raise: bool = True,
         hooks_concurrent: bool = True,
+        hooks_timeout: float | None = None,
         model_id: str | None = None,
     ) -> None:
         self._hooks = HookRunner(hooks, on_predict_start=on_predict_start,
                                  on_predict_end=on_predict_end, hooks_raise=hooks_raise,
-                                 hooks_concurrent=hooks_concurrent)
+                                 hooks_concurrent=hooks_concurrent, hooks_timeout=hooks_timeout)
         if isinstance(model, tuple) and len(model) == 3 and isinstance(model[0], DecisionModel):
             network, tokenizer, config = model
             default_id = "decision-model"
@@ -175,29 +177,19 @@ class Agent(HookHost):
         on_predict_start: Callable[[PredictContext], Any] | None = None,
         on_predict_end: Callable[[PredictContext], Any] | None = None,
         hooks_raise: bool | None = None,
+        hooks_timeout: float | None = None,
     ) -> list[dict[str, Any]]:
         """Answer ``questions`` about every state; one result per state, in input order."""
-        active = self._hooks.active(hooks, on_predict_start, on_predict_end)
+        calls = self._hooks.call(hooks, on_predict_start, on_predict_end, hooks_raise=hooks_raise,
+                                 hooks_timeout=hooks_timeout)
         ctx = PredictContext(states, questions, model=self.model_id, agent=self,
                              max_len=max_len, head_max_len=head_max_len)
-        failed = False
-        try:
-            self._hooks.emit(active, "on_predict_start", ctx, hooks_raise=hooks_raise)
+        with calls.lifecycle(ctx):
             thresholds = parse_min_confidence(min_confidence)
             if ctx.results is None:
                 ctx.results = self._infer(ctx, batch_size=batch_size, sort_by_length=sort_by_length)
             if thresholds is not None:
                 self._gate(ctx, thresholds)
-        except BaseException as exc:
-            failed = True
-            ctx.error = exc
-            self._hooks.emit_error(active, ctx, hooks_raise=hooks_raise)
-            raise
-        finally:
-            ctx.elapsed_ms = (time.perf_counter() - ctx.started_at) * 1000.0
-            if ctx.results:
-                ctx.usage = aggregate_usage(ctx.results)
-            self._end(active, ctx, hooks_raise, failed)
         return ctx.results
 
     def system_one(self, state: Any, questions: Mapping[str, Any], **kwargs: Any) -> dict[str, Any]:
@@ -205,15 +197,6 @@ class Agent(HookHost):
         return self.predict_batch([state], questions, **kwargs)[0]
 
     predict = system_one
-
-    def _end(self, active: tuple, ctx: PredictContext, hooks_raise: bool | None, failed: bool) -> None:
-        if not failed:
-            self._hooks.emit(active, "on_predict_end", ctx, hooks_raise=hooks_raise)
-            return
-        late = self._hooks.emit_each(active, "on_predict_end", ctx, hooks_raise=hooks_raise)
-        if late is not None and ctx.error is not None:
-            ctx.error.add_note(f"while ending this failed call, on_predict_end raised "
-                               f"{type(late).__name__}: {late}")
 
     def _gate(self, ctx: PredictContext, thresholds: dict[str, float]) -> None:
         parsed = parse_questions(ctx.questions) if ctx.questions else ()

@@ -193,3 +193,40 @@ def test_abstention_matches_laya(pair, min_confidence):
     ours = agent.predict_batch(STATES, MIXED, min_confidence=min_confidence)
     assert all("abstention_threshold" in a for r in ours for a in r["answers"].values())
     assert_same_answers(reference.predict_batch(STATES, MIXED, min_confidence=min_confidence), ours)
+
+
+def test_a_hook_written_for_laya_sees_the_same_model_lifecycle_here(tiny_dir):
+    """Issue 12 item 4: ``on_load(ctx)`` / ``on_evict(ctx)`` and ``async def`` events, as in laya."""
+    import asyncio
+
+    from jevlaya_lab.decisions.router import Router
+
+    def run(make_router, base):
+        class Recorder(base):
+            def __init__(self):
+                self.seen = []
+
+            def on_load(self, ctx):
+                self.seen.append(("on_load", ctx.model))
+
+            def on_evict(self, ctx):
+                self.seen.append(("on_evict", ctx.model))
+
+            async def on_predict_end(self, ctx):
+                await asyncio.sleep(0)
+                self.seen.append(("on_predict_end", ctx.model, sorted(ctx.results[0]["answers"])))
+
+        hook = Recorder()
+        router = make_router(hook)
+        for model in ("a", "b", "a"):
+            router.predict("hello there", {"q": MIXED["spam"]}, model=model)
+        return hook.seen
+
+    theirs = run(lambda hook: laya.Router(models={"a": str(tiny_dir), "b": str(tiny_dir)}, max_loaded=1,
+                                          default="a", hooks=[hook], device="cpu"), laya.BaseHook)
+    from jevlaya_lab.hooks import BaseHook
+
+    ours = run(lambda hook: Router({"a": tiny_dir, "b": tiny_dir}, max_loaded=1, default="a",
+                                   hooks=[hook], device="cpu"), BaseHook)
+    assert ours == theirs
+    assert [event for event, *_ in ours].count("on_evict") == 2
