@@ -107,17 +107,18 @@ def _name_and_agent(method: Callable[[Any, Any], Any]) -> Callable[[Any], Any]:
 
 
 def register_hook(hook: Any, where: str = "hooks") -> RegisteredHook:
-    """Validate ``hook`` and decide how each of its events is called; raise ``TypeError`` if bad."""
+    """Validate ``hook`` and decide how each of its events is called; raise ``InvalidHookError``
+    (a ``TypeError``) saying what is wrong."""
     if isinstance(hook, RegisteredHook):
         return hook
     if isinstance(hook, type):
-        raise TypeError(
+        raise InvalidHookError(
             f"{where}: got the class {hook.__qualname__}, not an instance; "
             f"pass {hook.__qualname__}() instead"
         )
     if inspect.isroutine(hook) or isinstance(hook, functools.partial):
         name = getattr(hook, "__qualname__", repr(hook))
-        raise TypeError(
+        raise InvalidHookError(
             f"{where}: got the bare function {name}; pass it as on_predict_start={name} or "
             f"on_predict_end={name}, or put it in a class as a method named after an event "
             f"({', '.join(HOOK_EVENTS)})"
@@ -129,13 +130,13 @@ def register_hook(hook: Any, where: str = "hooks") -> RegisteredHook:
                           if issubclass(klass, BaseHook) and klass is not BaseHook
                           for n in vars(klass) if n.startswith("on_") and n not in HOOK_EVENTS})
         if unknown:
-            raise TypeError(
+            raise InvalidHookError(
                 f"{where}: {cls} defines {', '.join(unknown)}, which is not a hook event and would "
                 f"never be called; rename it to one of {', '.join(HOOK_EVENTS)}"
             )
     implemented = [event for event in HOOK_EVENTS if hasattr(hook, event)]
     if not implemented:
-        raise TypeError(
+        raise InvalidHookError(
             f"{where}: {cls} implements no hook event; define at least one "
             f"method named {', '.join(HOOK_EVENTS)} (or subclass BaseHook)"
         )
@@ -143,7 +144,7 @@ def register_hook(hook: Any, where: str = "hooks") -> RegisteredHook:
     for event in implemented:
         method = getattr(hook, event)
         if not callable(method):
-            raise TypeError(
+            raise InvalidHookError(
                 f"{where}: {cls}.{event} is {type(method).__name__}, not callable; make it a "
                 f"method (valid events: {', '.join(HOOK_EVENTS)})"
             )

@@ -39,6 +39,7 @@ import warnings
 from typing import Any, Callable, Iterable, Iterator
 
 from .base import HOOK_EVENTS, RegisteredHook, check_callable, register_hook
+from .errors import InvalidHookError
 from .context import aggregate_usage
 
 
@@ -239,7 +240,7 @@ def _collect(hooks: Any, on_start: Any, on_end: Any) -> tuple[RegisteredHook, ..
     elif isinstance(hooks, (list, tuple)):
         collected = [register_hook(h) for h in hooks]
     else:
-        raise TypeError(
+        raise InvalidHookError(
             f"hooks: expected a list of hook instances, got {type(hooks).__name__}; "
             f"write hooks=[hook]"
         )
