@@ -261,9 +261,15 @@ def test_hooks_raise_false_warns_once_per_failure_and_continues():
 
 def test_per_call_hooks_raise_overrides_the_runner_setting():
     runner = HookRunner([Boom()], hooks_raise=True)
-    with warnings.catch_warnings(record=True):
+    with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        runner.call(hooks_raise=False).emit("on_predict_start", None)
+        runner.call(hooks_raise=False).emit("on_predict_start", None)  # does not raise
+    assert [w.category for w in caught] == [RuntimeWarning]
+    assert "Boom.on_predict_start raised KeyError" in str(caught[0].message)
+    assert "hooks_raise=False" in str(caught[0].message)
+    runner = HookRunner([Boom()], hooks_raise=False)
+    with pytest.raises(KeyError):
+        runner.call(hooks_raise=True).emit("on_predict_start", None)
 
 
 def test_emit_each_runs_all_and_returns_the_first_failure():

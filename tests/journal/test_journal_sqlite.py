@@ -150,7 +150,7 @@ def test_processes_creating_the_same_new_file_at_once_all_open_it(tmp_path: Path
     start = str(time.time() + 1.5)
     procs = [subprocess.Popen([sys.executable, "-c", _OPENER, str(tmp_path), start, "30"],
                               stderr=subprocess.PIPE, text=True) for _ in range(6)]
-    outcomes = [(p.wait(timeout=120), p.stderr.read()) for p in procs]
+    outcomes = [(p.returncode, err) for p in procs for _, err in [p.communicate(timeout=120)]]
     assert all(code == 0 for code, _ in outcomes), [err[-300:] for _, err in outcomes]
     for r in range(30):
         assert sqlite3.connect(tmp_path / f"r{r}.db").execute("PRAGMA journal_mode").fetchone()[0] == "wal"
