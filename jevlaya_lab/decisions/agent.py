@@ -47,6 +47,7 @@ from jevlaya_lab.decisions.calibration import (
     decode_answer,
     parse_min_confidence,
 )
+from jevlaya_lab.decisions.budget import check_positions
 from jevlaya_lab.decisions.checkpoint import CheckpointConfig, load_checkpoint
 from jevlaya_lab.decisions.encoding import (
     EncodedBatch,
@@ -226,7 +227,10 @@ class Agent(HookHost):
             for index, state in enumerate(states):
                 check_state(state, index)
             return [empty_result(self.model_id) for _ in states]
-        max_len = check_budget("max_len", self.config.max_len if ctx.max_len is None else ctx.max_len)
+        max_len = check_positions(
+            check_budget("max_len", self.config.max_len if ctx.max_len is None else ctx.max_len),
+            getattr(getattr(self.decision_model.encoder, "config", None), "max_position_embeddings", None),
+            self.model_id)
         head_max_len = check_budget(
             "head_max_len", self.config.head_max_len if ctx.head_max_len is None else ctx.head_max_len)
         heads = self._question_heads(parsed, head_max_len)

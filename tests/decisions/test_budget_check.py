@@ -33,3 +33,17 @@ def test_router_rejects_a_bad_budget_per_request_and_per_call_before_loading_any
     with pytest.raises(BudgetError, match="head_max_len must be a positive int or None, got -1"):
         router.predict_batch([{"state": "hi", "questions": QUESTIONS}], head_max_len=-1)
     assert router.loaded == ()
+
+
+def test_max_len_beyond_the_encoders_positions_names_the_limit():
+    """Issue 15, defect 8: past the encoder's positions transformers fails with an opaque error."""
+    from jevlaya_lab.decisions.agent import Agent
+    from jevlaya_lab.decisions.testing import make_tiny_parts
+
+    agent = Agent(make_tiny_parts(max_len=128), model_id="tiny")  # 128 positions
+    long_state = "refund please " * 200
+    with pytest.raises(BudgetError) as caught:
+        agent.predict(long_state, QUESTIONS, max_len=1024)
+    assert str(caught.value) == ("max_len=1024 is more than the encoder of 'tiny' reads (128 positions); "
+                                 "use max_len <= 128")
+    assert agent.predict(long_state, QUESTIONS, max_len=128)["answers"]["intent"]  # at the limit it answers
