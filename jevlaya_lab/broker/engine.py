@@ -45,7 +45,7 @@ from jevlaya_lab.broker.catalog import CatalogSource
 from jevlaya_lab.broker.config import LLMConfig
 from jevlaya_lab.broker.direct import AsyncDirect
 from jevlaya_lab.broker.keys import KeyResolver
-from jevlaya_lab.broker.report import pool_snapshot, summarize
+from jevlaya_lab.broker.report import PoolSnapshot, pool_snapshot, summarize
 from jevlaya_lab.broker.runtime import Runtime
 from jevlaya_lab.broker.scoped import AsyncCalls, AsyncScopedBroker
 from jevlaya_lab.broker.validation import check_grace, check_local, check_scope
@@ -144,10 +144,13 @@ class AsyncBroker(AsyncCalls):
         return summarize(rows, pool, operation)
 
     # the pool ----------------------------------------------------------------------------------
-    async def snapshot(self) -> dict[str, dict[str, Any]]:
+    async def snapshot(self) -> PoolSnapshot:
         """Pool state per model: cooldown, slots, disabled, demotions, whether a key resolves,
-        whether it is in the pool (in_pool, fallback) and why it cannot start (unavailable)."""
-        return pool_snapshot(await self._rt.ready(), self._rt.caller())
+        whether it is in the pool (in_pool, fallback) and why it cannot start (unavailable);
+        its ``.journal`` attribute holds the journal writer's counters (rows waiting, written,
+        failed, ...: :meth:`jevlaya_lab.journal.JournalWriter.status`)."""
+        return PoolSnapshot(pool_snapshot(await self._rt.ready(), self._rt.caller()),
+                            journal=self._rt.writer.status())
 
     async def disable_llm(self, name: str) -> None:
         await self._rt.ready()

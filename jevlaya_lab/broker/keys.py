@@ -9,7 +9,9 @@ them (and anything key-shaped) from provider messages before they reach rows or 
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,6 +20,7 @@ from jevlaya_lab.hooks.redaction import redact_secrets
 from jevlaya_lab.journal.store import Store
 
 STORED_KEY_TTL_S = 60.0
+log = logging.getLogger("jevlaya_lab.broker")
 
 
 def read_dotenv(path: Path) -> dict[str, str]:
@@ -45,7 +48,9 @@ class KeyResolver:
         self._store = store
         self._secrets = dict(secrets or {})
         self._dotenv = read_dotenv(dotenv if dotenv is not None else Path.cwd() / ".env")
-        self._cache: dict[str, tuple[str | None, float]] = {}
+        self._stored_keys: dict[str, str] = {}
+        self._stored_at: float | None = None  # time.monotonic() of the last read
+        self._refreshing = threading.Lock()
 
     def resolve(self, ref: str, scope: str | None = None) -> str | None:
         names = [f"{scope}/{ref}", ref] if scope else [ref]
@@ -56,20 +61,44 @@ class KeyResolver:
                     return value
         return None
 
+    def load_stored(self) -> None:
+        """Read every stored key now. It queries the database: call it from a worker thread
+        (the broker does, while it builds its pool)."""
+        self._stored_keys = self._store.stored_keys()
+        self._stored_at = time.monotonic()
+
     def _stored(self, ref: str) -> str | None:
-        """A key stored in the database, cached for ``STORED_KEY_TTL_S`` so routing does not
-        query the database on every call (keys stored by other processes appear after that)."""
-        now = time.monotonic()
-        hit = self._cache.get(ref)
-        if hit is None or now - hit[1] > STORED_KEY_TTL_S:
-            hit = (self._store.get_key(ref), now)
-            self._cache[ref] = hit
-        return hit[0]
+        """A key stored in the database, from a copy read off the event loop and refreshed in
+        the background every ``STORED_KEY_TTL_S`` (keys stored by other processes appear after
+        that): routing never waits on the database, even while another process holds it."""
+        if self._stored_at is None or time.monotonic() - self._stored_at > STORED_KEY_TTL_S:
+            self._refresh_in_background()
+        return self._stored_keys.get(ref)
+
+    def _refresh_in_background(self) -> None:
+        if not self._refreshing.acquire(blocking=False):
+            return  # a refresh is already under way
+        threading.Thread(target=self._refresh, name="jevlaya-keys", daemon=True).start()
+
+    def _refresh(self) -> None:
+        try:
+            self.load_stored()
+        except Exception as exc:  # noqa: BLE001 - keep the last copy; try again after the TTL
+            self._stored_at = time.monotonic()
+            log.warning("stored keys could not be re-read from %s (%s: %s); using the last copy",
+                        self._store.location, type(exc).__name__, exc)
+        finally:
+            self._refreshing.release()
 
     def store(self, ref: str, value: str | None) -> None:
         """Keep ``value`` in the database under ``ref`` (``None`` deletes it)."""
         self._store.set_key(ref, value)
-        self._cache.pop(ref, None)
+        keys = dict(self._stored_keys)
+        if value is None:
+            keys.pop(ref, None)
+        else:
+            keys[ref] = value
+        self._stored_keys = keys
 
     def __repr__(self) -> str:
         return f"KeyResolver({len(self._secrets)} secrets, store={self._store!r})"
