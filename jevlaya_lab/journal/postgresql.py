@@ -279,15 +279,6 @@ class PostgreSQLStore(Store):
                              "DO UPDATE SET value = EXCLUDED.value", (ref, value))
 
     # journal --------------------------------------------------------------------------------
-    def append(self, attempts: Iterable[Mapping[str, Any]],
-               ratings: Iterable[Mapping[str, Any]] = (), *, timeout_s: float | None = None,
-               retry: bool = False) -> None:
-        self._insert(attempts, ratings, timeout_s=timeout_s, retry=retry)
-
-    def append_spilled(self, block_id: str, attempts: Iterable[Mapping[str, Any]],
-                       ratings: Iterable[Mapping[str, Any]] = ()) -> bool:
-        return self._insert(attempts, ratings, block_id=block_id)
-
     def _insert(self, attempts: Iterable[Mapping[str, Any]], ratings: Iterable[Mapping[str, Any]], *,
                 timeout_s: float | None = None, block_id: str | None = None, retry: bool = False) -> bool:
         a_rows = [tuple(r.get(f) for f in ATTEMPT_FIELDS) for r in attempts]
@@ -304,10 +295,10 @@ class PostgreSQLStore(Store):
                 if cur.rowcount == 0:
                     return False
             if a_rows:
-                cur.executemany(_insert("attempts", ATTEMPT_FIELDS)
+                cur.executemany(_insert_sql("attempts", ATTEMPT_FIELDS)
                                 + (" ON CONFLICT (call_id) DO NOTHING" if block_id or retry else ""), a_rows)
             if r_rows:
-                cur.executemany(_insert("ratings", RATING_FIELDS[1:]), r_rows)
+                cur.executemany(_insert_sql("ratings", RATING_FIELDS[1:]), r_rows)
         return True
 
     @property
@@ -372,7 +363,7 @@ def pg_spill_path(location: str) -> Path:
     return cache_home() / "journal-spill" / f"postgresql-{digest}.jsonl"
 
 
-def _insert(table: str, fields: Sequence[str]) -> str:
+def _insert_sql(table: str, fields: Sequence[str]) -> str:
     return f"INSERT INTO {table} ({', '.join(fields)}) VALUES ({', '.join(['%s'] * len(fields))})"
 
 

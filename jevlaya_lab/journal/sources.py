@@ -120,14 +120,9 @@ class DeferredStore(Store):
     def set_key(self, ref: str, value: str | None) -> None:
         self._store().set_key(ref, value)
 
-    def append(self, attempts: Iterable[Mapping[str, Any]],
-               ratings: Iterable[Mapping[str, Any]] = (), *, timeout_s: float | None = None,
-               retry: bool = False) -> None:
-        self._store().append(attempts, ratings, timeout_s=timeout_s, retry=retry)
-
-    def append_spilled(self, block_id: str, attempts: Iterable[Mapping[str, Any]],
-                       ratings: Iterable[Mapping[str, Any]] = ()) -> bool:
-        return self._store().append_spilled(block_id, attempts, ratings)
+    def _insert(self, attempts: Iterable[Mapping[str, Any]], ratings: Iterable[Mapping[str, Any]], *,
+                timeout_s: float | None = None, block_id: str | None = None, retry: bool = False) -> bool:
+        return self._store()._insert(attempts, ratings, timeout_s=timeout_s, block_id=block_id, retry=retry)
 
     def attempts(self, **filters: Any) -> list[dict[str, Any]]:  # type: ignore[override]
         return self._store().attempts(**filters)

@@ -178,15 +178,6 @@ class SQLiteStore(Store):
                 self._db.execute("INSERT OR REPLACE INTO keys VALUES (?, ?)", (ref, value))
 
     # journal --------------------------------------------------------------------------------
-    def append(self, attempts: Iterable[Mapping[str, Any]],
-               ratings: Iterable[Mapping[str, Any]] = (), *, timeout_s: float | None = None,
-               retry: bool = False) -> None:
-        self._insert(attempts, ratings, timeout_s=timeout_s, retry=retry)
-
-    def append_spilled(self, block_id: str, attempts: Iterable[Mapping[str, Any]],
-                       ratings: Iterable[Mapping[str, Any]] = ()) -> bool:
-        return self._insert(attempts, ratings, block_id=block_id)
-
     def _insert(self, attempts: Iterable[Mapping[str, Any]], ratings: Iterable[Mapping[str, Any]], *,
                 timeout_s: float | None = None, block_id: str | None = None, retry: bool = False) -> bool:
         a_rows = [tuple(r.get(f) for f in ATTEMPT_FIELDS) for r in attempts]

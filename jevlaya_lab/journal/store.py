@@ -86,7 +86,6 @@ class Store(abc.ABC):
         """Store a key under ``ref`` (``None`` deletes it)."""
 
     # journal
-    @abc.abstractmethod
     def append(self, attempts: Iterable[Mapping[str, Any]],
                ratings: Iterable[Mapping[str, Any]] = (), *, timeout_s: float | None = None,
                retry: bool = False) -> None:
@@ -98,8 +97,8 @@ class Store(abc.ABC):
         batch tried again after a failure skips attempts already there (a commit may have
         succeeded although its answer was lost).
         """
+        self._insert(attempts, ratings, timeout_s=timeout_s, retry=retry)
 
-    @abc.abstractmethod
     def append_spilled(self, block_id: str, attempts: Iterable[Mapping[str, Any]],
                        ratings: Iterable[Mapping[str, Any]] = ()) -> bool:
         """Append the rows of one block of a spill file exactly once.
@@ -108,6 +107,12 @@ class Store(abc.ABC):
         skipped (False), and attempts whose ``call_id`` is already present are left alone, so a
         replay interrupted anywhere can simply run again.
         """
+        return self._insert(attempts, ratings, block_id=block_id)
+
+    @abc.abstractmethod
+    def _insert(self, attempts: Iterable[Mapping[str, Any]], ratings: Iterable[Mapping[str, Any]], *,
+                timeout_s: float | None = None, block_id: str | None = None, retry: bool = False) -> bool:
+        """The one insert behind ``append`` and ``append_spilled`` (False: block already written)."""
 
     @property
     @abc.abstractmethod
