@@ -40,6 +40,7 @@ __all__ = [
     "DEFAULT_MODELS",
     "LAYA_MODELS",
     "LAYA_TASKS",
+    "LAYA_WORKFLOWS",
     "Bundled",
     "LoadedAgents",
     "NearTypoWarning",
@@ -226,13 +227,31 @@ class Registry:
             return entry
 
     def resolve(self, name: str) -> str:
-        """The canonical name for ``name`` or an alias; a ``ValueError`` listing valid names otherwise."""
+        """The canonical name for ``name`` or an alias; a ``ValueError`` listing valid names otherwise.
+
+        As in Laya, matching ignores case and surrounding spaces and reads ``_`` as ``-``
+        (``"Typed_Decisions"`` is ``typed-decisions``).
+        """
         if not isinstance(name, str):
             raise TypeError(f"model: expected a registered name (str), got {type(name).__name__} {name!r}")
-        canonical = self._lookup.get(name.casefold())
+        canonical = self._find(name)
         if canonical is None:
             raise ValueError(self._unknown_message(name))
         return canonical
+
+    def _find(self, name: str) -> str | None:
+        key = name.strip().casefold()
+        found = self._lookup.get(key)
+        return found if found is not None else self._lookup.get(key.replace("_", "-"))
+
+    def repo(self, name: str) -> str | None:
+        """Where checkpoint ``name`` comes from, as one string (a decision's ``repo``)."""
+        source = self.entry(name).source
+        if source is None:
+            return None
+        if isinstance(source, tuple):
+            return f"{os.fspath(source[0])}/{source[1]}"
+        return str(source) if isinstance(source, Bundled) else os.fspath(source)
 
     def _unknown_message(self, name: str) -> str:
         with self._lock:
@@ -251,7 +270,7 @@ class Registry:
             return self._entries[self.resolve(name)]
 
     def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and name.casefold() in self._lookup
+        return isinstance(name, str) and self._find(name) is not None
 
     @property
     def registered(self) -> dict[str, RegistryEntry]:
@@ -290,26 +309,41 @@ DEFAULT_MODELS: dict[str, dict[str, Any]] = {
 }
 """The offline default registry: the two checkpoints that ship with jevlaya_lab."""
 
+LAYA_REPO = "convaiinnovations/laya"
 LAYA_MODELS: dict[str, dict[str, Any]] = {
     "english": {
-        "source": "convaiinnovations/laya",
-        "aliases": ("en", "eng", "laya"),
+        "source": LAYA_REPO,
+        "aliases": ("en", "eng", "laya", "default"),
         "description": "public Laya checkpoint for English (ModernBERT-large, hub download)",
     },
     "multilingual": {
-        "source": "convaiinnovations/laya-multilingual",
+        "source": (LAYA_REPO, "multilingual"),
         "aliases": ("ml", "multi", "laya-multilingual"),
         "description": "public Laya checkpoint for 100+ languages (mmBERT-base, hub download)",
     },
     "typed-decisions": {
-        "source": "convaiinnovations/laya-typed-decisions",
-        "aliases": ("typed", "laya-typed-decisions"),
+        "source": (LAYA_REPO, "typed-decisions"),
+        "aliases": ("typed", "decisions", "laya-typed-decisions"),
         "description": "public Laya checkpoint for the typed-decisions workflows (hub download)",
     },
 }
-"""The public Laya hub checkpoints (``Router.laya()``); loading them needs the hub."""
+"""The public Laya hub checkpoints (``Router.laya()``), laid out as Laya 0.4.15 loads them by
+default: one bundle repo, the English checkpoint at its root, the others in subfolders (the
+alias ``default`` names the English one, as in Laya). Loading them needs the hub."""
 
-LAYA_TASKS: dict[str, str] = {"typed-decisions": "typed-decisions"}
+LAYA_WORKFLOWS: dict[str, frozenset[str]] = {
+    "agent_trace_observability": frozenset({"action", "needs_review", "outcome", "risk", "urgency"}),
+    "customer_service": frozenset({"action", "category", "churn_risk", "needs_human", "urgency"}),
+    "invoice_processing": frozenset({"discrepancy_severity", "disposition", "duplicate",
+                                     "matches_order", "urgency"}),
+    "security_incidents": frozenset({"credential_compromise", "disposition", "severity",
+                                     "true_positive", "urgency"}),
+}
+"""The question-id sets of the typed-decisions checkpoint's four workflows (Laya's signatures):
+a request asking exactly one of these sets matches that workflow."""
+
+LAYA_TASKS: dict[str, str] = {"typed-decisions": "typed-decisions",
+                              **{name: "typed-decisions" for name in LAYA_WORKFLOWS}}
 
 
 class LoadedAgents:

@@ -45,6 +45,7 @@ from jevlaya_lab.decisions.registry import (
     DEFAULT_MODELS,
     LAYA_MODELS,
     LAYA_TASKS,
+    LAYA_WORKFLOWS,
     LoadedAgents,
     Registry,
     RegistryEntry,
@@ -109,9 +110,13 @@ class Router(HookHost):
     @classmethod
     def laya(cls, **kwargs: Any) -> Router:
         """A Router over the public Laya hub checkpoints (``english``, ``multilingual``,
-        ``typed-decisions``). Loading needs the hub; offline, loading fails fast and names the
-        local alternatives. Keyword arguments are passed to :class:`Router`."""
+        ``typed-decisions``) with Laya's four typed-decisions workflows (exact question-id sets;
+        they decide with ``auto_task_detection=True``) and Laya's default (``multilingual``).
+        Loading needs the hub; offline, loading fails fast and names the local alternatives.
+        Keyword arguments are passed to :class:`Router`."""
         kwargs.setdefault("tasks", LAYA_TASKS)
+        kwargs.setdefault("workflows", LAYA_WORKFLOWS)
+        kwargs.setdefault("default", "multilingual")
         return cls(LAYA_MODELS, **kwargs)
 
     # -- routing settings (see RoutingPolicy) ---------------------------------------------------

@@ -230,3 +230,30 @@ def test_a_hook_written_for_laya_sees_the_same_model_lifecycle_here(tiny_dir):
                                    hooks=[hook], device="cpu"), BaseHook)
     assert ours == theirs
     assert [event for event, *_ in ours].count("on_evict") == 2
+
+
+ROUTED_STATES = [
+    "Hello, I need a refund for my order", "Hola, necesito un reembolso por mi pedido",
+    "你好，我要退款", "1234 5678 !!!", "", "ok", "refund", {"a": "Привет, мне нужен возврат"},
+    ["hi", "hello there friend"], "Das ist nicht gut, ich möchte mein Geld zurück",
+    "こんにちは、返金をお願いします", "Ciao, vorrei un rimborso per favore",
+]
+WORKFLOW = {k: {"type": "noul", "instructions": k}
+            for k in ("urgency", "category", "action", "needs_human", "churn_risk")}
+
+
+@pytest.mark.parametrize("auto", [False, True])
+@pytest.mark.parametrize("kwargs", [{}, {"lang": "und"}, {"lang": "mul"}, {"lang": "zxx"}, {"lang": "es-419"},
+                                    {"lang": "en_US"}, {"task": "typed_decisions"}, {"task": "english"},
+                                    {"model": "ML"}, {"model": "decisions"}])
+def test_router_laya_routes_as_laya(auto, kwargs):
+    """Issue 12 item 5: Router.laya() picks laya's checkpoint, repo and workflow (no model loads)."""
+    from jevlaya_lab.decisions.router import Router
+
+    theirs, ours = laya.Router(auto_task_detection=auto), Router.laya(auto_task_detection=auto)
+    for questions in (None, WORKFLOW, {**WORKFLOW, "extra": WORKFLOW["urgency"]}):
+        for state in ROUTED_STATES:
+            expected = theirs.route(state, questions, **kwargs)
+            got = ours.route(state, questions, **kwargs)
+            assert (got["model"], got["repo"], got["workflow"]) == \
+                (expected["model"], expected["repo"], expected["workflow"]), (state, questions, kwargs)

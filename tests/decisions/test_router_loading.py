@@ -191,7 +191,7 @@ def test_laya_checkpoints_fail_fast_offline_naming_local_alternatives(monkeypatc
     with pytest.raises(Exception) as info:
         router.load("multilingual")
     assert time.perf_counter() - started < 10
-    assert "convaiinnovations/laya-multilingual" in str(info.value)
+    assert "'convaiinnovations/laya' (subfolder 'multilingual')" in str(info.value)
     assert "mini-en" in str(info.value) or "mini-multi" in str(info.value)
 
 
