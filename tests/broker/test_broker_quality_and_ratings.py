@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from jevlaya_lab.broker import Broker
+from jevlaya_lab.broker.errors import NoLLMAvailableError
 from jevlaya_lab.local import FaultProfile
 
 
@@ -72,8 +73,9 @@ def test_record_quality_by_trace_id_and_its_errors(broker, server) -> None:
 def test_a_missed_wait_is_remembered_and_cools_a_silent_model(broker, server) -> None:
     server.set_fault("a", FaultProfile(latency=1.0))
     b = broker("a", "b")
-    with pytest.raises(Exception):
+    with pytest.raises(NoLLMAvailableError) as info:
         b.ask("x", wait=0.3)
+    assert info.value.reason == "timeout"
     snap = b.snapshot()["a"]
     assert snap["missed_waits"] == [0.3] and snap["cooldown_until"] is not None
     assert b.ask("x", wait=0.3).llm_name == "b"
