@@ -244,9 +244,11 @@ def test_head_activation_is_a_declared_key_relu_by_default(tmp_path):
 
 
 def test_bundled_heads_declare_the_gelu_they_were_trained_with():
-    from jevlaya_lab.decisions.bundled import HEADS_DIR
+    from jevlaya_lab.decisions.bundled import BUNDLED, HEADS_DIR
 
-    for config in sorted(HEADS_DIR.glob("*/config.json")):
+    configs = sorted(HEADS_DIR.glob("*/config.json"))
+    assert [c.parent.name for c in configs] == sorted(BUNDLED)  # an empty glob must not pass
+    for config in configs:
         assert json.loads(config.read_text())["head_activation"] == "gelu", config
 
 
