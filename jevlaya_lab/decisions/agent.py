@@ -115,7 +115,8 @@ class Agent(HookHost):
 
     ``model`` is a ``(DecisionModel, tokenizer, CheckpointConfig)`` triple (what
     :func:`~jevlaya_lab.decisions.checkpoint.load_checkpoint` returns) or a checkpoint source:
-    a directory, ``(directory_or_repo, subfolder)``, a bundled name or a hub id.
+    a directory, ``(directory_or_repo, subfolder)``, a bundled name or a hub id; ``subfolder``,
+    ``revision``, ``token`` and ``expected_sha256`` are passed to the loader, as in Laya.
     """
 
     def __init__(
@@ -130,6 +131,10 @@ class Agent(HookHost):
         hooks_concurrent: bool = True,
         hooks_timeout: float | None = None,
         model_id: str | None = None,
+        subfolder: str | None = None,
+        revision: str | None = None,
+        token: str | None = None,
+        expected_sha256: dict[str, str] | None = None,
     ) -> None:
         self._hooks = HookRunner(hooks, on_predict_start=on_predict_start,
                                  on_predict_end=on_predict_end, hooks_raise=hooks_raise,
@@ -141,8 +146,10 @@ class Agent(HookHost):
             raise TypeError("Agent(model): a bare DecisionModel lacks its tokenizer and config; pass "
                             "(model, tokenizer, CheckpointConfig) or a checkpoint source")
         else:
-            network, tokenizer, config = load_checkpoint(model)
-            default_id = _source_id(model)
+            network, tokenizer, config = load_checkpoint(
+                model, subfolder=subfolder, revision=revision, token=token,
+                expected_sha256=expected_sha256)
+            default_id = _source_id((model, subfolder) if subfolder else model)
         if not isinstance(config, CheckpointConfig):
             raise TypeError(f"Agent(model): the third item must be a CheckpointConfig, got "
                             f"{type(config).__name__}")
@@ -282,7 +289,8 @@ class Agent(HookHost):
 
 
 def load(source: Any, **agent_kwargs: Any) -> Agent:
-    """Load a checkpoint source into an :class:`Agent` (keywords as for ``Agent``)."""
+    """Load a checkpoint source into an :class:`Agent` (keywords as for ``Agent``, including
+    Laya's ``subfolder=``, ``revision=``, ``token=`` and ``expected_sha256=``)."""
     return Agent(source, **agent_kwargs)
 
 

@@ -74,6 +74,8 @@ class RegistryEntry:
     source: Source
     description: str | None = None
     aliases: tuple[str, ...] = field(default=())
+    load_options: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """Passed to the loader: ``revision``, ``token``, ``expected_sha256`` (never shown in reprs)."""
 
     @property
     def kind(self) -> str:
@@ -157,7 +159,8 @@ class Registry:
             models = models.registered
         for name, spec in (models or {}).items():
             if isinstance(spec, RegistryEntry):
-                self.register(name, spec.source, spec.description, aliases=spec.aliases)
+                self.register(name, spec.source, spec.description, aliases=spec.aliases,
+                              load_options=spec.load_options)
             elif isinstance(spec, Mapping):
                 unknown = set(spec) - {"source", "description", "aliases"}
                 if unknown or "source" not in spec:
@@ -171,15 +174,17 @@ class Registry:
                 self.register(name, spec)
 
     def register(
-        self, name: str, source: Any, description: str | None = None, *, aliases: Iterable[str] = ()
+        self, name: str, source: Any, description: str | None = None, *, aliases: Iterable[str] = (),
+        load_options: Mapping[str, Any] | None = None,
     ) -> RegistryEntry:
-        """Add (or replace) checkpoint ``name`` with ``source`` and optional ``aliases``."""
+        """Add (or replace) checkpoint ``name`` with ``source`` and optional ``aliases``;
+        ``load_options`` (``revision``, ``token``, ``expected_sha256``) go to the loader."""
         name = _check_name(name, "register(name)")
         if isinstance(aliases, str):
             aliases = (aliases,)
         alias_list = tuple(_check_name(a, "register(aliases)") for a in aliases)
         source = normalize_source(source, f"register({name!r}, source)") if source is not None else None
-        entry = RegistryEntry(name, source, description, alias_list)
+        entry = RegistryEntry(name, source, description, alias_list, dict(load_options or {}))
         with self._lock:
             replaced = self._entries.get(self._lookup.get(name.casefold(), ""))
             if replaced is not None and replaced.name.casefold() != name.casefold():

@@ -143,9 +143,18 @@ class Router(HookHost):
 
     # -- registry ------------------------------------------------------------------------------
     def register(self, name: str, source: Any, description: str | None = None, *,
-                 aliases: Iterable[str] = ()) -> RegistryEntry:
-        """Register checkpoint ``name`` (a directory, ``(repo, subfolder)``, hub id or ``Bundled``)."""
-        return self._registry.register(name, source, description, aliases=aliases)
+                 aliases: Iterable[str] = (), subfolder: str | None = None, revision: str | None = None,
+                 token: str | None = None, expected_sha256: dict[str, str] | None = None) -> RegistryEntry:
+        """Register checkpoint ``name`` (a directory, ``(repo, subfolder)``, hub id or ``Bundled``).
+
+        As in Laya, ``subfolder`` picks a checkpoint inside a bundle, ``revision`` / ``token`` are
+        used when it is downloaded and ``expected_sha256`` pins its files; nothing loads here.
+        """
+        if subfolder is not None:
+            source = (source, subfolder)
+        options = {k: v for k, v in (("revision", revision), ("token", token),
+                                     ("expected_sha256", expected_sha256)) if v is not None}
+        return self._registry.register(name, source, description, aliases=aliases, load_options=options)
 
     def unregister(self, name: str) -> RegistryEntry:
         """Forget ``name`` (or the checkpoint an alias points to); unloads it first if resident."""
@@ -219,8 +228,9 @@ class Router(HookHost):
     def _build(self, name: str) -> Any:
         from jevlaya_lab.decisions import agent as agent_module  # torch is imported on first load
 
-        source = agent_source(self._registry.entry(name))
-        kwargs = {"device": self.device, **self.agent_kwargs, "model_id": name}
+        entry = self._registry.entry(name)
+        source = agent_source(entry)
+        kwargs = {"device": self.device, **self.agent_kwargs, **entry.load_options, "model_id": name}
         return agent_module.load(source, **kwargs)
 
     def load(self, name: str, *, hooks: Sequence[Any] | None = None, hooks_raise: bool | None = None) -> Any:
