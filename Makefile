@@ -27,7 +27,7 @@ demo: setup
 	$(PY) -m jevlaya_lab.cli demo
 
 # Every benchmark in turn; each prints a table and writes bench/results/<name>.json.
-BENCHES := decisions routing quality local broker streaming workbench
+BENCHES := decisions routing quality local broker streaming workbench chaos
 bench: setup
 	for b in $(BENCHES); do $(PY) bench/$$b.py || exit 1; done
 
