@@ -206,6 +206,19 @@ class Agent(HookHost):
 
     predict = system_one
 
+    def predict_long(self, state: Any, questions: Mapping[Any, Any], *, window: int | None = None,
+                     stride: int | None = None, aggregate: str = "auto", batch_size: int | None = None,
+                     **hook_kwargs: Any) -> dict[str, Any]:
+        """Answer ``questions`` about a state longer than one row, in overlapping token windows.
+
+        See :mod:`jevlaya_lab.decisions.long` (Laya's rules); ``hook_kwargs`` are ``hooks``,
+        ``on_predict_start``, ``on_predict_end``, ``hooks_raise`` and ``hooks_timeout``.
+        """
+        from jevlaya_lab.decisions.long import predict_long
+
+        return predict_long(self, state, questions, window=window, stride=stride,
+                            aggregate=aggregate, batch_size=batch_size, **hook_kwargs)
+
     def _gate(self, ctx: PredictContext, thresholds: dict[str, float]) -> None:
         parsed = parse_questions(ctx.questions) if ctx.questions else ()
         for result in ctx.results or ():

@@ -257,3 +257,34 @@ def test_router_laya_routes_as_laya(auto, kwargs):
             got = ours.route(state, questions, **kwargs)
             assert (got["model"], got["repo"], got["workflow"]) == \
                 (expected["model"], expected["repo"], expected["workflow"]), (state, questions, kwargs)
+
+
+LONG = " ".join(f"line {i}: the customer writes about a late order and asks for a refund" for i in range(40))
+
+
+@pytest.mark.parametrize("pair", ["tiny_dir"], indirect=True)
+@pytest.mark.parametrize("kwargs", [{}, {"window": 40, "stride": 20}, {"window": 30}])
+def test_predict_long_matches_laya(pair, kwargs):
+    """Issue 12 item 6: windows, per-type aggregation, window attribution and usage as laya."""
+    reference, agent = pair
+    questions = {k: MIXED[k] for k in ("team", "urgency", "spam")}
+    for state in (LONG, {"body": LONG}, [{"role": "user", "content": LONG}], "short"):
+        ours = agent.predict_long(state, questions, **kwargs)
+        assert ours["usage"]["windows"] >= 1
+        assert_same_answers([reference.predict_long(state, questions, **kwargs)], [ours])
+
+
+def test_predict_long_hooks_see_the_windows_once_and_a_skip_reads_nothing(tiny_dir):
+    agent = Agent(tiny_dir, device="cpu")
+    questions = {"spam": MIXED["spam"]}
+    seen = []
+    result = agent.predict_long(LONG, questions, on_predict_start=lambda ctx: seen.append(list(ctx.states)))
+    assert len(seen) == 1 and len(seen[0]) == result["usage"]["windows"] > 1
+    assert result["answers"]["spam"]["window"]["count"] == len(seen[0])
+    cached = {"model": "m", "answers": {"spam": {"type": "noul", "noul": 0.9, "confidence": 0.9,
+                                                 "answer_confidence": 0.9, "action": {"act_probability": 0.5}}},
+              "usage": {"input_tokens": 0, "output_tokens": 0}}
+    skipped = agent.predict_long(LONG, questions, on_predict_start=lambda ctx: ctx.skip([cached] * len(ctx.states)))
+    assert skipped["usage"]["windows"] == 0 and "window" not in skipped["answers"]["spam"]
+    with pytest.raises(ValueError, match="stride=50 is wider than the 40-token window"):
+        agent.predict_long(LONG, questions, window=40, stride=50)
