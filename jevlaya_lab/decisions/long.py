@@ -28,14 +28,11 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jevlaya_lab.decisions.budget import check_budget
 from jevlaya_lab.decisions.encoding import serialize_state
 from jevlaya_lab.decisions.questions import parse_questions
-
-if TYPE_CHECKING:
-    from jevlaya_lab.decisions.agent import Agent
 
 MIN_WINDOW = 64
 _USAGE_SUMS = ("input_tokens", "output_tokens", "state_tokens", "state_tokens_dropped")
@@ -52,10 +49,11 @@ def windows(n_tokens: int, window: int, stride: int) -> list[tuple[int, int]]:
         start += stride
 
 
-def predict_long(agent: Agent, state: Any, questions: Mapping[Any, Any], *, window: int | None = None,
+def predict_long(agent: Any, state: Any, questions: Mapping[Any, Any], *, window: int | None = None,
                  stride: int | None = None, aggregate: str = "auto", batch_size: int | None = None,
                  **hook_kwargs: Any) -> dict[str, Any]:
-    """See the module docstring; ``hook_kwargs`` are predict's hook keywords."""
+    """See the module docstring; ``agent`` is the :class:`~jevlaya_lab.decisions.agent.Agent`
+    (not imported here: the Agent imports this module), ``hook_kwargs`` its hook keywords."""
     if aggregate != "auto":
         raise ValueError(f"aggregate={aggregate!r}: only 'auto' (per-type rules) is supported")
     parsed = parse_questions(questions) if questions else ()
