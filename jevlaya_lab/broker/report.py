@@ -67,7 +67,7 @@ def pool_snapshot(pool: Pool, caller: Caller) -> dict[str, dict[str, Any]]:
             "in_flight": s.in_flight, "parallel": s.entry.parallel,
             "disabled": s.disabled,
             "key": "not needed" if s.entry.api_key_ref is None else (
-                "present" if usable else ("refused" if name in caller.dropped else "missing")),
+                "present" if usable else ("refused" if pool.refused(s, caller) else "missing")),
             "demoted_for": [op for op in pool.quality.operations(name)
                             if pool.quality.demoted(name, op)],
             "missed_waits": sorted({w for w, _ in s.missed_waits}),
