@@ -163,7 +163,7 @@ class Runtime:
         # this broker's own entries first, in the order given; the rest keep registry order
         mine = {m.name: i for i, m in enumerate(self.user_models)}
         entries.sort(key=lambda e: mine.get(e.name, len(mine)))
-        return Pool(entries, self.keys, Quality(self.store.rating_totals()),
+        return Pool(entries, self.keys, Quality(self.store.ratings()),
                     optimize=self._optimize, fallback=fallback, local=self._local)
 
     def state(self, name: str) -> ModelState:
@@ -335,7 +335,7 @@ class Runtime:
                              "an answer after it has ended, using the id of this broker's "
                              "result or stream")
         if self._pool is not None:
-            self._pool.quality.add(info["llm_name"], info["operation"], score)
+            self._pool.quality.add(info["llm_name"], info["operation"], score, call_id)
         self.writer.rating({"call_id": call_id, "trace_id": info["trace_id"],
                             "llm_name": info["llm_name"], "operation": info["operation"],
                             "scope": info["scope"], "score": score,

@@ -62,9 +62,9 @@ def check_params(params: Mapping[str, Any]) -> dict[str, Any]:
 def check_wait(wait: Any) -> float | None:
     if wait is None:
         return None
-    if isinstance(wait, bool) or not isinstance(wait, (int, float)) or math.isnan(wait):
+    if isinstance(wait, bool) or not isinstance(wait, (int, float)):
         raise TypeError(f"wait={wait!r}: must be None, 0 or a number of seconds")
-    if wait < 0:
+    if math.isnan(wait) or wait < 0:
         raise ValueError(f"wait={wait!r}: must be None (no deadline), 0 (no queueing) or a "
                          "positive number of seconds")
     return float(wait)
@@ -92,6 +92,13 @@ def check_ceiling(name: str, value: Any) -> int:
         raise ValueError(f"{name}={value!r}: must be an integer >= 1 (a hard ceiling on the "
                          "requests one call may send; see jevlaya_lab.broker.limits)")
     return value
+
+
+def check_limit(limit: Any) -> int | None:
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"limit={limit!r}: must be None (every row) or an integer >= 1 (the "
+                         "newest rows)")
+    return limit
 
 
 def check_grace(grace: Any) -> float:

@@ -44,10 +44,12 @@ from jevlaya_lab.journal.rows import (
     ATTEMPT_FIELDS,
     MODEL_FIELDS,
     RATING_FIELDS,
+    SCORE_CHUNK,
     attempt_filters,
     equality_filters,
     model_from_row,
     model_values,
+    scores_query,
     utc_now,
 )
 from jevlaya_lab.journal.store import SCHEMA_VERSION, Store, split_password
@@ -308,15 +310,26 @@ class PostgreSQLStore(Store):
     def attempts(self, *, call_id: str | None = None, trace_id: str | None = None,
                  llm_name: str | None = None, operation: str | None = None,
                  scope: str | None = None, status: str | None = None,
-                 since: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+                 since: str | None = None, limit: int | None = None,
+                 newest_first: bool = False) -> list[dict[str, Any]]:
         where, args = attempt_filters("%s", call_id=call_id, trace_id=trace_id, llm_name=llm_name,
                                       operation=operation, scope=scope, status=status, since=since)
-        return self._select("attempts", ATTEMPT_FIELDS, where, args, "called_at, seq", limit)
+        return self._select("attempts", ATTEMPT_FIELDS, where, args, "called_at DESC, seq DESC" if newest_first else "called_at, seq",
+                            limit)
 
     def ratings(self, *, call_id: str | None = None, trace_id: str | None = None,
                 limit: int | None = None) -> list[dict[str, Any]]:
         where, args = equality_filters("%s", call_id=call_id, trace_id=trace_id)
         return self._select("ratings", RATING_FIELDS, where, args, "rating_id", limit)
+
+    def latest_scores(self, call_ids: Sequence[str]) -> dict[str, float]:
+        ids = list(dict.fromkeys(call_ids))
+        scores: dict[str, float] = {}
+        for start in range(0, len(ids), SCORE_CHUNK):
+            chunk = ids[start:start + SCORE_CHUNK]
+            rows = self._read(scores_query("%s", len(chunk)), chunk)
+            scores.update((r["call_id"], float(r["score"])) for r in rows)
+        return scores
 
     def rating_totals(self) -> dict[tuple[str, str], tuple[int, float]]:
         rows = self._read("SELECT llm_name, COALESCE(operation, '') AS op, COUNT(*) AS n, "

@@ -15,10 +15,12 @@ from jevlaya_lab.journal.errors import JournalFileError, JournalSchemaError
 from jevlaya_lab.journal.rows import (
     ATTEMPT_FIELDS,
     RATING_FIELDS,
+    SCORE_CHUNK,
     attempt_filters,
     equality_filters,
     model_from_row,
     model_values,
+    scores_query,
     utc_now,
 )
 from jevlaya_lab.journal.store import SCHEMA_VERSION, Store
@@ -206,15 +208,27 @@ class SQLiteStore(Store):
     def attempts(self, *, call_id: str | None = None, trace_id: str | None = None,
                  llm_name: str | None = None, operation: str | None = None,
                  scope: str | None = None, status: str | None = None,
-                 since: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+                 since: str | None = None, limit: int | None = None,
+                 newest_first: bool = False) -> list[dict[str, Any]]:
         where, args = attempt_filters("?", call_id=call_id, trace_id=trace_id, llm_name=llm_name,
                                       operation=operation, scope=scope, status=status, since=since)
-        return self._select("attempts", where, args, "called_at, rowid", limit)
+        return self._select("attempts", where, args, "called_at DESC, rowid DESC" if newest_first else "called_at, rowid",
+                            limit)
 
     def ratings(self, *, call_id: str | None = None, trace_id: str | None = None,
                 limit: int | None = None) -> list[dict[str, Any]]:
         where, args = equality_filters("?", call_id=call_id, trace_id=trace_id)
         return self._select("ratings", where, args, "rating_id", limit)
+
+    def latest_scores(self, call_ids: Sequence[str]) -> dict[str, float]:
+        ids = list(dict.fromkeys(call_ids))
+        scores: dict[str, float] = {}
+        for start in range(0, len(ids), SCORE_CHUNK):
+            chunk = ids[start:start + SCORE_CHUNK]
+            with self._lock:
+                rows = self._db.execute(scores_query("?", len(chunk)), chunk).fetchall()
+            scores.update((r[0], float(r[1])) for r in rows)
+        return scores
 
     def rating_totals(self) -> dict[tuple[str, str], tuple[int, float]]:
         with self._lock:

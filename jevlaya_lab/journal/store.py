@@ -123,12 +123,18 @@ class Store(abc.ABC):
     def attempts(self, *, call_id: str | None = None, trace_id: str | None = None,
                  llm_name: str | None = None, operation: str | None = None,
                  scope: str | None = None, status: str | None = None,
-                 since: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
-        """Attempt rows matching every given filter, oldest first."""
+                 since: str | None = None, limit: int | None = None,
+                 newest_first: bool = False) -> list[dict[str, Any]]:
+        """Attempt rows matching every given filter, oldest first (``newest_first``: the
+        newest first, so ``limit`` keeps the newest rows)."""
 
     @abc.abstractmethod
     def ratings(self, *, call_id: str | None = None, trace_id: str | None = None,
                 limit: int | None = None) -> list[dict[str, Any]]: ...
+
+    @abc.abstractmethod
+    def latest_scores(self, call_ids: Sequence[str]) -> dict[str, float]:
+        """The latest rating of each of ``call_ids`` that has one."""
 
     @abc.abstractmethod
     def rating_totals(self) -> dict[tuple[str, str], tuple[int, float]]:

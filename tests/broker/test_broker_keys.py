@@ -44,8 +44,8 @@ def test_401_drops_the_key_for_that_caller_only_and_fails_over(locked, server, d
     secrets = {"TEST_KEY": WRONG, "team/TEST_KEY": RIGHT}
     with Broker(db, models=[keyed(locked), *cfg("b")], secrets=secrets, catalog=[]) as b:
         assert b.ask("x").llm_name == "b"
-        assert [r["status"] for r in b.calls()] == ["error", "ok"]
-        assert b.calls()[0]["http_status"] == 401
+        assert [r["status"] for r in b.calls()] == ["ok", "error"]  # newest first
+        assert b.calls()[-1]["http_status"] == 401
         assert b.snapshot()["k"]["key"] == "refused" and b.snapshot()["k"]["cooldown_until"] is None
         assert b.ask("x").llm_name == "b"  # dropped: not tried again by this caller
         assert len(b.calls()) == 3
