@@ -133,6 +133,9 @@ class DeferredStore(Store):
     def rating_totals(self) -> dict[tuple[str, str], tuple[int, float]]:
         return self._store().rating_totals()
 
+    def latest_scores(self, call_ids: Sequence[str]) -> dict[str, float]:
+        return self._store().latest_scores(call_ids)
+
     def purge(self, retention_days: float, *, min_interval_s: float = 3600.0) -> int:
         return self._store().purge(retention_days, min_interval_s=min_interval_s)
 

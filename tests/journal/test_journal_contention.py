@@ -201,7 +201,7 @@ def test_rows_refused_past_closing_are_spilled_then_written_once_by_the_next_bro
             rows = again.calls()
             replayed.append(again.snapshot().journal["replayed"])
         assert sorted(r["call_id"] for r in rows) == sorted(
-            [rows[0]["call_id"]] + [a.call_id for a in answers])
+            [rows[-1]["call_id"]] + [a.call_id for a in answers])
         assert len(again_ratings(db)) == 1
         assert not spill.exists()
         spill.write_text(saved)  # as if a crash had left the file behind after writing it
