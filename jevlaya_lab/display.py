@@ -19,7 +19,13 @@ __all__ = ["MIME", "bars_html", "card", "clip", "clipped_html", "decision_html",
            "jsonable", "llm_card", "llm_html", "stream_html", "stream_plain"]
 
 MIME = "application/vnd.jevlaya+json"
-MUTED = "color:#888"
+# Colours follow JupyterLab's theme (--jp-* variables, light and dark) with fallbacks for other
+# front ends; text colours keep >= 4.5:1 contrast on the theme's background.
+MUTED = "color:var(--jp-content-font-color2,#666)"
+BLUE = "var(--jp-brand-color1,#1976d2)"
+RED = "var(--jp-error-color1,#c62828)"
+RED_TEXT = RED
+TEAL = "#2a9d8f"
 _BAR = ("display:inline-block;height:0.8em;background:{color};width:{pct:.1f}%;"
         "vertical-align:middle")
 
@@ -41,8 +47,10 @@ def jsonable(value: Any) -> Any:
 
 def card(inner: str) -> str:
     """Wrap rendered parts in the bordered card every rich display of the package uses."""
-    return ("<div class='jevlaya' style='font-family:sans-serif;border:1px solid #ddd;"
-            f"border-radius:4px;padding:.5em;max-width:48em'>{inner}</div>")
+    return ("<div class='jevlaya' style='font-family:var(--jp-ui-font-family,sans-serif);"
+            "color:var(--jp-content-font-color1,inherit);border:1px solid "
+            "var(--jp-border-color2,rgba(128,128,128,.4));border-radius:4px;padding:.5em;"
+            f"max-width:48em'>{inner}</div>")
 
 
 def clip(text: str, limit: int) -> tuple[str, str, int]:
@@ -64,14 +72,14 @@ def clipped_html(text: str, limit: int, *, empty: str = "(no text yet)") -> str:
             f"{escape(tail)}")
 
 
-def bars_html(bars: Sequence[Mapping[str, Any]], color: str = "#4c78a8") -> str:
+def bars_html(bars: Sequence[Mapping[str, Any]], color: str = BLUE) -> str:
     """A table of labelled probability bars (``{"label": ..., "p": 0..1}``)."""
     cells = []
     for bar in bars:
         p = max(0.0, min(1.0, float(bar["p"])))
         cells.append(
             f"<tr><td style='padding:0 .5em 0 0'>{escape(str(bar['label']))}</td>"
-            f"<td style='width:12em'><span style='{_BAR.format(color=color, pct=p * 100)}'>"
+            f"<td style='width:12em;background:var(--jp-layout-color2,rgba(128,128,128,.15))'><span style='{_BAR.format(color=color, pct=p * 100)}'>"
             f"</span></td><td style='text-align:right'>{p:.2f}</td></tr>")
     return f"<table style='border-collapse:collapse;font-size:90%'>{''.join(cells)}</table>"
 
@@ -86,7 +94,7 @@ def decision_html(decision: Mapping[str, Any]) -> str:
         f"<div>{escape(str(decision['reason']))}</div>"
         f"<div><small>language: {escape(str(decision['language']))}"
         + (f" &middot; scripts: {escape(scripts)}" if scripts else "") + "</small></div>"
-        f"{bars_html(decision['scripts'], '#72b7b2')}")
+        f"{bars_html(decision['scripts'], TEAL)}")
 
 
 # -- a Broker answer -----------------------------------------------------------------------------
