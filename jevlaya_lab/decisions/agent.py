@@ -61,6 +61,7 @@ from jevlaya_lab.decisions.encoding import (
 )
 from jevlaya_lab.decisions.model import DecisionModel, DecisionOutput
 from jevlaya_lab.decisions.questions import Question, parse_questions
+from jevlaya_lab.display import AgentResult
 from jevlaya_lab.hooks import HookHost, HookRunner, PredictContext
 
 ROWS_PER_CHUNK = 256
@@ -198,7 +199,8 @@ class Agent(HookHost):
                 ctx.results = self._infer(ctx, batch_size=batch_size, sort_by_length=sort_by_length)
             if thresholds is not None:
                 self._gate(ctx, thresholds)
-        return ctx.results
+        # the same dicts to code; a notebook shows each as the answers card (issue 16 item 7)
+        return [AgentResult(r) if type(r) is dict else r for r in ctx.results]
 
     def system_one(self, state: Any, questions: Mapping[str, Any], **kwargs: Any) -> dict[str, Any]:
         """Answer ``questions`` about one state: ``predict_batch([state], ...)[0]``."""

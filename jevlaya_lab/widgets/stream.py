@@ -122,7 +122,13 @@ class StreamView(anywidget.AnyWidget):
         self._require(False, "wait", "wait_async")
         event = self._settled if lanes else self._done
         assert isinstance(event, threading.Event)
-        return event.wait(timeout)
+        ended = event.wait(timeout)
+        self._throttle.flush()
+        # the reader pushed from its own thread; send the whole state once more from the caller's
+        # (a notebook executor such as nbclient records widget state per cell, so a saved
+        # notebook then holds the finished view, not the one it first displayed)
+        self.send_state()
+        return ended
 
     async def wait_async(self, timeout: float | None = None, *, lanes: bool = False) -> bool:
         """:meth:`wait` for a view over an ``AsyncBroker``: ``await view.wait_async()``."""

@@ -110,6 +110,12 @@ class HookTimeline(anywidget.AnyWidget, BaseHook):
         """Show every recorded event now (the throttle otherwise does within ``throttle`` s)."""
         self._throttle.flush()
 
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        """Displaying the timeline first pushes what it recorded (from the displaying thread,
+        so a saved notebook holds every event shown)."""
+        self.flush()
+        return super()._repr_mimebundle_(**kwargs)
+
     def clear(self) -> None:
         with self._lock:
             self._pending, self._t0 = [], None

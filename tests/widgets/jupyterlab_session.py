@@ -74,8 +74,10 @@ class JupyterLabServer:
     def base(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def url(self, path: str = "") -> str:
-        return f"{self.base}/lab/tree/{path}?token={self.token}"
+    def url(self, path: str = "", workspace: str | None = None) -> str:
+        """The URL of ``path`` in JupyterLab; a fresh ``workspace`` restores no other tabs."""
+        where = f"workspaces/{workspace}/tree" if workspace else "tree"
+        return f"{self.base}/lab/{where}/{path}?token={self.token}"
 
     def __enter__(self) -> JupyterLabServer:
         env = {**os.environ,
@@ -111,6 +113,18 @@ class JupyterLabServer:
         self.stop()
         raise RuntimeError(f"JupyterLab did not answer within {self.timeout} s:\n"
                            + self.log.read_text(errors="replace")[-3000:])
+
+    def api(self, method: str, path: str) -> Any:
+        req = urllib.request.Request(f"{self.base}/api/{path}?token={self.token}",
+                                     method=method, data=b"" if method == "POST" else None)
+        with urllib.request.urlopen(req, timeout=20) as resp:
+            body = resp.read()
+        return json.loads(body) if body else None
+
+    def stop_kernels(self) -> None:
+        """End every session and its kernel (one tutorial's kernel at a time stays alive)."""
+        for session in self.api("GET", "sessions"):
+            self.api("DELETE", f"sessions/{session['id']}")
 
     def stop(self) -> None:
         """Shut the server (and its kernels) down, then make sure its pid is gone."""
@@ -216,6 +230,7 @@ class LabPage:
         self.page = page
         self.lab = lab
         self.console_errors: list[str] = []
+        self.opened = 0
         page.on("console", self._on_console)
         page.on("pageerror", lambda exc: self.console_errors.append(f"pageerror: {exc}"))
 
@@ -249,10 +264,9 @@ class LabPage:
     def open(self, name: str) -> None:
         """Open notebook ``name`` by its URL (shutting down the previous one's kernel), wait
         for its kernel and check the theme survived the reload."""
-        self.page.evaluate("async () => { const w = window.jupyterapp && "
-                           "window.jupyterapp.shell.currentWidget; if (w && w.sessionContext) "
-                           "await w.sessionContext.shutdown().catch(() => null); }")
-        self.page.goto(self.lab.url(name))
+        self.lab.stop_kernels()
+        self.opened += 1  # its own workspace: JupyterLab reopens no earlier notebook
+        self.page.goto(self.lab.url(name, workspace=f"jv{self.opened}"))
         self.page.wait_for_function(
             "window.jupyterapp && window.jupyterapp.shell.currentWidget && "
             f"window.jupyterapp.shell.currentWidget.context && "
@@ -261,6 +275,12 @@ class LabPage:
         self.page.evaluate(f"() => {{ {NOTEBOOK} = window.jupyterapp.shell.currentWidget; }}")
         self.page.wait_for_function(KERNEL_IDLE, timeout=60_000)
         self._wait_theme()
+        # JupyterLab saved an earlier run's outputs into the file: start from none
+        self.page.evaluate("() => window.jupyterapp.commands.execute("
+                           "'notebook:clear-all-cell-outputs')")
+        self.page.wait_for_function(f"![...{NOTEBOOK}.content.model.cells].some((c) => "
+                                    "c.type === 'code' && c.toJSON().outputs.length)",
+                                    timeout=10_000)
 
     def run_all(self, timeout_s: float = 300.0) -> float:
         """Run every cell (Run ▸ Run All Cells) and wait until the kernel is done: the last

@@ -174,7 +174,8 @@ def use_timeline(page: LabPage) -> None:
     timeline.locator(".jv-lane .jv-span").first.click()
     timeline.locator(".jv-axis").filter(has_not_text=before).wait_for(timeout=10_000)
     timeline.locator("button", has_text="show all").click()
-    timeline.locator(".jv-axis", has_text=before).wait_for(timeout=10_000)
+    timeline.locator("button", has_text="show all").wait_for(state="detached", timeout=10_000)
+    assert timeline.locator(".jv-axis").inner_text() == before
 
 
 def use_streaming_racing(page: LabPage) -> None:
