@@ -100,14 +100,14 @@ class Store(abc.ABC):
         self._insert(attempts, ratings, timeout_s=timeout_s, retry=retry)
 
     def append_spilled(self, block_id: str, attempts: Iterable[Mapping[str, Any]],
-                       ratings: Iterable[Mapping[str, Any]] = ()) -> bool:
+                       ratings: Iterable[Mapping[str, Any]] = (), *, timeout_s: float | None = None) -> bool:
         """Append the rows of one block of a spill file exactly once.
 
         The block's id is recorded in the same transaction; a block already recorded is
         skipped (False), and attempts whose ``call_id`` is already present are left alone, so a
         replay interrupted anywhere can simply run again.
         """
-        return self._insert(attempts, ratings, block_id=block_id)
+        return self._insert(attempts, ratings, block_id=block_id, timeout_s=timeout_s)
 
     @abc.abstractmethod
     def _insert(self, attempts: Iterable[Mapping[str, Any]], ratings: Iterable[Mapping[str, Any]], *,

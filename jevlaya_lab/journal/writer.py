@@ -61,6 +61,7 @@ class JournalWriter:
         self._append_timeout_s = APPEND_TIMEOUT_S if append_timeout_s is None else append_timeout_s
         self._close_wait_s = CLOSE_WAIT_S if close_wait_s is None else close_wait_s
         self._replay_done = threading.Event()
+        self._replay_again = False  # saved rows went back to the spill file: try them later
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._pending: deque[Row] = deque()
         self._settled = threading.Condition()
@@ -138,6 +139,8 @@ class JournalWriter:
             if self._pending:
                 if self._write_batch():
                     pause = RETRY_FIRST_S
+                    if self._replay_again:  # the database takes writes again: saved rows too
+                        self._replay()
                     continue
                 if stopping_at is not None and time.monotonic() >= stopping_at:
                     self._spill(len(self._pending), "the broker closed while the journal refused writes")
@@ -252,6 +255,7 @@ class JournalWriter:
 
     def _replay(self) -> None:
         """Write the blocks of earlier spill files (claimed by renaming, so one replayer each)."""
+        self._replay_again = False
         path = self.store.spill_path
         if path is None:
             return
@@ -283,12 +287,14 @@ class JournalWriter:
                 continue
             try:
                 if self.store.append_spilled(block_id, [r for k, r in rows if k == "a"],
-                                             [r for k, r in rows if k == "r"]):
+                                             [r for k, r in rows if k == "r"],
+                                             timeout_s=self._append_timeout_s):
                     self.replayed += len(rows)
             except Exception as exc:  # noqa: BLE001 - the block goes back to the file for the next try
                 log.warning("journal %s: could not write %d saved row(s) yet (%s); they stay in %s",
                             self.store.location, len(rows), exc, path)
                 retry.append(line)
+        self._replay_again = self._replay_again or bool(retry)
         try:
             for lines_out, target in ((retry, path), (damaged, path.with_name(path.name + ".damaged"))):
                 if lines_out:

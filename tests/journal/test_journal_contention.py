@@ -55,12 +55,12 @@ class LockHolder:
         assert self.process.stdout is not None and self.process.stdout.readline().strip() == "locked"
 
     def wait(self) -> None:
-        self.process.wait(timeout=60)
+        self.process.communicate(timeout=60)
 
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.kill()
-        self.process.wait(timeout=30)
+        self.process.communicate(timeout=30)
 
 
 class ServerProcess:
@@ -317,3 +317,24 @@ def open_as_someone_else(path: Path) -> str:
         message = f.read()
     assert os.waitstatus_to_exitcode(status) == 0, "the child opened a read-only journal without an error"
     return message
+
+
+def test_saved_rows_wait_out_a_locked_start_and_are_written_once_writes_pass_again(tmp_path: Path) -> None:
+    db = tmp_path / "j.db"
+    open_store(db).close()
+    rows = [["a", {"call_id": f"saved{i}", "trace_id": "t", "llm_name": "m", "status": "ok",
+                   "called_at": datetime.now(UTC).isoformat()}] for i in range(3)]
+    spill = Path(str(db) + ".spill.jsonl")
+    spill.write_text(json.dumps({"block": "b1", "rows": rows}) + "\n")
+    holder = LockHolder(db, 1.5)
+    store = open_store(db)
+    writer = JournalWriter(store, append_timeout_s=0.1)
+    writer.flush()  # the replay ran (and was refused): the saved rows went back to the file
+    assert writer.status()["replayed"] == 0 and spill.exists()
+    holder.wait()
+    writer.attempt({"call_id": "new", "trace_id": "t", "llm_name": "m", "status": "ok",
+                    "called_at": datetime.now(UTC).isoformat()})
+    writer.close()
+    assert sorted(r["call_id"] for r in store.attempts()) == ["new", "saved0", "saved1", "saved2"]
+    assert writer.status()["replayed"] == 3 and not spill.exists()
+    store.close()
