@@ -21,6 +21,8 @@ function tip(e) {
   return lines.join("\n");
 }
 
+const started = (evs) => evs.some((e) => e.event === "on_predict_start");
+
 // The rows of the trace: [{label, title, depth, span: [t0, t1] | null, spanClass, marks, events}]
 function traceRows(events) {
   const runs = new Map();
@@ -36,7 +38,9 @@ function traceRows(events) {
     const failed = evs.some((e) => e.event === "on_error");
     const who = evs.find((e) => e.model)?.model ?? "";
     const states = start && start.n_states != null ? ` · ${start.n_states} states` : "";
-    return { label: `run ${n} · ${who}${states}`, title: `run_id ${evs[0].run_id}`, depth,
+    // a request the Router only routed (its predict runs as its own run on the checkpoint)
+    const label = start ? `run ${n} · ${who}${states}` : `route → ${who}`;
+    return { label, title: `run_id ${evs[0].run_id}`, depth,
       span: start ? [start.t_ms, stop ? stop.t_ms : null] : null,
       spanClass: failed ? "jv-span jv-error" : "jv-span", spanTip: tip(stop || start || evs[0]),
       marks: evs.filter((e) => MARKS[e.event] && e.event !== "on_predict_start"), events: evs };
@@ -61,11 +65,11 @@ function traceRows(events) {
         rows.push({ label: `${item.e.event.replace("on_", "")} ${item.e.model ?? ""}`,
           title: item.e.event, depth: 1, span: null, marks: [item.e], events: [item.e] });
       } else {
-        rows.push(runRow(item.evs, ++n, 1));
+        rows.push(runRow(item.evs, started(item.evs) ? ++n : n, 1));
       }
     }
   }
-  for (const evs of direct) rows.push(runRow(evs, ++n, 0));
+  for (const evs of direct) rows.push(runRow(evs, started(evs) ? ++n : n, 0));
   return rows;
 }
 
