@@ -286,6 +286,15 @@ def versus_laya(seconds: float) -> dict:
             "peak_rss_mb": peak_rss_mb()}
 
 
+def merge_into(out: Path, key: str, value: object) -> int:
+    """Write ``value`` under ``key`` into the results file, keeping its other entries."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    previous = json.loads(out.read_text()) if out.is_file() else {}
+    out.write_text(json.dumps({**previous, key: value}, indent=2) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", help="a checkpoint source to benchmark instead")
@@ -302,21 +311,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.vs_laya:
-        result = versus_laya(args.seconds)
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        previous = json.loads(out.read_text()) if out.is_file() else {}
-        out.write_text(json.dumps({**previous, "vs_laya": result}, indent=2) + "\n")
-        print(f"wrote {out}")
-        return 0
+        return merge_into(Path(args.out), "vs_laya", versus_laya(args.seconds))
     if args.bundled_only:
-        rows = bundled_rows(args.threads)
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        previous = json.loads(out.read_text()) if out.is_file() else {}
-        out.write_text(json.dumps({**previous, "bundled": rows}, indent=2) + "\n")
-        print(f"wrote {out}")
-        return 0
+        return merge_into(Path(args.out), "bundled", bundled_rows(args.threads))
     load_started = time.perf_counter()
     if args.checkpoint:
         agent, name = Agent(args.checkpoint, device="cpu"), args.checkpoint

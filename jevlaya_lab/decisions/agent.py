@@ -42,7 +42,9 @@ from typing import Any
 import torch
 
 from jevlaya_lab.decisions.calibration import (
+    CALIBRATION_VERSION,
     TemperatureTable,
+    fit_temperatures,
     apply_min_confidence,
     decode_answer,
     parse_min_confidence,
@@ -60,7 +62,7 @@ from jevlaya_lab.decisions.encoding import (
     tokenize_states,
 )
 from jevlaya_lab.decisions.model import DecisionModel, DecisionOutput
-from jevlaya_lab.decisions.questions import Question, parse_questions
+from jevlaya_lab.decisions.questions import QUESTION_TYPES, Question, parse_questions
 from jevlaya_lab.display import AgentResult
 from jevlaya_lab.hooks import HookHost, HookRunner, PredictContext
 
@@ -136,6 +138,7 @@ class Agent(HookHost):
         revision: str | None = None,
         token: str | None = None,
         expected_sha256: dict[str, str] | None = None,
+        calibration: str | os.PathLike[str] | None = None,
     ) -> None:
         self._hooks = HookRunner(hooks, on_predict_start=on_predict_start,
                                  on_predict_end=on_predict_end, hooks_raise=hooks_raise,
@@ -162,6 +165,8 @@ class Agent(HookHost):
         self.tokenizer = tokenizer
         self.config = config
         self.temperatures = TemperatureTable(config.temperature, config.temperature_by_options)
+        if calibration is not None:
+            self.load_calibration(calibration)
         self._rows = row_tokenizer(tokenizer)
         self._amp = _autocast_dtype(config, self.device)
         self._heads: OrderedDict[tuple, tuple[QuestionHead, ...]] = OrderedDict()
@@ -207,6 +212,47 @@ class Agent(HookHost):
         return self.predict_batch([state], questions, **kwargs)[0]
 
     predict = system_one
+
+    # -- calibration (Laya's fit_temperatures / save_calibration / calibration=) ------------------
+    def fit_temperatures(self, records: Sequence[Any]) -> dict[str, Any]:
+        """Fit temperatures from labelled ``(qtype, logits, target, k)`` records and use them.
+
+        See :func:`~jevlaya_lab.decisions.calibration.fit_temperatures`; the checkpoint on disk is
+        not changed (``save_calibration`` writes the result beside it or anywhere else).
+        """
+        fitted = fit_temperatures(records)  # a type without records gets 1.0, as in Laya
+        self.temperatures = TemperatureTable(fitted["temperature"], fitted["temperature_by_options"])
+        return fitted
+
+    def save_calibration(self, path: str | os.PathLike[str]) -> None:
+        """Write the temperatures in use as a calibration file (Laya's version-2 JSON layout)."""
+        import json
+        from pathlib import Path
+
+        payload = {
+            "version": CALIBRATION_VERSION,
+            "temperature": [self.temperatures.by_type[t] for t in QUESTION_TYPES],
+            "temperature_by_options": dict(self.temperatures.by_bucket),
+            "model_id_or_path": self.model_id,
+            "subfolder": None,
+            "config": {k: v for k, v in self.config.to_dict().items()
+                       if k not in ("temperature", "temperature_by_options")},
+        }
+        Path(path).write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+    def load_calibration(self, path: str | os.PathLike[str]) -> None:
+        """Use the temperatures of a calibration file (ours or Laya's); the weights are unchanged."""
+        import json
+        from pathlib import Path
+
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ValueError(f"calibration={os.fspath(path)!r} cannot be read as JSON ({exc})") from None
+        if not isinstance(data, dict) or "temperature" not in data:
+            raise ValueError(f"calibration={os.fspath(path)!r} has no 'temperature'; write it with "
+                             "agent.save_calibration(path)")
+        self.temperatures = TemperatureTable(data["temperature"], data.get("temperature_by_options") or {})
 
     def predict_long(self, state: Any, questions: Mapping[Any, Any], *, window: int | None = None,
                      stride: int | None = None, aggregate: str = "auto", batch_size: int | None = None,

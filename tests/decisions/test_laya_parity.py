@@ -288,3 +288,41 @@ def test_predict_long_hooks_see_the_windows_once_and_a_skip_reads_nothing(tiny_d
     assert skipped["usage"]["windows"] == 0 and "window" not in skipped["answers"]["spam"]
     with pytest.raises(ValueError, match="stride=50 is wider than the 40-token window"):
         agent.predict_long(LONG, questions, window=40, stride=50)
+
+
+def _labelled_records(seed: int = 0) -> list:
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    records = []
+    for _ in range(300):
+        logits = rng.normal(size=3) * 4
+        records.append((0, logits, np.eye(3)[int(np.argmax(logits + rng.normal(size=3) * 3))], 3))
+    for _ in range(200):
+        logits = rng.normal(size=2) * 3
+        records.append((2, logits, np.eye(2)[int(np.argmax(logits + rng.normal(size=2) * 2))], 2))
+    return records
+
+
+@pytest.mark.parametrize("pair", ["tiny_dir"], indirect=True)
+def test_fit_temperatures_and_calibration_files_as_laya(pair, tmp_path):
+    """Issue 12 item 6: the same fit from the same records, and laya's calibration file loads here."""
+    reference, agent = pair
+    records = _labelled_records()
+    theirs = reference.fit_temperatures(records)
+    ours = Agent(tiny_dir_of(agent), device="cpu")
+    fitted = ours.fit_temperatures(records)
+    assert fitted["n_by_bucket"] == theirs["n_by_bucket"]
+    assert fitted["temperature"] == pytest.approx(theirs["temperature"], rel=5e-3)
+    reference.save_calibration(str(tmp_path / "laya.json"))
+    calibrated = Agent(tiny_dir_of(agent), device="cpu", calibration=tmp_path / "laya.json")
+    assert_same_answers(reference.predict_batch(STATES, MIXED), calibrated.predict_batch(STATES, MIXED))
+    ours.save_calibration(tmp_path / "ours.json")
+    assert Agent(tiny_dir_of(agent), calibration=tmp_path / "ours.json").temperatures.by_type == \
+        ours.temperatures.by_type
+    assert_same_answers(laya.load(str(tiny_dir_of(agent)), device="cpu", calibration=str(tmp_path / "ours.json"))
+                        .predict_batch(STATES, MIXED), ours.predict_batch(STATES, MIXED))
+
+
+def tiny_dir_of(agent) -> Path:
+    return Path(agent.model_id)
