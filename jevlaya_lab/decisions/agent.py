@@ -204,8 +204,7 @@ class Agent(HookHost):
                 ctx.results = self._infer(ctx, batch_size=batch_size, sort_by_length=sort_by_length)
             if thresholds is not None:
                 self._gate(ctx, thresholds)
-        # the same dicts to code; a notebook shows each as the answers card (issue 16 item 7)
-        return [AgentResult(r) if type(r) is dict else r for r in ctx.results]
+        return ctx.results  # the lifecycle page: the very list (and dicts) the end hooks saw
 
     def system_one(self, state: Any, questions: Mapping[str, Any], **kwargs: Any) -> dict[str, Any]:
         """Answer ``questions`` about one state: ``predict_batch([state], ...)[0]``."""
@@ -346,7 +345,8 @@ class Agent(HookHost):
             for q in questions:
                 answers[q.id] = decode_answer(q, probs[row][:q.n_options], act[row])
                 row += 1
-            yield {"model": self.model_id, "answers": answers, "usage": dict(usage)}
+            # a dict to code; a notebook shows it as the answers card (issue 16 item 7)
+            yield AgentResult({"model": self.model_id, "answers": answers, "usage": dict(usage)})
 
 
 def load(source: Any, **agent_kwargs: Any) -> Agent:

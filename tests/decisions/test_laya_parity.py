@@ -174,7 +174,7 @@ def test_an_option_marker_past_max_len_is_refused_by_both(pair):
     questions = {"pick": CHOICES[20]}
     with pytest.raises(ValueError, match="max_len"):
         reference.predict_batch(STATES[:1], questions, max_len=40)
-    with pytest.raises(ValueError, match="option markers fall inside max_len=40"):
+    with pytest.raises(ValueError, match="max_len=40 is too small for question 'pick'"):
         agent.predict_batch(STATES[:1], questions, max_len=40)
 
 
