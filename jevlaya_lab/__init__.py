@@ -57,6 +57,8 @@ _EXPORTS: dict[str, str] = {
     "JournalSchemaError": "jevlaya_lab.journal.errors",
     "UnsupportedSourceError": "jevlaya_lab.journal.errors",
     "JournalUnavailableError": "jevlaya_lab.journal.errors",
+    "JournalFileError": "jevlaya_lab.journal.errors",
+    "JournalWriteError": "jevlaya_lab.journal.errors",
     "LocalModelError": "jevlaya_lab.local.errors",
     "ChatRequestError": "jevlaya_lab.local.errors",
     "FaultProfileError": "jevlaya_lab.local.errors",
@@ -120,8 +122,10 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         InvalidHookError,
     )
     from jevlaya_lab.journal.errors import (
+        JournalFileError,
         JournalSchemaError,
         JournalUnavailableError,
+        JournalWriteError,
         UnsupportedSourceError,
     )
     from jevlaya_lab.local.errors import (

@@ -122,7 +122,7 @@ def load_journal(source: Any, *, decisions: Any = None) -> Journal:
     extra = decision_events(decisions if decisions is not None else [])
     if hasattr(source, "calls") and hasattr(source, "ratings") and not hasattr(source, "store"):
         # the sync Broker: its public methods flush pending writes first
-        attempts, ratings = source.calls(), source.ratings()
+        attempts, ratings = source.calls()[::-1], source.ratings()  # calls(): newest first
         return Journal(attempts_frame(attempts), ratings_frame(ratings), extra, repr(source))
     store = getattr(source, "store", None)
     if store is not None and hasattr(store, "attempts"):  # an AsyncBroker
@@ -156,6 +156,7 @@ async def aload_journal(broker: Any, *, decisions: Any = None) -> Journal:
     """``load_journal`` for an ``AsyncBroker``: awaits its ``calls()``/``ratings()`` so
     pending journal writes are included."""
     attempts, ratings = await asyncio.gather(broker.calls(), broker.ratings())
+    attempts = attempts[::-1]  # calls() lists the newest first; frames read oldest first
     extra = decision_events(decisions if decisions is not None else [])
     return Journal(attempts_frame(attempts), ratings_frame(ratings), extra, repr(broker))
 

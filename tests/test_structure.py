@@ -171,3 +171,13 @@ def test_imports_point_one_way():
     assert not between, f"decisions and broker must not import each other: {between}"
     fixed = [reason for (importer, imported), reason in KNOWN_UPWARD.items() if imported not in graph.get(importer, ())]
     assert not fixed, f"these imports are gone; remove their KNOWN_UPWARD entries: {fixed}"
+
+
+def test_the_readme_architecture_names_every_top_level_module():
+    readme = (PACKAGE_DIR.parent / "README.md").read_text("utf-8")
+    assert "## Architecture" in readme
+    section = readme.split("## Architecture", 1)[1].split("\n## ", 1)[0]
+    entries = sorted(path.name + ("/" if path.is_dir() else "") for path in PACKAGE_DIR.iterdir()
+                     if (path.suffix == ".py" or (path.is_dir() and (path / "__init__.py").is_file())))
+    missing = [entry for entry in entries if entry not in section]
+    assert not missing, f"add a line for these to the README's architecture section: {missing}"

@@ -1,6 +1,7 @@
 """``wait`` as a pausable clock shared by every attempt of one call.
 
-``wait=None``: no caller deadline (each attempt still gets ``ATTEMPT_TIMEOUT_S``); ``wait=0``: no
+``wait=None``: no caller deadline (``ask`` waits for cooling models however long; each attempt
+still gets ``ATTEMPT_TIMEOUT_S``); ``wait=0``: no
 queueing and no deadline; ``wait>0``: total seconds for queueing and answering. A stream pauses
 the clock while a delta is in the application's hands and resumes it on the next pull; after the
 first complete answer the clock runs continuously (``run_continuously``).

@@ -52,6 +52,6 @@ def main(argv: list[str]) -> int:
         except LLMRequestError as exc:
             print(f"jevlaya-lab ask: {type(exc).__name__}: {exc}", file=sys.stderr)
             return 1
-        for row in broker.calls()[-args.calls:] if args.calls else []:
+        for row in reversed(broker.calls(limit=args.calls)) if args.calls else []:
             print(json.dumps(row, default=str), file=sys.stderr)
     return 0

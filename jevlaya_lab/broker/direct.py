@@ -11,17 +11,18 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-from jevlaya_lab.broker.budget import ATTEMPT_TIMEOUT_S
+from jevlaya_lab.broker.budget import Budget
 from jevlaya_lab.broker.errors import LLMTimeoutError, StreamInterruptedError
 from jevlaya_lab.broker.http import Failure, build_body, open_stream, post_chat, read_deltas
 from jevlaya_lab.broker.results import LLMResult
 from jevlaya_lab.broker.runtime import Runtime
 from jevlaya_lab.broker.validation import (
+    Call,
     Messages,
+    check_call,
     check_messages,
     check_prompt,
     check_stream_input,
-    check_wait,
 )
 
 
@@ -44,21 +45,32 @@ class AsyncDirect:
 
     async def chat(self, messages: Messages, *, tools: list[dict[str, Any]] | None = None,
                    wait: float | None = None, **params: Any) -> LLMResult:
-        messages = check_messages(messages)
+        call = check_call(check_messages(messages), tools=tools, wait=wait, params=params)
+        budget = Budget(call.wait)
         url, key, model = await self._target()
-        body = build_body(model, messages, stream=False, tools=tools, params=params)
+        body = build_body(model, call.messages, stream=False, tools=call.tools,
+                          params=call.params)
         try:
-            async with asyncio.timeout(check_wait(wait) or ATTEMPT_TIMEOUT_S):
+            async with asyncio.timeout(budget.attempt_timeout()):
                 reply = await post_chat(self._rt.client, url, key, body)
         except Failure as failure:
             raise failure.to_error(self.name) from None
         except TimeoutError:
-            raise LLMTimeoutError(f"{self.name}: no answer within the time allowed") from None
-        return LLMResult(reply.text, self.name, uuid.uuid4().hex, uuid.uuid4().hex,
+            raise timed_out(self.name, budget) from None
+        return LLMResult(reply.text, self.name, uuid.uuid4().hex, call.trace_id,
                          reply.usage, reply.tool_calls, reply.finish_reason)
 
-    def stream(self, prompt: str | Messages, **params: Any) -> DirectStream:
-        return DirectStream(self, check_stream_input(prompt), params)
+    def stream(self, prompt: str | Messages, *, wait: float | None = None,
+               **params: Any) -> DirectStream:
+        """Deltas from this model; ``wait`` bounds the whole answer like a pooled stream's
+        (the clock pauses while a delta is in the application's hands)."""
+        return DirectStream(self, check_call(check_stream_input(prompt), wait=wait,
+                                             params=params))
+
+
+def timed_out(name: str, budget: Budget) -> LLMTimeoutError:
+    limit = f"wait={budget.wait:g} s" if budget.limited else "60 s"
+    return LLMTimeoutError(f"{name}: the answer did not complete within {limit}")
 
 
 class DirectStream:
@@ -66,13 +78,13 @@ class DirectStream:
     attributes and methods of every broker stream (``StreamProtocol``); ``another()`` returns
     ``None`` (there is no other model) and nothing can be rated (nothing is journaled)."""
 
-    def __init__(self, direct: AsyncDirect, messages: Messages, params: dict[str, Any]) -> None:
+    def __init__(self, direct: AsyncDirect, call: Call) -> None:
         self._direct = direct
-        self._messages = messages
-        self._params = params
+        self._call = call
+        self._budget = Budget(call.wait, paused=True)
         self._gen: AsyncIterator[str] | None = None
         self._pieces: list[str] = []
-        self.trace_id = uuid.uuid4().hex
+        self.trace_id = call.trace_id
         self.call_id: str | None = None
         self.llm_name: str | None = None
         self.usage: dict[str, int] | None = None
@@ -91,11 +103,19 @@ class DirectStream:
             raise StopAsyncIteration
         if self._gen is None:
             self._gen = self._deltas()
-        return await self._gen.__anext__()
+        self._budget.resume()
+        try:
+            async with asyncio.timeout(self._budget.attempt_timeout()):
+                return await self._gen.__anext__()
+        except TimeoutError:
+            await self.aclose()
+            raise timed_out(self._direct.name, self._budget) from None
+        finally:
+            self._budget.pause()
 
     async def _deltas(self) -> AsyncIterator[str]:
         url, key, model = await self._direct._target()
-        body = build_body(model, self._messages, stream=True, params=self._params)
+        body = build_body(model, self._call.messages, stream=True, params=self._call.params)
         client = self._direct._rt.client
         started = False
         try:

@@ -17,8 +17,10 @@ Every call has a hard ceiling on its attempts (``max_attempts``, ``max_attempts_
 providers answer. Which models are in the pool, and what happens to an embedded model that
 cannot start, is documented in :mod:`jevlaya_lab.broker.pool`.
 
-Choices the spec leaves open (documented here): ``wait=None`` waits for a cooling or busy model
-only when it returns within 60 s; ``wait`` < 0 is a ``ValueError``; ``optimize=False`` ranks by
+Choices the spec leaves open (documented here): ``wait=None`` waits for the pool without a
+time bound, cooldowns included (as llmbroker; the attempt ceilings still end a call whose
+models keep failing), each attempt still times out after 60 s; a negative or NaN ``wait`` is a
+``ValueError``; ``optimize=False`` ranks by
 registry order only (no learned wait bound, demotion or ratings); prompt and answer text are
 journaled only with ``store_text=True``; ``record_quality(trace_id=...)`` refuses to guess when
 several answers of that trace succeeded.
@@ -45,10 +47,10 @@ from jevlaya_lab.broker.catalog import CatalogSource
 from jevlaya_lab.broker.config import LLMConfig
 from jevlaya_lab.broker.direct import AsyncDirect
 from jevlaya_lab.broker.keys import KeyResolver
-from jevlaya_lab.broker.report import pool_snapshot, summarize
+from jevlaya_lab.broker.report import PoolSnapshot, pool_snapshot, summarize
 from jevlaya_lab.broker.runtime import Runtime
 from jevlaya_lab.broker.scoped import AsyncCalls, AsyncScopedBroker
-from jevlaya_lab.broker.validation import check_grace, check_local, check_scope
+from jevlaya_lab.broker.validation import check_grace, check_limit, check_local, check_scope
 from jevlaya_lab.journal.store import Store
 
 __all__ = ["AsyncBroker"]
@@ -122,12 +124,19 @@ class AsyncBroker(AsyncCalls):
                     llm_name: str | None = None, operation: str | None = None,
                     scope: str | None = None, status: str | None = None,
                     since: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
-        """Journal rows (one per attempt), oldest first, matching every given filter
-        (``since``: an ISO time)."""
+        """Journal rows (one per attempt) matching every given filter, newest first, each
+        with its latest rating as ``score`` (``None`` when unrated); ``limit`` keeps the
+        newest rows; ``since`` is an ISO time."""
+        check_limit(limit)
         await self._rt.flush()
-        return await asyncio.to_thread(
-            self._rt.store.attempts, call_id=call_id, trace_id=trace_id, llm_name=llm_name,
-            operation=operation, scope=scope, status=status, since=since, limit=limit)
+
+        def read() -> list[dict[str, Any]]:
+            rows = self._rt.store.attempts(
+                call_id=call_id, trace_id=trace_id, llm_name=llm_name, operation=operation,
+                scope=scope, status=status, since=since, limit=limit, newest_first=True)
+            scores = self._rt.store.latest_scores([r["call_id"] for r in rows])
+            return [{**row, "score": scores.get(row["call_id"])} for row in rows]
+        return await asyncio.to_thread(read)
 
     async def ratings(self, *, call_id: str | None = None, trace_id: str | None = None,
                       limit: int | None = None) -> list[dict[str, Any]]:
@@ -144,10 +153,13 @@ class AsyncBroker(AsyncCalls):
         return summarize(rows, pool, operation)
 
     # the pool ----------------------------------------------------------------------------------
-    async def snapshot(self) -> dict[str, dict[str, Any]]:
+    async def snapshot(self) -> PoolSnapshot:
         """Pool state per model: cooldown, slots, disabled, demotions, whether a key resolves,
-        whether it is in the pool (in_pool, fallback) and why it cannot start (unavailable)."""
-        return pool_snapshot(await self._rt.ready(), self._rt.caller())
+        whether it is in the pool (in_pool, fallback) and why it cannot start (unavailable);
+        its ``.journal`` attribute holds the journal writer's counters (rows waiting, written,
+        failed, ...: :meth:`jevlaya_lab.journal.JournalWriter.status`)."""
+        return PoolSnapshot(pool_snapshot(await self._rt.ready(), self._rt.caller()),
+                            journal=self._rt.writer.status())
 
     async def disable_llm(self, name: str) -> None:
         await self._rt.ready()

@@ -112,7 +112,8 @@ class ProviderError(LLMRequestError):
 
 
 class AuthError(ProviderError):
-    """401/403: the key was refused; the broker drops it for this caller."""
+    """401/403: the key was refused; the broker stops using that key for this caller until
+    another key resolves for it."""
 
 
 class RateLimitError(ProviderError):

@@ -3,13 +3,21 @@
 For a caller with a scope, ``<scope>/<REF>`` is looked up first, then ``<REF>``; each name is
 looked up in the ``secrets=`` mapping, the keys the user stored in the database, a ``.env`` file
 in the working directory, then the environment. Keys from the environment or ``.env`` are never
-written to the database. Keys stay inside this module and the HTTP headers: ``redact`` scrubs
+written to the database. Every source is read again when it changes: the environment on every
+lookup, ``.env`` when its modification time changes (checked at most every
+``DOTENV_CHECK_S``), stored keys every ``STORED_KEY_TTL_S``, at once after ``store_key`` and
+in the background after a refusal (:meth:`KeyResolver.forget`), so a key refused with 401/403
+and then replaced is used. Keys stay inside this module and the HTTP headers: ``redact`` scrubs
 them (and anything key-shaped) from provider messages before they reach rows or exceptions.
 """
 
 from __future__ import annotations
 
+import hashlib
+import logging
+import math
 import os
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,6 +26,8 @@ from jevlaya_lab.hooks.redaction import redact_secrets
 from jevlaya_lab.journal.store import Store
 
 STORED_KEY_TTL_S = 60.0
+DOTENV_CHECK_S = 1.0
+log = logging.getLogger("jevlaya_lab.broker")
 
 
 def read_dotenv(path: Path) -> dict[str, str]:
@@ -44,32 +54,79 @@ class KeyResolver:
                  dotenv: Path | None = None) -> None:
         self._store = store
         self._secrets = dict(secrets or {})
-        self._dotenv = read_dotenv(dotenv if dotenv is not None else Path.cwd() / ".env")
-        self._cache: dict[str, tuple[str | None, float]] = {}
+        self._dotenv_path = dotenv if dotenv is not None else Path.cwd() / ".env"
+        self._dotenv_stamp: int | None = None
+        self._dotenv_checked = -math.inf
+        self._dotenv: dict[str, str] = {}
+        self._stored_keys: dict[str, str] = {}
+        self._stored_at: float | None = None  # time.monotonic() of the last read
+        self._refreshing = threading.Lock()
 
     def resolve(self, ref: str, scope: str | None = None) -> str | None:
         names = [f"{scope}/{ref}", ref] if scope else [ref]
         for name in names:
-            for lookup in (self._secrets.get, self._stored, self._dotenv.get, os.environ.get):
+            for lookup in (self._secrets.get, self._stored, self._from_dotenv, os.environ.get):
                 value = lookup(name)
                 if value:
                     return value
         return None
 
-    def _stored(self, ref: str) -> str | None:
-        """A key stored in the database, cached for ``STORED_KEY_TTL_S`` so routing does not
-        query the database on every call (keys stored by other processes appear after that)."""
+    def forget(self) -> None:
+        """Read the stored keys again (in the background) before trusting the copy: a key
+        was refused, and another process may have stored a new one."""
+        self._stored_at = None
+
+    def _from_dotenv(self, name: str) -> str | None:
         now = time.monotonic()
-        hit = self._cache.get(ref)
-        if hit is None or now - hit[1] > STORED_KEY_TTL_S:
-            hit = (self._store.get_key(ref), now)
-            self._cache[ref] = hit
-        return hit[0]
+        if now - self._dotenv_checked >= DOTENV_CHECK_S:
+            self._dotenv_checked = now
+            try:
+                stamp: int | None = self._dotenv_path.stat().st_mtime_ns
+            except OSError:
+                stamp = None
+            if stamp != self._dotenv_stamp:
+                self._dotenv_stamp = stamp
+                self._dotenv = read_dotenv(self._dotenv_path) if stamp is not None else {}
+        return self._dotenv.get(name)
+
+    def load_stored(self) -> None:
+        """Read every stored key now. It queries the database: call it from a worker thread
+        (the broker does, while it builds its pool)."""
+        self._stored_keys = self._store.stored_keys()
+        self._stored_at = time.monotonic()
+
+    def _stored(self, ref: str) -> str | None:
+        """A key stored in the database, from a copy read off the event loop and refreshed in
+        the background every ``STORED_KEY_TTL_S`` (keys stored by other processes appear after
+        that): routing never waits on the database, even while another process holds it."""
+        if self._stored_at is None or time.monotonic() - self._stored_at > STORED_KEY_TTL_S:
+            self._refresh_in_background()
+        return self._stored_keys.get(ref)
+
+    def _refresh_in_background(self) -> None:
+        if not self._refreshing.acquire(blocking=False):
+            return  # a refresh is already under way
+        threading.Thread(target=self._refresh, name="jevlaya-keys", daemon=True).start()
+
+    def _refresh(self) -> None:
+        try:
+            self.load_stored()
+        except Exception as exc:  # noqa: BLE001 - keep the last copy; try again after the TTL
+            self._stored_at = time.monotonic()
+            log.warning("stored keys could not be re-read from %s (%s: %s); using the last copy",
+                        self._store.location, type(exc).__name__, exc)
+        finally:
+            self._refreshing.release()
 
     def store(self, ref: str, value: str | None) -> None:
         """Keep ``value`` in the database under ``ref`` (``None`` deletes it)."""
         self._store.set_key(ref, value)
-        self._cache.pop(ref, None)
+        keys = dict(self._stored_keys)
+        if value is None:
+            keys.pop(ref, None)
+        else:
+            keys[ref] = value
+        self._stored_keys = keys
 
     def __repr__(self) -> str:
         return f"KeyResolver({len(self._secrets)} secrets, store={self._store!r})"
@@ -79,3 +136,8 @@ def redact(text: str, *keys: str | None) -> str:
     """``text`` with every given key (and any run of 6+ of its characters) and every key-shaped
     token replaced by ``***`` (:func:`jevlaya_lab.hooks.redaction.redact_secrets`)."""
     return redact_secrets(text, *keys)
+
+
+def fingerprint(key: str) -> str:
+    """A short digest that tells keys apart without keeping the key itself."""
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]

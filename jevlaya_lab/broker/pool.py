@@ -1,4 +1,4 @@
-"""Pool state and ranking: cooldowns, dropped keys, slots, learned wait bounds, demotion.
+"""Pool state and ranking: cooldowns, refused keys, slots, learned wait bounds, demotion.
 
 All methods run on the broker's event loop (no locks needed). Ranking key, in order
 (spec §3): over the learned wait bound, demoted for this operation, priority, registry order.
@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from jevlaya_lab.broker.config import LLMConfig
 from jevlaya_lab.broker.errors import NoLLMAvailableError
 from jevlaya_lab.broker.http import Failure
-from jevlaya_lab.broker.keys import KeyResolver
+from jevlaya_lab.broker.keys import KeyResolver, fingerprint
 from jevlaya_lab.broker.quality import Quality
 
 DEFAULT_COOLDOWN_S = 60.0
@@ -53,10 +53,14 @@ class ModelState:
 
 @dataclass
 class Caller:
-    """Who is calling: a scope (``None`` for the broker itself) and the keys it lost to 401/403."""
+    """Who is calling: a scope (``None`` for the broker itself) and the keys refused to it.
+
+    A refused key is remembered by its fingerprint: the model stays out of this caller's pool
+    while the same key resolves, and comes back as soon as another key does (a new
+    ``store_key``, ``.env`` line or environment variable)."""
 
     scope: str | None = None
-    dropped: set[str] = field(default_factory=set)  # model names whose key was refused
+    refused: dict[str, str] = field(default_factory=dict)  # model name -> refused key's digest
 
 
 @dataclass
@@ -102,13 +106,22 @@ class Pool:
 
     # candidates and ranking -------------------------------------------------------------------
     def key_for(self, state: ModelState, caller: Caller) -> tuple[bool, str | None]:
-        """(usable, key): an entry without ``api_key_ref`` needs no key."""
-        if state.entry.name in caller.dropped:
+        """(usable, key): an entry without ``api_key_ref`` needs no key; a key refused to
+        this caller is not usable until another key resolves."""
+        ref = state.entry.api_key_ref
+        key = self.keys.resolve(ref, caller.scope) if ref is not None else None
+        if ref is not None and key is None:
             return False, None
-        if state.entry.api_key_ref is None:
-            return True, None
-        key = self.keys.resolve(state.entry.api_key_ref, caller.scope)
-        return key is not None, key
+        refused = caller.refused.get(state.entry.name)
+        if refused is not None:
+            if refused == fingerprint(key or ""):
+                return False, None
+            del caller.refused[state.entry.name]  # a new key: try it
+        return True, key
+
+    def refused(self, state: ModelState, caller: Caller) -> bool:
+        """Is the key this caller would use the one a provider refused?"""
+        return not self.key_for(state, caller)[0] and state.entry.name in caller.refused
 
     def pick(self, caller: Caller, exclude: set[str], operation: str | None,
              wait: float | None) -> Pick:
@@ -129,6 +142,11 @@ class Pool:
         keyed = [s for s in startable if self.key_for(s, caller)[0]]
         if not keyed:
             refs = sorted({s.entry.api_key_ref or "" for s in startable} - {""})
+            refused = sorted(s.entry.name for s in startable if self.refused(s, caller))
+            if refused:
+                broken += (f"; the key of {', '.join(refused)} was refused (401/403): store "
+                           "another with store_key() or change .env or the environment, it is "
+                           "read again")
             if not refs:
                 raise NoLLMAvailableError(
                     f"every model is disabled or cannot start{broken}; fix that, then call "
@@ -176,7 +194,11 @@ class Pool:
             self.notify()
             return None
         if failure.kind == "auth":
-            caller.dropped.add(name)
+            ref = state.entry.api_key_ref
+            key = self.keys.resolve(ref, caller.scope) if ref else None
+            caller.refused[name] = fingerprint(key or "")
+            if ref:
+                self.keys.forget()  # a key stored meanwhile by another process is read soon
             return None
         if failure.kind in ("rejected", "interrupted"):
             return None

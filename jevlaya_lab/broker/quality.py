@@ -1,16 +1,25 @@
 """Learned quality per (model, operation): a curated prior blended with this host's ratings.
 
-``priority = (weight * PRIOR_RATINGS + sum of scores) / (PRIOR_RATINGS + n)``: the catalog's
-weight counts as ``PRIOR_RATINGS`` ratings, so a few host ratings nudge the order and many
-decide it. A model is *demoted* for an operation when at least ``DEMOTE_MIN_RATINGS`` ratings
-put the Wilson upper bound of its mean score below ``DEMOTE_BELOW``.
+Only the last ``WINDOW`` (30) rated answers of each (model, operation) count, so a model that
+got worse is noticed whatever its past; rating the same answer (``call_id``) again replaces
+its earlier score instead of counting twice (the newer rating moves to the end of the window).
+``priority = (weight * PRIOR_RATINGS + sum of scores) / (PRIOR_RATINGS + n)`` over that
+window: the catalog's weight counts as ``PRIOR_RATINGS`` ratings, so a few host ratings nudge
+the order and many decide it. A model is *demoted* for an operation when at least
+``DEMOTE_MIN_RATINGS`` ratings in the window put the Wilson upper bound of its mean score
+below ``DEMOTE_BELOW``. The window is rebuilt from the journal's rating rows when a broker
+starts.
 """
 
 from __future__ import annotations
 
 import math
 import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from typing import Any
 
+WINDOW = 30
 PRIOR_RATINGS = 5.0
 DEMOTE_MIN_RATINGS = 10
 DEMOTE_BELOW = 0.3
@@ -28,20 +37,31 @@ def wilson_upper(mean: float, n: int, z: float = _Z) -> float:
 
 
 class Quality:
-    """Rating totals in memory, seeded from the journal, updated on every rating."""
+    """The rating windows in memory, seeded from the journal, updated on every rating."""
 
-    def __init__(self, totals: dict[tuple[str, str], tuple[int, float]] | None = None) -> None:
-        self._totals = dict(totals or {})
+    def __init__(self, ratings: Iterable[Mapping[str, Any]] = ()) -> None:
+        self._windows: dict[tuple[str, str], OrderedDict[str, float]] = {}
         self._lock = threading.Lock()
+        for row in ratings:  # journal rating rows, oldest first
+            self.add(row["llm_name"], row["operation"], float(row["score"]), row["call_id"])
 
-    def add(self, llm_name: str, operation: str | None, score: float) -> None:
+    def add(self, llm_name: str, operation: str | None, score: float, call_id: str) -> None:
         key = (llm_name, operation or "")
         with self._lock:
-            n, s = self._totals.get(key, (0, 0.0))
-            self._totals[key] = (n + 1, s + score)
+            window = self._windows.setdefault(key, OrderedDict())
+            window.pop(call_id, None)  # a re-rating replaces the earlier score
+            window[call_id] = score
+            while len(window) > WINDOW:
+                window.popitem(last=False)
 
     def counts(self, llm_name: str, operation: str | None) -> tuple[int, float]:
-        return self._totals.get((llm_name, operation or ""), (0, 0.0))
+        """(ratings in the window, their sum)."""
+        window = self._windows.get((llm_name, operation or ""))
+        if not window:
+            return 0, 0.0
+        with self._lock:
+            scores = list(window.values())
+        return len(scores), sum(scores)
 
     def priority(self, llm_name: str, operation: str | None, weight: float) -> float:
         n, s = self.counts(llm_name, operation)
@@ -52,4 +72,4 @@ class Quality:
         return n >= DEMOTE_MIN_RATINGS and wilson_upper(s / n, n) < DEMOTE_BELOW
 
     def operations(self, llm_name: str) -> list[str]:
-        return sorted(op for (name, op) in self._totals if name == llm_name)
+        return sorted(op for (name, op) in self._windows if name == llm_name)

@@ -21,7 +21,7 @@ import logging
 import time
 
 from jevlaya_lab.broker.attempt import Attempt
-from jevlaya_lab.broker.budget import ATTEMPT_TIMEOUT_S, Budget
+from jevlaya_lab.broker.budget import Budget
 from jevlaya_lab.broker.errors import (
     LLMRequestError,
     LLMTimeoutError,
@@ -67,7 +67,6 @@ class _Route:
         self.call = call
         self.budget = Budget(call.wait)
         self.limit = AttemptLimit(call)
-        self.queue_until = time.monotonic() + ATTEMPT_TIMEOUT_S
         self.excluded: set[str] = set()
         self.errors: list[BaseException] = []
         self.last_rejection: ProviderError | None = None
@@ -148,8 +147,11 @@ class _Route:
         """Nothing can start now: wait for a slot or a cooldown within the budget, or raise."""
         budget = self.budget
         retry_at = pick.retry_at if pick is not None else None
-        left = budget.remaining() if budget.limited else self.queue_until - time.monotonic()
         coming = (retry_at - time.time()) if retry_at else 0.0
+        if budget.wait is None:  # no caller deadline: wait for the pool, cooldowns included
+            await self.pool.changed(coming if coming > 0 else None)
+            return
+        left = budget.remaining()
         if not budget.queues or left is None or left <= 0 or coming > left \
                 or budget.too_late_to_start():
             raise NoLLMAvailableError(

@@ -42,6 +42,15 @@ def summarize(rows: list[dict[str, Any]], pool: Pool,
     return out
 
 
+class PoolSnapshot(dict[str, dict[str, Any]]):
+    """``snapshot()``: model name -> its state, plus ``.journal``, the journal writer's counters
+    (rows ``waiting``, ``written``, ``failed``, ...), kept apart so the items stay models only."""
+
+    def __init__(self, models: dict[str, dict[str, Any]], *, journal: dict[str, Any]) -> None:
+        super().__init__(models)
+        self.journal = journal
+
+
 def pool_snapshot(pool: Pool, caller: Caller) -> dict[str, dict[str, Any]]:
     """Per model: cooldown, slots, disabled, key, demotions, missed waits; ``in_pool`` (is it
     in this caller's pool now), ``fallback`` (an embedded catalog model that joins only a
@@ -58,7 +67,7 @@ def pool_snapshot(pool: Pool, caller: Caller) -> dict[str, dict[str, Any]]:
             "in_flight": s.in_flight, "parallel": s.entry.parallel,
             "disabled": s.disabled,
             "key": "not needed" if s.entry.api_key_ref is None else (
-                "present" if usable else ("refused" if name in caller.dropped else "missing")),
+                "present" if usable else ("refused" if pool.refused(s, caller) else "missing")),
             "demoted_for": [op for op in pool.quality.operations(name)
                             if pool.quality.demoted(name, op)],
             "missed_waits": sorted({w for w, _ in s.missed_waits}),

@@ -39,6 +39,7 @@ from jevlaya_lab.broker.quality import Quality
 from jevlaya_lab.broker.results import LLMResult
 from jevlaya_lab.broker.validation import Call, check_score
 from jevlaya_lab.journal import JournalWriter, open_store
+from jevlaya_lab.journal.errors import JournalWriteError
 from jevlaya_lab.journal.store import Store
 
 log = logging.getLogger("jevlaya_lab.broker")
@@ -46,6 +47,14 @@ _RECENT_CALLS = 100_000
 PURGE_INTERVAL_S = 3600.0  # journal retention is enforced at most hourly
 SETTLE_TIMEOUT_S = 10.0  # how long closing waits for cancelled calls to journal their rows
 T = TypeVar("T")
+
+
+def _in_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 class OpenStream(Protocol):
@@ -67,7 +76,9 @@ class Runtime:
             raise ValueError(f"models: duplicate name(s) {dup}; each entry needs its own name")
         if retention_days <= 0:
             raise ValueError(f"retention_days={retention_days!r}: must be a positive number")
-        self.store: Store = open_store(source, home=home)
+        # made inside a running event loop, the store opens on first use, from a worker thread,
+        # never on the loop; otherwise (the sync Broker) here, so a broken file fails at once
+        self.store: Store = open_store(source, home=home, deferred=_in_event_loop())
         self.keys = KeyResolver(self.store, secrets, Path(dotenv) if dotenv else None)
         self.writer = JournalWriter(self.store)
         self.embedded = EmbeddedServer()
@@ -138,6 +149,7 @@ class Runtime:
         return self._pool
 
     def _build_pool(self) -> Pool:
+        self.keys.load_stored()  # routing reads this copy: no key lookup queries the database
         fill_store(self.store, self._catalog)
         if self.user_models:
             self.store.put_user_models([m.to_dict() for m in self.user_models])
@@ -151,7 +163,7 @@ class Runtime:
         # this broker's own entries first, in the order given; the rest keep registry order
         mine = {m.name: i for i, m in enumerate(self.user_models)}
         entries.sort(key=lambda e: mine.get(e.name, len(mine)))
-        return Pool(entries, self.keys, Quality(self.store.rating_totals()),
+        return Pool(entries, self.keys, Quality(self.store.ratings()),
                     optimize=self._optimize, fallback=fallback, local=self._local)
 
     def state(self, name: str) -> ModelState:
@@ -175,11 +187,17 @@ class Runtime:
             await self._settle_calls(grace)
             if self._pool is not None:
                 self._pool.notify()  # wake streams waiting for a slot: they now see the close
-            await asyncio.to_thread(self.writer.close)
+            unwritten: JournalWriteError | None = None
+            try:
+                await asyncio.to_thread(self.writer.close)
+            except JournalWriteError as exc:  # rows saved for the next broker: say so, after closing
+                unwritten = exc
             if self._client is not None:
                 await self._client.aclose()
             await asyncio.to_thread(self.embedded.stop)
-            self.store.close()
+            await asyncio.to_thread(self.store.close)
+            if unwritten is not None:
+                raise unwritten
         finally:
             self._close_done.set()
 
@@ -317,7 +335,7 @@ class Runtime:
                              "an answer after it has ended, using the id of this broker's "
                              "result or stream")
         if self._pool is not None:
-            self._pool.quality.add(info["llm_name"], info["operation"], score)
+            self._pool.quality.add(info["llm_name"], info["operation"], score, call_id)
         self.writer.rating({"call_id": call_id, "trace_id": info["trace_id"],
                             "llm_name": info["llm_name"], "operation": info["operation"],
                             "scope": info["scope"], "score": score,

@@ -396,5 +396,6 @@ class Direct:
         return SyncLLMResult.of(self._broker._run(self._direct.chat(
             messages, tools=tools, wait=wait, **params)))
 
-    def stream(self, prompt: str | Messages, **params: Any) -> SyncStream:
-        return SyncStream(self._broker, self._direct.stream(prompt, **params))
+    def stream(self, prompt: str | Messages, *, wait: float | None = None,
+               **params: Any) -> SyncStream:
+        return SyncStream(self._broker, self._direct.stream(prompt, wait=wait, **params))

@@ -50,21 +50,53 @@ def check_label(name: str, value: Any) -> str | None:
     return value
 
 
+# Chat Completions parameters a call may pass on to the provider by name. Anything else is a
+# TypeError, so a misspelt or foreign keyword (e.g. llmbroker's ``parallel_recovery``) never
+# reaches a provider silently; ``extra_body={...}`` sends other fields on purpose.
+PROVIDER_PARAMS = frozenset({
+    "max_tokens", "max_completion_tokens", "temperature", "top_p", "stop", "seed",
+    "presence_penalty", "frequency_penalty", "logit_bias", "logprobs", "top_logprobs", "user",
+    "tool_choice", "parallel_tool_calls", "response_format", "reasoning_effort", "extra_body",
+})
+
+
 def check_params(params: Mapping[str, Any]) -> dict[str, Any]:
-    """Extra provider params may not override the request fields the broker sets itself."""
+    """The provider parameters of a call, checked, with ``extra_body`` merged in.
+
+    The broker's own request fields (model, messages, stream, tools) cannot be overridden;
+    unknown keywords are a ``TypeError`` naming them; ``response_format`` must be a dict."""
     clash = sorted(set(params) & set(RESERVED_PARAMS))
     if clash:
         raise ValueError(f"{clash[0]}=...: the broker sets this request field itself; pass the "
                          "prompt, messages or tools as arguments and let the pool pick the model")
-    return dict(params)
+    unknown = sorted(set(params) - PROVIDER_PARAMS)
+    if unknown:
+        raise TypeError(f"unexpected keyword(s) {', '.join(unknown)}; provider "
+                        f"parameters accepted by name: {', '.join(sorted(PROVIDER_PARAMS))} "
+                        "(send any other field with extra_body={...})")
+    body = {k: v for k, v in params.items() if k != "extra_body"}
+    fmt = body.get("response_format")
+    if fmt is not None and not isinstance(fmt, Mapping):
+        raise ValueError(f"response_format={fmt!r:.80}: must be a dict such as "
+                         "{'type': 'json_object'} (or None)")
+    extra = params.get("extra_body")
+    if extra is not None:
+        if not isinstance(extra, Mapping) or not all(isinstance(k, str) for k in extra):
+            raise ValueError(f"extra_body={extra!r:.80}: must be a dict of request fields")
+        clash = sorted(set(extra) & (set(RESERVED_PARAMS) | set(body)))
+        if clash:
+            raise ValueError(f"extra_body[{clash[0]!r}]: set by the broker or by a keyword "
+                             "already; extra_body only adds fields")
+        body.update(extra)
+    return body
 
 
 def check_wait(wait: Any) -> float | None:
     if wait is None:
         return None
-    if isinstance(wait, bool) or not isinstance(wait, (int, float)) or math.isnan(wait):
+    if isinstance(wait, bool) or not isinstance(wait, (int, float)):
         raise TypeError(f"wait={wait!r}: must be None, 0 or a number of seconds")
-    if wait < 0:
+    if math.isnan(wait) or wait < 0:
         raise ValueError(f"wait={wait!r}: must be None (no deadline), 0 (no queueing) or a "
                          "positive number of seconds")
     return float(wait)
@@ -92,6 +124,13 @@ def check_ceiling(name: str, value: Any) -> int:
         raise ValueError(f"{name}={value!r}: must be an integer >= 1 (a hard ceiling on the "
                          "requests one call may send; see jevlaya_lab.broker.limits)")
     return value
+
+
+def check_limit(limit: Any) -> int | None:
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"limit={limit!r}: must be None (every row) or an integer >= 1 (the "
+                         "newest rows)")
+    return limit
 
 
 def check_grace(grace: Any) -> float:

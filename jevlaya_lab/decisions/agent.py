@@ -1,9 +1,11 @@
 """The ``Agent``: typed questions about states, answered in one forward pass per chunk.
 
-``predict_batch`` is the single implementation and follows the lifecycle page exactly:
-installed then per-call hooks; one :class:`~jevlaya_lab.hooks.PredictContext` through start,
-error and end; a start hook may rewrite states/questions, set budgets or ``ctx.skip()``;
-``on_error`` runs before ``on_predict_end`` on the failure path; ``on_predict_end`` always runs.
+``predict_batch`` is the single implementation and follows the lifecycle page exactly: the
+order lives in one place, :meth:`jevlaya_lab.hooks.CallHooks.lifecycle` (the Router uses the
+same steps): installed then per-call hooks; one :class:`~jevlaya_lab.hooks.PredictContext`
+through start, error and end; a start hook may rewrite states/questions, set budgets or
+``ctx.skip()``; ``on_error`` runs before ``on_predict_end`` on the failure path;
+``on_predict_end`` always runs. ``hooks_timeout`` bounds each hook invocation (as in Laya).
 ``system_one(state, ...)`` is ``predict_batch([state], ...)[0]`` and ``predict is system_one``.
 
 Decisions the spec leaves open:
@@ -31,7 +33,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -41,11 +42,14 @@ from typing import Any
 import torch
 
 from jevlaya_lab.decisions.calibration import (
+    CALIBRATION_VERSION,
     TemperatureTable,
+    fit_temperatures,
     apply_min_confidence,
     decode_answer,
     parse_min_confidence,
 )
+from jevlaya_lab.decisions.budget import check_positions
 from jevlaya_lab.decisions.checkpoint import CheckpointConfig, load_checkpoint
 from jevlaya_lab.decisions.encoding import (
     EncodedBatch,
@@ -59,8 +63,9 @@ from jevlaya_lab.decisions.encoding import (
 )
 from jevlaya_lab.decisions.model import DecisionModel, DecisionOutput
 from jevlaya_lab.decisions.prior import PriorBuilder, PriorInputs
-from jevlaya_lab.decisions.questions import Question, parse_questions
-from jevlaya_lab.hooks import HookHost, HookRunner, PredictContext, aggregate_usage
+from jevlaya_lab.decisions.questions import QUESTION_TYPES, Question, parse_questions
+from jevlaya_lab.display import AgentResult
+from jevlaya_lab.hooks import HookHost, HookRunner, PredictContext
 
 ROWS_PER_CHUNK = 256
 _HEAD_CACHE_SIZE = 64
@@ -114,7 +119,8 @@ class Agent(HookHost):
 
     ``model`` is a ``(DecisionModel, tokenizer, CheckpointConfig)`` triple (what
     :func:`~jevlaya_lab.decisions.checkpoint.load_checkpoint` returns) or a checkpoint source:
-    a directory, ``(directory_or_repo, subfolder)``, a bundled name or a hub id.
+    a directory, ``(directory_or_repo, subfolder)``, a bundled name or a hub id; ``subfolder``,
+    ``revision``, ``token`` and ``expected_sha256`` are passed to the loader, as in Laya.
     """
 
     def __init__(
@@ -127,11 +133,17 @@ class Agent(HookHost):
         on_predict_end: Callable[[PredictContext], Any] | None = None,
         hooks_raise: bool = True,
         hooks_concurrent: bool = True,
+        hooks_timeout: float | None = None,
         model_id: str | None = None,
+        subfolder: str | None = None,
+        revision: str | None = None,
+        token: str | None = None,
+        expected_sha256: dict[str, str] | None = None,
+        calibration: str | os.PathLike[str] | None = None,
     ) -> None:
         self._hooks = HookRunner(hooks, on_predict_start=on_predict_start,
                                  on_predict_end=on_predict_end, hooks_raise=hooks_raise,
-                                 hooks_concurrent=hooks_concurrent)
+                                 hooks_concurrent=hooks_concurrent, hooks_timeout=hooks_timeout)
         if isinstance(model, tuple) and len(model) == 3 and isinstance(model[0], DecisionModel):
             network, tokenizer, config = model
             default_id = "decision-model"
@@ -139,8 +151,10 @@ class Agent(HookHost):
             raise TypeError("Agent(model): a bare DecisionModel lacks its tokenizer and config; pass "
                             "(model, tokenizer, CheckpointConfig) or a checkpoint source")
         else:
-            network, tokenizer, config = load_checkpoint(model)
-            default_id = _source_id(model)
+            network, tokenizer, config = load_checkpoint(
+                model, subfolder=subfolder, revision=revision, token=token,
+                expected_sha256=expected_sha256)
+            default_id = _source_id((model, subfolder) if subfolder else model)
         if not isinstance(config, CheckpointConfig):
             raise TypeError(f"Agent(model): the third item must be a CheckpointConfig, got "
                             f"{type(config).__name__}")
@@ -152,6 +166,8 @@ class Agent(HookHost):
         self.tokenizer = tokenizer
         self.config = config
         self.temperatures = TemperatureTable(config.temperature, config.temperature_by_options)
+        if calibration is not None:
+            self.load_calibration(calibration)
         self._rows = row_tokenizer(tokenizer)
         self._amp = _autocast_dtype(config, self.device)
         self._heads: OrderedDict[tuple, tuple[QuestionHead, ...]] = OrderedDict()
@@ -177,30 +193,20 @@ class Agent(HookHost):
         on_predict_start: Callable[[PredictContext], Any] | None = None,
         on_predict_end: Callable[[PredictContext], Any] | None = None,
         hooks_raise: bool | None = None,
+        hooks_timeout: float | None = None,
     ) -> list[dict[str, Any]]:
         """Answer ``questions`` about every state; one result per state, in input order."""
-        active = self._hooks.active(hooks, on_predict_start, on_predict_end)
+        calls = self._hooks.call(hooks, on_predict_start, on_predict_end, hooks_raise=hooks_raise,
+                                 hooks_timeout=hooks_timeout)
         ctx = PredictContext(states, questions, model=self.model_id, agent=self,
                              max_len=max_len, head_max_len=head_max_len)
-        failed = False
-        try:
-            self._hooks.emit(active, "on_predict_start", ctx, hooks_raise=hooks_raise)
+        with calls.lifecycle(ctx):
             thresholds = parse_min_confidence(min_confidence)
             if ctx.results is None:
                 ctx.results = self._infer(ctx, batch_size=batch_size, sort_by_length=sort_by_length)
             if thresholds is not None:
                 self._gate(ctx, thresholds)
-        except BaseException as exc:
-            failed = True
-            ctx.error = exc
-            self._hooks.emit_error(active, ctx, hooks_raise=hooks_raise)
-            raise
-        finally:
-            ctx.elapsed_ms = (time.perf_counter() - ctx.started_at) * 1000.0
-            if ctx.results:
-                ctx.usage = aggregate_usage(ctx.results)
-            self._end(active, ctx, hooks_raise, failed)
-        return ctx.results
+        return ctx.results  # the lifecycle page: the very list (and dicts) the end hooks saw
 
     def system_one(self, state: Any, questions: Mapping[str, Any], **kwargs: Any) -> dict[str, Any]:
         """Answer ``questions`` about one state: ``predict_batch([state], ...)[0]``."""
@@ -208,14 +214,59 @@ class Agent(HookHost):
 
     predict = system_one
 
-    def _end(self, active: tuple, ctx: PredictContext, hooks_raise: bool | None, failed: bool) -> None:
-        if not failed:
-            self._hooks.emit(active, "on_predict_end", ctx, hooks_raise=hooks_raise)
-            return
-        late = self._hooks.emit_each(active, "on_predict_end", ctx, hooks_raise=hooks_raise)
-        if late is not None and ctx.error is not None:
-            ctx.error.add_note(f"while ending this failed call, on_predict_end raised "
-                               f"{type(late).__name__}: {late}")
+    # -- calibration (Laya's fit_temperatures / save_calibration / calibration=) ------------------
+    def fit_temperatures(self, records: Sequence[Any]) -> dict[str, Any]:
+        """Fit temperatures from labelled ``(qtype, logits, target, k)`` records and use them.
+
+        See :func:`~jevlaya_lab.decisions.calibration.fit_temperatures`; the checkpoint on disk is
+        not changed (``save_calibration`` writes the result beside it or anywhere else).
+        """
+        fitted = fit_temperatures(records)  # a type without records gets 1.0, as in Laya
+        self.temperatures = TemperatureTable(fitted["temperature"], fitted["temperature_by_options"])
+        return fitted
+
+    def save_calibration(self, path: str | os.PathLike[str]) -> None:
+        """Write the temperatures in use as a calibration file (Laya's version-2 JSON layout)."""
+        import json
+        from pathlib import Path
+
+        payload = {
+            "version": CALIBRATION_VERSION,
+            "temperature": [self.temperatures.by_type[t] for t in QUESTION_TYPES],
+            "temperature_by_options": dict(self.temperatures.by_bucket),
+            "model_id_or_path": self.model_id,
+            "subfolder": None,
+            "config": {k: v for k, v in self.config.to_dict().items()
+                       if k not in ("temperature", "temperature_by_options")},
+        }
+        Path(path).write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+    def load_calibration(self, path: str | os.PathLike[str]) -> None:
+        """Use the temperatures of a calibration file (ours or Laya's); the weights are unchanged."""
+        import json
+        from pathlib import Path
+
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ValueError(f"calibration={os.fspath(path)!r} cannot be read as JSON ({exc})") from None
+        if not isinstance(data, dict) or "temperature" not in data:
+            raise ValueError(f"calibration={os.fspath(path)!r} has no 'temperature'; write it with "
+                             "agent.save_calibration(path)")
+        self.temperatures = TemperatureTable(data["temperature"], data.get("temperature_by_options") or {})
+
+    def predict_long(self, state: Any, questions: Mapping[Any, Any], *, window: int | None = None,
+                     stride: int | None = None, aggregate: str = "auto", batch_size: int | None = None,
+                     **hook_kwargs: Any) -> dict[str, Any]:
+        """Answer ``questions`` about a state longer than one row, in overlapping token windows.
+
+        See :mod:`jevlaya_lab.decisions.long` (Laya's rules); ``hook_kwargs`` are ``hooks``,
+        ``on_predict_start``, ``on_predict_end``, ``hooks_raise`` and ``hooks_timeout``.
+        """
+        from jevlaya_lab.decisions.long import predict_long
+
+        return predict_long(self, state, questions, window=window, stride=stride,
+                            aggregate=aggregate, batch_size=batch_size, **hook_kwargs)
 
     def _gate(self, ctx: PredictContext, thresholds: dict[str, float]) -> None:
         parsed = parse_questions(ctx.questions) if ctx.questions else ()
@@ -245,7 +296,10 @@ class Agent(HookHost):
             for index, state in enumerate(states):
                 check_state(state, index)
             return [empty_result(self.model_id) for _ in states]
-        max_len = check_budget("max_len", self.config.max_len if ctx.max_len is None else ctx.max_len)
+        max_len = check_positions(
+            check_budget("max_len", self.config.max_len if ctx.max_len is None else ctx.max_len),
+            getattr(getattr(self.decision_model.encoder, "config", None), "max_position_embeddings", None),
+            self.model_id)
         head_max_len = check_budget(
             "head_max_len", self.config.head_max_len if ctx.head_max_len is None else ctx.head_max_len)
         heads = self._question_heads(parsed, head_max_len)
@@ -296,11 +350,13 @@ class Agent(HookHost):
             for q in questions:
                 answers[q.id] = decode_answer(q, probs[row][:q.n_options], act[row])
                 row += 1
-            yield {"model": self.model_id, "answers": answers, "usage": dict(usage)}
+            # a dict to code; a notebook shows it as the answers card (issue 16 item 7)
+            yield AgentResult({"model": self.model_id, "answers": answers, "usage": dict(usage)})
 
 
 def load(source: Any, **agent_kwargs: Any) -> Agent:
-    """Load a checkpoint source into an :class:`Agent` (keywords as for ``Agent``)."""
+    """Load a checkpoint source into an :class:`Agent` (keywords as for ``Agent``, including
+    Laya's ``subfolder=``, ``revision=``, ``token=`` and ``expected_sha256=``)."""
     return Agent(source, **agent_kwargs)
 
 

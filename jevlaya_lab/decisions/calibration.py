@@ -6,8 +6,9 @@ strings count as numbers, and bools, other strings, NaN and infinities become 1.
 one ``RuntimeWarning`` when the table is built (Laya 0.4.15's rules). Bands group questions by option count: ``2``, ``3-5``, ``6-10``, ``11+`` (a one-option
 question uses band ``2``). The same buckets key ``min_confidence`` maps.
 
-``min_confidence`` compares an answer's ``confidence`` with the threshold of its bucket (or
-``"default"``); an answer with no applicable threshold is ``passed``.
+``min_confidence`` compares an answer's ``answer_confidence`` (max p) with the threshold of its
+bucket (or ``"default"``, else 0.0) and records that threshold on the answer; see
+:func:`apply_min_confidence`.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ TEMPERATURE_MIN = 0.5
 TEMPERATURE_MAX = 5.0
 BANDS: tuple[str, ...] = ("2", "3-5", "6-10", "11+")
 BUCKETS: tuple[str, ...] = tuple(f"{t}:{b}" for t in QUESTION_TYPES for b in BANDS)
-GATING_FIELDS = ("abstention", "low_confidence")
+GATING_FIELDS = ("abstention", "abstention_threshold", "low_confidence")
+GATE_STATES = ("passed", "abstained", "unevaluated")
 
 
 def option_band(k: int) -> str:
@@ -124,21 +126,37 @@ def _threshold(name: str, value: Any) -> float:
     return float(value)
 
 
+def _usable(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
+
+
 def apply_min_confidence(answers: dict[str, dict], questions: Sequence[Question],
                          thresholds: Mapping[str, float]) -> None:
-    """Mark each answer ``passed`` / ``abstained`` in place (``low_confidence`` when abstained)."""
+    """Gate each answer in place, as Laya 0.4.15 does.
+
+    The threshold is the answer's bucket's, else ``"default"``, else 0.0 (gate nothing); it is
+    written to ``abstention_threshold``. The gate compares ``answer_confidence`` (max p, what
+    calibration describes), or ``confidence`` when that is absent: below the threshold the
+    answer is ``abstained`` with ``low_confidence: True``, otherwise ``passed``; an answer with
+    neither number (e.g. a hand-made cached result) is ``unevaluated``. Stale gating fields are
+    replaced, so a reused result never carries another call's verdict.
+    """
     for q in questions:
         answer = answers.get(q.id)
         if not isinstance(answer, dict):
             continue
         for name in GATING_FIELDS:
             answer.pop(name, None)
-        limit = thresholds.get(bucket(q.type, q.n_options), thresholds.get("default"))
-        if limit is not None and answer.get("confidence", 1.0) < limit:
-            answer["abstention"] = "abstained"
+        limit = thresholds.get(bucket(q.type, q.n_options), thresholds.get("default", 0.0))
+        value = answer.get("answer_confidence", answer.get("confidence"))
+        if not _usable(value):
+            answer["abstention"] = "unevaluated"
+        elif value < limit:
             answer["low_confidence"] = True
+            answer["abstention"] = "abstained"
         else:
             answer["abstention"] = "passed"
+        answer["abstention_threshold"] = limit
 
 
 def confidence(probs: Sequence[float]) -> float:
@@ -173,3 +191,78 @@ def decode_answer(question: Question, slot_probs: Sequence[float], act_probabili
     answer["answer_confidence"] = round(max(probs), 4)
     answer["action"] = {"act_probability": round(float(act_probability), 4)}
     return answer
+
+
+# -- fitting temperatures from labelled records (Laya's ``fit_temperatures`` / calibration files) --
+CALIBRATION_VERSION = 2
+MIN_BUCKET_RECORDS = 50
+"""A bucket gets its own temperature only with this many records (and its type has 2+ buckets)."""
+
+
+def _nll(records: Sequence[tuple[Sequence[float], Sequence[float]]], temperature: float) -> float:
+    total = 0.0
+    for logits, target in records:
+        scaled = [x / temperature for x in logits]
+        top = max(scaled)
+        log_norm = top + math.log(sum(math.exp(x - top) for x in scaled))
+        total -= sum(t * (x - log_norm) for x, t in zip(scaled, target) if t)
+    return total / max(1, len(records))
+
+
+def fit_one_temperature(records: Sequence[tuple[Sequence[float], Sequence[float]]]) -> float:
+    """The temperature in [0.5, 5] minimising the mean cross-entropy of ``(logits, target)``
+    pairs (golden-section search over log T; the loss is unimodal in T for fixed logits)."""
+    low, high = math.log(TEMPERATURE_MIN), math.log(TEMPERATURE_MAX)
+    ratio = (math.sqrt(5) - 1) / 2
+    a, b = low + (1 - ratio) * (high - low), low + ratio * (high - low)
+    fa, fb = _nll(records, math.exp(a)), _nll(records, math.exp(b))
+    for _ in range(60):
+        if fa <= fb:
+            high, b, fb = b, a, fa
+            a = low + (1 - ratio) * (high - low)
+            fa = _nll(records, math.exp(a))
+        else:
+            low, a, fa = a, b, fb
+            b = low + ratio * (high - low)
+            fb = _nll(records, math.exp(b))
+    return math.exp((low + high) / 2)
+
+
+def fit_temperatures(records: Sequence[tuple[Any, Sequence[float], Sequence[float], int]],
+                     base: Sequence[float] = (1.0, 1.0, 1.0)) -> dict[str, Any]:
+    """Per-type (and, with enough records, per-bucket) temperatures from labelled records.
+
+    ``records`` are Laya's ``(qtype, logits, target, k)``: qtype 0/1/2 (or the type name), the
+    raw option logits, a target distribution over the options, the option count. A type without
+    records keeps its ``base`` temperature. Returns ``temperature``, ``temperature_by_options``,
+    ``n_by_bucket`` and ``temperature_clamped`` (fits that hit a bound), like Laya's.
+    """
+    by_type: dict[str, list] = {t: [] for t in QUESTION_TYPES}
+    by_bucket: dict[str, list] = {}
+    for index, record in enumerate(records):
+        try:
+            qtype, logits, target, k = record
+            name = qtype if qtype in QUESTION_TYPES else QUESTION_TYPES[int(qtype)]
+            pair = ([float(x) for x in list(logits)[:int(k)]], [float(x) for x in list(target)[:int(k)]])
+        except (TypeError, ValueError, IndexError) as exc:
+            raise ValueError(f"records[{index}] = {record!r:.80} is not (qtype, logits, target, k) with "
+                             f"qtype 0/1/2 or a type name ({exc})") from None
+        by_type[name].append(pair)
+        by_bucket.setdefault(bucket(name, int(k)), []).append(pair)
+    temperature = [float(t) for t in base]
+    clamped: dict[str, float] = {}
+    for i, name in enumerate(QUESTION_TYPES):
+        if by_type[name]:
+            temperature[i] = fit_one_temperature(by_type[name])
+    by_options: dict[str, float] = {}
+    for key, pairs in by_bucket.items():
+        name = key.split(":")[0]
+        siblings = [k for k in by_bucket if k.startswith(name + ":") and len(by_bucket[k]) >= MIN_BUCKET_RECORDS]
+        if len(pairs) >= MIN_BUCKET_RECORDS and len(siblings) >= 2:
+            by_options[key] = fit_one_temperature(pairs)
+    for key, value in [*zip(QUESTION_TYPES, temperature), *by_options.items()]:
+        if math.isclose(value, TEMPERATURE_MIN, rel_tol=1e-3) or math.isclose(value, TEMPERATURE_MAX, rel_tol=1e-3):
+            clamped[key] = value
+    return {"temperature": temperature, "temperature_by_options": by_options,
+            "n_by_bucket": {k: len(v) for k, v in sorted(by_bucket.items())},
+            "temperature_clamped": clamped}

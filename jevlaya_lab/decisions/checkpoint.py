@@ -197,12 +197,14 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
     return bool(ok)
 
 
-def _from_hub(repo_id: str, subfolder: str | None) -> Path:
+def _from_hub(repo_id: str, subfolder: str | None, *, revision: str | None = None,
+              token: str | None = None) -> Path:
     from huggingface_hub import snapshot_download
 
     patterns = [f"{subfolder.strip('/')}/*"] if subfolder else None
+    pinned = {"revision": revision, "token": token}
     try:
-        root = snapshot_download(repo_id, allow_patterns=patterns, local_files_only=True)
+        root = snapshot_download(repo_id, allow_patterns=patterns, local_files_only=True, **pinned)
         path = Path(root) / subfolder if subfolder else Path(root)
         if (path / CONFIG_FILE).is_file():
             return path
@@ -214,12 +216,22 @@ def _from_hub(repo_id: str, subfolder: str | None) -> Path:
         raise CheckpointNotFoundError(
             f"cannot load {where}: it is not a local directory, not in the local hub cache, and "
             f"{reason}. Connect and retry, or use one of the {_local_alternatives()}")
-    root = snapshot_download(repo_id, allow_patterns=patterns)
+    root = snapshot_download(repo_id, allow_patterns=patterns, **pinned)
     return Path(root) / subfolder if subfolder else Path(root)
 
 
-def resolve_source(source: Any) -> Path:
-    """Turn a source into a local checkpoint directory (downloading a hub id when online)."""
+def resolve_source(source: Any, *, subfolder: str | None = None, revision: str | None = None,
+                   token: str | None = None) -> Path:
+    """Turn a source into a local checkpoint directory (downloading a hub id when online).
+
+    ``subfolder`` makes ``source`` the ``(directory_or_repo, subfolder)`` pair; ``revision`` (a
+    branch, tag or commit) and ``token`` are used for hub downloads only, as in Laya.
+    """
+    if subfolder is not None:
+        if isinstance(source, tuple) or not isinstance(source, (str, os.PathLike)):
+            raise TypeError(f"subfolder={subfolder!r} needs a directory or hub id as the source, "
+                            f"got {source!r}")
+        source = (source, subfolder)
     if isinstance(source, tuple):
         if len(source) != 2 or not all(isinstance(s, (str, os.PathLike)) for s in source):
             raise TypeError(f"source {source!r}: a tuple source must be (directory_or_repo, "
@@ -228,7 +240,7 @@ def resolve_source(source: Any) -> Path:
         if Path(base).expanduser().is_dir():
             return Path(base).expanduser() / sub
         if is_hub_id(base):
-            return _from_hub(base, sub)
+            return _from_hub(base, sub, revision=revision, token=token)
         raise CheckpointNotFoundError(f"source {source!r}: {base!r} is neither a directory nor a "
                                       f"hub id 'owner/name'; {_local_alternatives()}")
     from jevlaya_lab.decisions import bundled, registry
@@ -252,7 +264,7 @@ def resolve_source(source: Any) -> Path:
         if text in defaults:
             return Path(registry.agent_source(defaults.entry(text)))
         if is_hub_id(text):
-            return _from_hub(text, None)
+            return _from_hub(text, None, revision=revision, token=token)
     raise CheckpointNotFoundError(f"no checkpoint directory at {text!r}; {_local_alternatives()}")
 
 
@@ -351,11 +363,37 @@ def prior_config(config: CheckpointConfig, source: Any = CONFIG_FILE) -> Any:
         raise CheckpointError(f"{source}: {exc}") from None
 
 
-def load_checkpoint(source: Any) -> Checkpoint:
+
+def verify_digests(path: Path, expected_sha256: Any) -> None:
+    """Check files of a checkpoint against pinned SHA-256 digests (``{relative path: hex}``)."""
+    import hashlib
+
+    if not isinstance(expected_sha256, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in expected_sha256.items()):
+        raise TypeError(f"expected_sha256 must be a dict {{file in the checkpoint: sha256 hex}}, "
+                        f"e.g. {{'model.safetensors': '53aa...'}}; got {expected_sha256!r}")
+    for name, digest in expected_sha256.items():
+        file = path / name
+        if not file.is_file():
+            raise CheckpointNotFoundError(f"expected_sha256 names {name!r}, but {file} does not exist")
+        sha = hashlib.sha256()
+        with file.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                sha.update(block)
+        if sha.hexdigest() != digest.strip().lower():
+            raise CheckpointError(f"{file}: SHA-256 is {sha.hexdigest()}, expected {digest}; the file "
+                                  "is not the one that was pinned, so it is not loaded")
+
+
+def load_checkpoint(source: Any, *, subfolder: str | None = None, revision: str | None = None,
+                    token: str | None = None, expected_sha256: dict[str, str] | None = None) -> Checkpoint:
     """Load ``(model, tokenizer, config)`` from a checkpoint source (see the module docstring).
 
-    The model is in eval mode on the CPU. Raises :class:`CheckpointNotFoundError` for missing
-    sources or files and :class:`CheckpointError` for malformed contents.
+    ``subfolder``, ``revision`` and ``token`` are as for :func:`resolve_source`;
+    ``expected_sha256`` pins files of the checkpoint (``{"model.safetensors": hex}``) and a
+    mismatch refuses to load (as in Laya). The model is in eval mode on the CPU. Raises
+    :class:`CheckpointNotFoundError` for missing sources or files and :class:`CheckpointError`
+    for malformed contents.
     """
     from safetensors.torch import load_file
     from transformers import AutoModel, AutoTokenizer
@@ -363,8 +401,10 @@ def load_checkpoint(source: Any) -> Checkpoint:
     from jevlaya_lab.decisions.encoding import row_tokenizer
     from jevlaya_lab.decisions.model import DecisionModel
 
-    path = resolve_source(source)
+    path = resolve_source(source, subfolder=subfolder, revision=revision, token=token)
     _check_files(path)
+    if expected_sha256 is not None:
+        verify_digests(path, expected_sha256)
     config = CheckpointConfig.from_file(path / CONFIG_FILE)
     encoder_config = _encoder_config(path)
     model = DecisionModel(AutoModel.from_config(encoder_config), head_layers=config.head_layers,

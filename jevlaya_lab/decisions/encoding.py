@@ -249,9 +249,9 @@ def build_batch(tokenizer: Any, states: Sequence[StateTokens], heads: Sequence[Q
         if fitting < len(head.marker_positions):
             q = head.question
             raise BudgetError(
-                f"question {q.id!r}: only {fitting} of its {q.n_options} option markers fall "
-                f"inside max_len={max_len} (the question and its options take {len(head.ids)} "
-                "tokens); raise max_len, lower head_max_len or use fewer/shorter options")
+                f"max_len={max_len} is too small for question {q.id!r}: only {fitting} of its "
+                f"{q.n_options} option markers fall inside it (the question and its options take "
+                f"{len(head.ids)} tokens); raise max_len, lower head_max_len or use fewer/shorter options")
         rooms.append(max(0, max_len - len(head.ids) - 1))
     collapsed = {h.question.id: h.collapsed for h in heads if h.collapsed}
     rows: list[list[int]] = []

@@ -40,6 +40,7 @@ __all__ = [
     "DEFAULT_MODELS",
     "LAYA_MODELS",
     "LAYA_TASKS",
+    "LAYA_WORKFLOWS",
     "Bundled",
     "LoadedAgents",
     "NearTypoWarning",
@@ -73,6 +74,8 @@ class RegistryEntry:
     source: Source
     description: str | None = None
     aliases: tuple[str, ...] = field(default=())
+    load_options: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """Passed to the loader: ``revision``, ``token``, ``expected_sha256`` (never shown in reprs)."""
 
     @property
     def kind(self) -> str:
@@ -156,7 +159,8 @@ class Registry:
             models = models.registered
         for name, spec in (models or {}).items():
             if isinstance(spec, RegistryEntry):
-                self.register(name, spec.source, spec.description, aliases=spec.aliases)
+                self.register(name, spec.source, spec.description, aliases=spec.aliases,
+                              load_options=spec.load_options)
             elif isinstance(spec, Mapping):
                 unknown = set(spec) - {"source", "description", "aliases"}
                 if unknown or "source" not in spec:
@@ -170,15 +174,17 @@ class Registry:
                 self.register(name, spec)
 
     def register(
-        self, name: str, source: Any, description: str | None = None, *, aliases: Iterable[str] = ()
+        self, name: str, source: Any, description: str | None = None, *, aliases: Iterable[str] = (),
+        load_options: Mapping[str, Any] | None = None,
     ) -> RegistryEntry:
-        """Add (or replace) checkpoint ``name`` with ``source`` and optional ``aliases``."""
+        """Add (or replace) checkpoint ``name`` with ``source`` and optional ``aliases``;
+        ``load_options`` (``revision``, ``token``, ``expected_sha256``) go to the loader."""
         name = _check_name(name, "register(name)")
         if isinstance(aliases, str):
             aliases = (aliases,)
         alias_list = tuple(_check_name(a, "register(aliases)") for a in aliases)
         source = normalize_source(source, f"register({name!r}, source)") if source is not None else None
-        entry = RegistryEntry(name, source, description, alias_list)
+        entry = RegistryEntry(name, source, description, alias_list, dict(load_options or {}))
         with self._lock:
             replaced = self._entries.get(self._lookup.get(name.casefold(), ""))
             if replaced is not None and replaced.name.casefold() != name.casefold():
@@ -226,13 +232,31 @@ class Registry:
             return entry
 
     def resolve(self, name: str) -> str:
-        """The canonical name for ``name`` or an alias; a ``ValueError`` listing valid names otherwise."""
+        """The canonical name for ``name`` or an alias; a ``ValueError`` listing valid names otherwise.
+
+        As in Laya, matching ignores case and surrounding spaces and reads ``_`` as ``-``
+        (``"Typed_Decisions"`` is ``typed-decisions``).
+        """
         if not isinstance(name, str):
             raise TypeError(f"model: expected a registered name (str), got {type(name).__name__} {name!r}")
-        canonical = self._lookup.get(name.casefold())
+        canonical = self._find(name)
         if canonical is None:
             raise ValueError(self._unknown_message(name))
         return canonical
+
+    def _find(self, name: str) -> str | None:
+        key = name.strip().casefold()
+        found = self._lookup.get(key)
+        return found if found is not None else self._lookup.get(key.replace("_", "-"))
+
+    def repo(self, name: str) -> str | None:
+        """Where checkpoint ``name`` comes from, as one string (a decision's ``repo``)."""
+        source = self.entry(name).source
+        if source is None:
+            return None
+        if isinstance(source, tuple):
+            return f"{os.fspath(source[0])}/{source[1]}"
+        return str(source) if isinstance(source, Bundled) else os.fspath(source)
 
     def _unknown_message(self, name: str) -> str:
         with self._lock:
@@ -251,7 +275,7 @@ class Registry:
             return self._entries[self.resolve(name)]
 
     def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and name.casefold() in self._lookup
+        return isinstance(name, str) and self._find(name) is not None
 
     @property
     def registered(self) -> dict[str, RegistryEntry]:
@@ -290,26 +314,41 @@ DEFAULT_MODELS: dict[str, dict[str, Any]] = {
 }
 """The offline default registry: the two checkpoints that ship with jevlaya_lab."""
 
+LAYA_REPO = "convaiinnovations/laya"
 LAYA_MODELS: dict[str, dict[str, Any]] = {
     "english": {
-        "source": "convaiinnovations/laya",
-        "aliases": ("en", "eng", "laya"),
+        "source": LAYA_REPO,
+        "aliases": ("en", "eng", "laya", "default"),
         "description": "public Laya checkpoint for English (ModernBERT-large, hub download)",
     },
     "multilingual": {
-        "source": "convaiinnovations/laya-multilingual",
+        "source": (LAYA_REPO, "multilingual"),
         "aliases": ("ml", "multi", "laya-multilingual"),
         "description": "public Laya checkpoint for 100+ languages (mmBERT-base, hub download)",
     },
     "typed-decisions": {
-        "source": "convaiinnovations/laya-typed-decisions",
-        "aliases": ("typed", "laya-typed-decisions"),
+        "source": (LAYA_REPO, "typed-decisions"),
+        "aliases": ("typed", "decisions", "laya-typed-decisions"),
         "description": "public Laya checkpoint for the typed-decisions workflows (hub download)",
     },
 }
-"""The public Laya hub checkpoints (``Router.laya()``); loading them needs the hub."""
+"""The public Laya hub checkpoints (``Router.laya()``), laid out as Laya 0.4.15 loads them by
+default: one bundle repo, the English checkpoint at its root, the others in subfolders (the
+alias ``default`` names the English one, as in Laya). Loading them needs the hub."""
 
-LAYA_TASKS: dict[str, str] = {"typed-decisions": "typed-decisions"}
+LAYA_WORKFLOWS: dict[str, frozenset[str]] = {
+    "agent_trace_observability": frozenset({"action", "needs_review", "outcome", "risk", "urgency"}),
+    "customer_service": frozenset({"action", "category", "churn_risk", "needs_human", "urgency"}),
+    "invoice_processing": frozenset({"discrepancy_severity", "disposition", "duplicate",
+                                     "matches_order", "urgency"}),
+    "security_incidents": frozenset({"credential_compromise", "disposition", "severity",
+                                     "true_positive", "urgency"}),
+}
+"""The question-id sets of the typed-decisions checkpoint's four workflows (Laya's signatures):
+a request asking exactly one of these sets matches that workflow."""
+
+LAYA_TASKS: dict[str, str] = {"typed-decisions": "typed-decisions",
+                              **{name: "typed-decisions" for name in LAYA_WORKFLOWS}}
 
 
 class LoadedAgents:

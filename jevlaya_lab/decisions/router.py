@@ -10,14 +10,21 @@ anything loads; checkpoints are visited in order of first appearance; start hook
 checkpoint's requests all run before its forward passes, which are grouped by (questions,
 ``max_len``, ``head_max_len``) as the start hooks left them; ends run in reverse input order; a
 failure fails every started request of that checkpoint group (``on_error`` then
-``on_predict_end``, reverse input order) and stops the batch.
+``on_predict_end``, reverse input order) and stops the batch. The steps of one request's
+lifecycle (start, finish, fail) are :class:`jevlaya_lab.hooks.CallHooks`'s, the same the Agent
+uses; this module only decides their order across the requests of a group.
 
 Decisions the spec leaves open, written down here:
 - ``predict`` is ``predict_batch`` with one request, so both share one lifecycle implementation.
 - A request's own ``max_len`` / ``head_max_len`` wins over the call's; a start hook wins over both.
 - An end hook that raises stops the batch after every request of its checkpoint group has ended
   (as a loop of ``predict`` calls would stop); later groups never start.
-- ``on_load`` / ``on_evict`` reach the Router's installed hooks and the call's hooks.
+- ``on_load`` / ``on_evict`` reach the Router's installed hooks and the call's hooks. They get a
+  context (Laya's form) whose ``model`` is the checkpoint name and ``agent`` the Agent built or
+  evicted (Laya passes ``None`` for an evicted one); a hook written as ``on_load(name, agent)``
+  (the seed's form) gets those two values instead, decided once when the hook is registered.
+- Within one request, the first failing ``on_predict_end`` hook stops that request's end hooks
+  (as in Laya); every other started request still gets its ``on_predict_end``.
 - A hook on ``on_route`` may replace ``ctx.decision`` with a new decision, a plain dict with a
   ``model`` key, or just a name/alias; aliases are resolved to the canonical name at once, so
   requests pinned through an alias share the forward pass of that checkpoint.
@@ -38,13 +45,14 @@ from jevlaya_lab.decisions.registry import (
     DEFAULT_MODELS,
     LAYA_MODELS,
     LAYA_TASKS,
+    LAYA_WORKFLOWS,
     LoadedAgents,
     Registry,
     RegistryEntry,
     agent_source,
 )
 from jevlaya_lab.decisions.routing import REQUEST_KEYS, Decision, RoutingPolicy
-from jevlaya_lab.hooks import HookHost, HookRunner, PredictContext, aggregate_usage
+from jevlaya_lab.hooks import CallHooks, HookHost, HookRunner, PredictContext, aggregate_usage
 
 __all__ = ["REQUEST_KEYS", "Decision", "Router", "route_command"]
 
@@ -74,6 +82,7 @@ class Router(HookHost):
         on_predict_end: Callable[[PredictContext], Any] | None = None,
         hooks_raise: bool = True,
         hooks_concurrent: bool = True,
+        hooks_timeout: float | None = None,
         lang_guess: str | Callable[[Any], str | None] | None = None,
         auto_task_detection: bool = False,
         device: Any = None,
@@ -93,7 +102,7 @@ class Router(HookHost):
         self.agent_kwargs = dict(agent_kwargs or {})
         self._hooks = HookRunner(
             hooks, on_predict_start=on_predict_start, on_predict_end=on_predict_end,
-            hooks_raise=hooks_raise, hooks_concurrent=hooks_concurrent,
+            hooks_raise=hooks_raise, hooks_concurrent=hooks_concurrent, hooks_timeout=hooks_timeout,
         )
         self._agents = LoadedAgents(self._build, max_loaded)
         self._attach_lock = threading.Lock()
@@ -101,9 +110,13 @@ class Router(HookHost):
     @classmethod
     def laya(cls, **kwargs: Any) -> Router:
         """A Router over the public Laya hub checkpoints (``english``, ``multilingual``,
-        ``typed-decisions``). Loading needs the hub; offline, loading fails fast and names the
-        local alternatives. Keyword arguments are passed to :class:`Router`."""
+        ``typed-decisions``) with Laya's four typed-decisions workflows (exact question-id sets;
+        they decide with ``auto_task_detection=True``) and Laya's default (``multilingual``).
+        Loading needs the hub; offline, loading fails fast and names the local alternatives.
+        Keyword arguments are passed to :class:`Router`."""
         kwargs.setdefault("tasks", LAYA_TASKS)
+        kwargs.setdefault("workflows", LAYA_WORKFLOWS)
+        kwargs.setdefault("default", "multilingual")
         return cls(LAYA_MODELS, **kwargs)
 
     # -- routing settings (see RoutingPolicy) ---------------------------------------------------
@@ -130,9 +143,18 @@ class Router(HookHost):
 
     # -- registry ------------------------------------------------------------------------------
     def register(self, name: str, source: Any, description: str | None = None, *,
-                 aliases: Iterable[str] = ()) -> RegistryEntry:
-        """Register checkpoint ``name`` (a directory, ``(repo, subfolder)``, hub id or ``Bundled``)."""
-        return self._registry.register(name, source, description, aliases=aliases)
+                 aliases: Iterable[str] = (), subfolder: str | None = None, revision: str | None = None,
+                 token: str | None = None, expected_sha256: dict[str, str] | None = None) -> RegistryEntry:
+        """Register checkpoint ``name`` (a directory, ``(repo, subfolder)``, hub id or ``Bundled``).
+
+        As in Laya, ``subfolder`` picks a checkpoint inside a bundle, ``revision`` / ``token`` are
+        used when it is downloaded and ``expected_sha256`` pins its files; nothing loads here.
+        """
+        if subfolder is not None:
+            source = (source, subfolder)
+        options = {k: v for k, v in (("revision", revision), ("token", token),
+                                     ("expected_sha256", expected_sha256)) if v is not None}
+        return self._registry.register(name, source, description, aliases=aliases, load_options=options)
 
     def unregister(self, name: str) -> RegistryEntry:
         """Forget ``name`` (or the checkpoint an alias points to); unloads it first if resident."""
@@ -169,7 +191,7 @@ class Router(HookHost):
         request = {"state": state, "questions": questions, "model": model, "task": task,
                    "lang": lang, "lang_guess": lang_guess}
         self.policy.check_request(request, "route", need_questions=False)
-        return self._route(request, self._hooks.active(hooks), hooks_raise, explain)
+        return self._route(request, self._hooks.call(hooks, hooks_raise=hooks_raise), explain)
 
     def route_batch(
         self,
@@ -181,11 +203,10 @@ class Router(HookHost):
     ) -> list[Decision]:
         """Route every request (dicts with the keys of :data:`REQUEST_KEYS`); all are checked first."""
         self.policy.check_requests(requests, need_questions=False)
-        active = self._hooks.active(hooks)
-        return [self._route(r, active, hooks_raise, explain) for r in requests]
+        calls = self._hooks.call(hooks, hooks_raise=hooks_raise)
+        return [self._route(r, calls, explain) for r in requests]
 
-    def _route(self, request: Mapping[str, Any], active: tuple, hooks_raise: bool | None,
-               explain: bool) -> Decision:
+    def _route(self, request: Mapping[str, Any], calls: CallHooks, explain: bool) -> Decision:
         started = time.perf_counter()
         state, questions = request["state"], request.get("questions")
         decision, steps = self.policy.decide(request)
@@ -200,15 +221,16 @@ class Router(HookHost):
             }
         ctx = PredictContext(states=[state], questions=questions, decision=decision,
                              model=decision.model, router=self)
-        self._hooks.emit(active, "on_route", ctx, hooks_raise=hooks_raise)
+        calls.emit("on_route", ctx)
         return self.policy.settle(ctx.decision, decision)
 
     # -- loading -------------------------------------------------------------------------------
     def _build(self, name: str) -> Any:
         from jevlaya_lab.decisions import agent as agent_module  # torch is imported on first load
 
-        source = agent_source(self._registry.entry(name))
-        kwargs = {"device": self.device, **self.agent_kwargs, "model_id": name}
+        entry = self._registry.entry(name)
+        source = agent_source(entry)
+        kwargs = {"device": self.device, **self.agent_kwargs, **entry.load_options, "model_id": name}
         return agent_module.load(source, **kwargs)
 
     def load(self, name: str, *, hooks: Sequence[Any] | None = None, hooks_raise: bool | None = None) -> Any:
@@ -217,23 +239,26 @@ class Router(HookHost):
         Building may evict the least recently used checkpoint; ``on_evict`` then ``on_load``
         fire after the Router's lock is released. Concurrent callers share one build.
         """
-        return self._load(self._registry.resolve(name), self._hooks.active(hooks), hooks_raise)
+        return self._load(self._registry.resolve(name), self._hooks.call(hooks, hooks_raise=hooks_raise))
 
-    def _load(self, name: str, active: tuple, hooks_raise: bool | None) -> Any:
+    def _load(self, name: str, calls: CallHooks) -> Any:
         agent, built, evicted = self._agents.get(name)
-        first = self._fire_evicted(evicted, active, hooks_raise)
+        first = self._fire_evicted(evicted, calls)
         if built:  # on_load fires even when an on_evict hook failed; the first failure is raised
-            failure = self._hooks.emit_each(active, "on_load", name, agent, hooks_raise=hooks_raise)
+            failure = calls.emit_each("on_load", self._model_context(name, agent))
             first = first or failure
         if first is not None:
             raise first
         return agent
 
-    def _fire_evicted(self, evicted: list[tuple[str, Any]], active: tuple,
-                      hooks_raise: bool | None) -> BaseException | None:
+    def _model_context(self, name: str, agent: Any) -> PredictContext:
+        """The context of ``on_load`` / ``on_evict``: ``model`` is the name, ``agent`` the Agent."""
+        return PredictContext(states=[], questions={}, model=name, agent=agent, router=self)
+
+    def _fire_evicted(self, evicted: list[tuple[str, Any]], calls: CallHooks) -> BaseException | None:
         first = None
         for name, agent in evicted:
-            failure = self._hooks.emit_each(active, "on_evict", name, agent, hooks_raise=hooks_raise)
+            failure = calls.emit_each("on_evict", self._model_context(name, agent))
             first = first or failure
         return first
 
@@ -242,7 +267,7 @@ class Router(HookHost):
         """Free ``name`` (or every resident checkpoint); fires ``on_evict``; returns the names freed."""
         canonical = None if name is None else self._registry.resolve(name)
         dropped = self._agents.remove(canonical)
-        first = self._fire_evicted(dropped, self._hooks.active(hooks), hooks_raise)
+        first = self._fire_evicted(dropped, self._hooks.call(hooks, hooks_raise=hooks_raise))
         if first is not None:
             raise first
         return [n for n, _ in dropped]
@@ -260,7 +285,7 @@ class Router(HookHost):
                 self._registry.register(name, None, "attached Agent")
             canonical = self._registry.resolve(name)
         evicted = self._agents.attach(canonical, agent)
-        first = self._fire_evicted(evicted, self._hooks.active(hooks), hooks_raise)
+        first = self._fire_evicted(evicted, self._hooks.call(hooks, hooks_raise=hooks_raise))
         if first is not None:
             raise first
 
@@ -273,9 +298,9 @@ class Router(HookHost):
                 f"preload: {len(set(wanted))} checkpoints ({', '.join(wanted)}) exceed "
                 f"max_loaded={limit}; pass fewer names or create the Router with max_loaded={len(set(wanted))}"
             )
-        active = self._hooks.active()
+        calls = self._hooks.call()
         for name in wanted:
-            self._load(name, active, None)
+            self._load(name, calls)
         return wanted
 
     @property
@@ -310,6 +335,7 @@ class Router(HookHost):
         on_predict_start: Callable[[PredictContext], Any] | None = None,
         on_predict_end: Callable[[PredictContext], Any] | None = None,
         hooks_raise: bool | None = None,
+        hooks_timeout: float | None = None,
     ) -> dict:
         """Route ``state`` and answer ``questions`` with the chosen checkpoint; adds ``routing``."""
         request = {"state": state, "questions": questions, "model": model, "task": task,
@@ -317,7 +343,7 @@ class Router(HookHost):
         self.policy.check_request(request, "predict", need_questions=True)
         return self._predict([request], min_confidence=min_confidence, hooks=hooks,
                              on_predict_start=on_predict_start, on_predict_end=on_predict_end,
-                             hooks_raise=hooks_raise)[0]
+                             hooks_raise=hooks_raise, hooks_timeout=hooks_timeout)[0]
 
     def predict_batch(
         self,
@@ -332,6 +358,7 @@ class Router(HookHost):
         on_predict_start: Callable[[PredictContext], Any] | None = None,
         on_predict_end: Callable[[PredictContext], Any] | None = None,
         hooks_raise: bool | None = None,
+        hooks_timeout: float | None = None,
     ) -> list[dict]:
         """Answer many requests (``{"state", "questions", "model"?, "task"?, "lang"?,
         "lang_guess"?, "max_len"?, "head_max_len"?}``), sharing forward passes where possible.
@@ -342,19 +369,21 @@ class Router(HookHost):
         return self._predict(requests, batch_size=batch_size, max_len=max_len, head_max_len=head_max_len,
                              min_confidence=min_confidence, sort_by_length=sort_by_length, hooks=hooks,
                              on_predict_start=on_predict_start, on_predict_end=on_predict_end,
-                             hooks_raise=hooks_raise)
+                             hooks_raise=hooks_raise, hooks_timeout=hooks_timeout)
 
     def _predict(self, requests: Sequence[Mapping[str, Any]], *, hooks: Any, on_predict_start: Any,
-                 on_predict_end: Any, hooks_raise: bool | None, **call: Any) -> list[dict]:
-        active = self._hooks.active(hooks, on_predict_start, on_predict_end)
-        decisions = [self._route(r, active, hooks_raise, False) for r in requests]
+                 on_predict_end: Any, hooks_raise: bool | None, hooks_timeout: float | None,
+                 **call: Any) -> list[dict]:
+        calls = self._hooks.call(hooks, on_predict_start, on_predict_end, hooks_raise=hooks_raise,
+                                 hooks_timeout=hooks_timeout)
+        decisions = [self._route(r, calls, False) for r in requests]
         by_model: dict[str, list[int]] = {}
         for i, decision in enumerate(decisions):
             by_model.setdefault(decision.model, []).append(i)
         results: list[Any] = [None] * len(requests)
         for name, indices in by_model.items():
-            agent = self._load(name, active, hooks_raise)
-            group = _CheckpointGroup(self, name, agent, active, hooks_raise, call)
+            agent = self._load(name, calls)
+            group = _CheckpointGroup(self, name, agent, calls, call)
             for i, result in zip(indices, group.run([requests[i] for i in indices],
                                                    [decisions[i] for i in indices])):
                 results[i] = result
@@ -368,11 +397,8 @@ class Router(HookHost):
 class _CheckpointGroup:
     """The requests of one ``predict_batch`` call that go to one checkpoint (lifecycle page)."""
 
-    def __init__(self, router: Router, name: str, agent: Any, active: tuple,
-                 hooks_raise: bool | None, call: dict[str, Any]):
-        self.router, self.name, self.agent = router, name, agent
-        self.active, self.hooks_raise, self.call = active, hooks_raise, call
-        self.runner = router._hooks
+    def __init__(self, router: Router, name: str, agent: Any, calls: CallHooks, call: dict[str, Any]):
+        self.router, self.name, self.agent, self.calls, self.call = router, name, agent, calls, call
 
     def run(self, requests: list[Mapping[str, Any]], decisions: list[Decision]) -> list[dict]:
         started: list[PredictContext] = []
@@ -385,17 +411,17 @@ class _CheckpointGroup:
                     head_max_len=_first_given(request.get("head_max_len"), self.call.get("head_max_len")),
                 )
                 started.append(ctx)
-                self.runner.emit(self.active, "on_predict_start", ctx, hooks_raise=self.hooks_raise)
+                self.calls.start(ctx)
             self._infer(started)
             for ctx in started:
                 ctx.usage = aggregate_usage(ctx.results)
         except BaseException as exc:
-            self._fail(started, exc)
+            for ctx in reversed(started):  # every started request fails with exc
+                self.calls.fail(ctx, exc)
             raise
         first = None
         for ctx in reversed(started):
-            ctx.elapsed_ms = (time.perf_counter() - ctx.started_at) * 1000.0
-            failure = self.runner.emit_each(self.active, "on_predict_end", ctx, hooks_raise=self.hooks_raise)
+            failure = self.calls.finish(ctx)
             first = first or failure
         if first is not None:
             raise first
@@ -421,18 +447,6 @@ class _CheckpointGroup:
             for ctx, result in zip(members, outputs):
                 result["routing"] = ctx.decision
                 ctx.results = [result]
-
-    def _fail(self, started: list[PredictContext], exc: BaseException) -> None:
-        """Every started request fails with ``exc``: on_error then on_predict_end, reverse order."""
-        for ctx in reversed(started):
-            ctx.error = exc
-            ctx.elapsed_ms = (time.perf_counter() - ctx.started_at) * 1000.0
-            if ctx.results and ctx.usage is None:
-                ctx.usage = aggregate_usage(ctx.results)
-            self.runner.emit_error(self.active, ctx, hooks_raise=self.hooks_raise)
-            failure = self.runner.emit_each(self.active, "on_predict_end", ctx, hooks_raise=self.hooks_raise)
-            if failure is not None and failure is not exc:
-                exc.add_note(f"while failing, an on_predict_end hook raised {type(failure).__name__}: {failure}")
 
 
 def _check_skipped(ctx: PredictContext) -> list[dict]:

@@ -15,8 +15,17 @@ Decisions the spec leaves open, written down here:
 - ``lang`` / ``lang_guess`` take BCP-47-like tags (``"pt-BR"``, ``"en_US"``); only the primary
   subtag matters. A guesser returning ``None`` abstains and the next rule applies.
 - Workflows are declared by the user (``workflows={"triage": question_ids}`` plus
-  ``tasks={"triage": "<model>"}``); a question-id set matches a workflow when every id belongs
-  to that workflow and to no other.
+  ``tasks={"triage": "<model>"}``; :meth:`Router.laya` declares Laya's four). As in Laya, a
+  question-id set matches a workflow only when it is exactly that workflow's set; the match is
+  recorded in the decision's ``workflow`` whatever decides, and decides only with
+  ``auto_task_detection=True``.
+- ``task`` names a declared task or, as in Laya, a checkpoint name or alias.
+- ``lang="und"`` / ``"mul"`` / ``"zxx"`` (and a guesser returning one of them) decide nothing,
+  as in Laya. No letters or an undecided language go to the default: ``Router.laya()`` uses
+  Laya's (``multilingual``); the bundled ``Router()`` keeps ``english``, because mini-en reads
+  English far better than mini-multi and short English states are often undecided.
+- Every decision carries ``repo``: where the chosen checkpoint comes from (hub id with its
+  subfolder, directory, or ``bundled:<name>``), as Laya's decisions do.
 """
 
 from __future__ import annotations
@@ -32,6 +41,9 @@ __all__ = ["REQUEST_KEYS", "Decision", "RoutingPolicy", "decision_card", "primar
 
 REQUEST_KEYS = ("state", "questions", "model", "task", "lang", "lang_guess", "max_len", "head_max_len")
 _ENGLISH_CODES = {"en", "eng", "english"}
+LANGUAGE_AGNOSTIC_CODES = frozenset({"und", "mul", "zxx", "c", "posix"})
+"""``lang`` / ``lang_guess`` values that name no language (undetermined, multiple, no linguistic
+content, the C/POSIX locale): as in Laya 0.4.15 they decide nothing and the next rule applies."""
 
 
 class Decision(dict):
@@ -40,8 +52,13 @@ class Decision(dict):
     Keys: ``model`` (canonical checkpoint name), ``source`` (which rule decided: ``model``,
     ``task``, ``workflow``, ``lang``, ``lang_guess``, ``detection`` or ``hook``), ``reason`` (a
     sentence for people), ``detection`` (the detector's findings, ``None`` when an earlier rule
-    decided) and ``workflow`` (the matched workflow or ``None``); ``explain`` with ``explain=True``.
+    decided), ``workflow`` (the workflow whose question ids match, or ``None``) and ``repo``
+    (where the checkpoint comes from, as in Laya); ``explain`` with ``explain=True``.
     """
+
+    @property
+    def repo(self) -> str | None:
+        return self.get("repo")
 
     @property
     def model(self) -> str:
@@ -132,7 +149,7 @@ class RoutingPolicy:
         if isinstance(chosen, str):
             model = self.registry.resolve(chosen)
             return Decision(model=model, source="hook", reason=f"A hook on on_route chose {model!r}.",
-                            detection=None, workflow=None)
+                            detection=None, workflow=None, repo=self.registry.repo(model))
         if not isinstance(chosen, Mapping) or "model" not in chosen:
             raise TypeError(
                 f"on_route: ctx.decision must be a decision dict with a 'model' key or a "
@@ -145,17 +162,21 @@ class RoutingPolicy:
             decision.setdefault("reason", f"A hook on on_route chose {decision['model']!r}.")
             decision.setdefault("detection", None)
             decision.setdefault("workflow", None)
+            decision["repo"] = self.registry.repo(decision["model"])
         return decision
 
     def decide(self, request: Mapping[str, Any]) -> tuple[Decision, list[dict]]:
         """Walk the precedence chain; returns the decision and the steps considered (for explain)."""
         steps: list[dict] = []
 
-        def decided(model: str, source: str, reason: str, *, found: dict | None = None,
-                    workflow: str | None = None) -> tuple[Decision, list[dict]]:
+        matched = self._match_workflow(request.get("questions"))
+
+        def decided(model: str, source: str, reason: str, *,
+                    found: dict | None = None) -> tuple[Decision, list[dict]]:
             steps.append({"step": source, "outcome": "decided", "model": model})
+            workflow = None if source in ("model", "task") else matched  # as Laya records it
             return Decision(model=model, source=source, reason=reason, detection=found,
-                            workflow=workflow), steps
+                            workflow=workflow, repo=self.registry.repo(model)), steps
 
         model = request.get("model")
         if model is not None:
@@ -171,27 +192,27 @@ class RoutingPolicy:
         steps.append({"step": "task", "outcome": "not given"})
 
         if self.auto_task_detection:
-            workflow = self._match_workflow(request.get("questions"))
-            if workflow is not None:
-                target = self.tasks[workflow.casefold()]
+            if matched is not None:
+                target = self.tasks[matched.casefold()]
                 return decided(target, "workflow",
-                               f"The question ids match the {workflow!r} workflow, which runs on "
-                               f"the {target!r} checkpoint.", workflow=workflow)
+                               f"The question ids match the {matched!r} workflow, which runs on "
+                               f"the {target!r} checkpoint.")
             steps.append({"step": "workflow", "outcome": "no workflow matches the question ids"})
         else:
             steps.append({"step": "workflow", "outcome": "off (auto_task_detection=False)"})
 
         lang = request.get("lang")
-        if lang is not None:
+        if lang is not None and primary_subtag(lang, "lang") not in LANGUAGE_AGNOSTIC_CODES:
             target, why = self._language_target(primary_subtag(lang, "lang"))
             return decided(target, "lang", f"The caller said the text is {why}.")
-        steps.append({"step": "lang", "outcome": "not given"})
+        steps.append({"step": "lang", "outcome": "not given" if lang is None else
+                      f"{lang!r} names no language, so it decides nothing"})
 
         for where, guesser in (("call", request.get("lang_guess")), ("router", self.lang_guess)):
             if guesser is None:
                 continue
             code = guesser(request["state"]) if callable(guesser) else guesser
-            if code is None:
+            if code is None or primary_subtag(code, f"lang_guess ({where})") in LANGUAGE_AGNOSTIC_CODES:
                 steps.append({"step": "lang_guess", "outcome": f"the {where}'s guesser abstained"})
                 continue
             target, why = self._language_target(primary_subtag(code, f"lang_guess ({where})"))
@@ -204,17 +225,23 @@ class RoutingPolicy:
         return decided(target, "detection", reason, found=found)
 
     def _task_model(self, task: Any) -> str:
-        if not isinstance(task, str) or task.casefold() not in self.tasks:
-            known = ", ".join(repr(t) for t in self.tasks) or "none (pass tasks={...} to Router)"
-            raise ValueError(f"task: unknown task {task!r}; known tasks: {known}")
-        return self.tasks[task.casefold()]
+        if isinstance(task, str):
+            key = task.strip().casefold()
+            for candidate in (key, key.replace("_", "-"), key.replace("-", "_")):
+                if candidate in self.tasks:
+                    return self.tasks[candidate]
+            if task in self.registry:  # as in Laya, a checkpoint name or alias is a task too
+                return self.registry.resolve(task)
+        known = ", ".join(repr(t) for t in self.tasks) or "none (pass tasks={...} to Router)"
+        raise ValueError(f"task: unknown task {task!r}; known tasks: {known}; a checkpoint name "
+                         f"or alias works too ({', '.join(map(repr, self.registry.names))})")
 
     def _match_workflow(self, questions: Any) -> str | None:
+        """The workflow whose question-id set is exactly this one (Laya's rule), else ``None``."""
         if not isinstance(questions, Mapping) or not questions:
             return None
         ids = set(questions)
-        matches = [name for name, known in self.workflows.items() if ids <= known]
-        return matches[0] if len(matches) == 1 else None
+        return next((name for name, known in self.workflows.items() if ids == known), None)
 
     def _language_target(self, code: str) -> tuple[str, str]:
         """The checkpoint for language ``code`` and the end of a sentence saying why."""
@@ -309,7 +336,7 @@ def primary_subtag(code: Any, where: str) -> str:
     """``"en-US"`` → ``"en"``; a ``ValueError`` for what is not a language tag."""
     if not isinstance(code, str):
         raise TypeError(f"{where}: expected a language code like 'en' or 'es', got {type(code).__name__} {code!r}")
-    primary = code.strip().replace("_", "-").split("-")[0].casefold()
+    primary = code.strip().replace("_", "-").split("-")[0].split(".")[0].casefold()
     if not primary.isalpha() or not 2 <= len(primary) <= 8:
         raise ValueError(f"{where}: {code!r} is not a language code; pass e.g. 'en', 'es', 'pt-BR'")
     return primary

@@ -8,9 +8,9 @@ lifecycle page. Ready-made hooks live in the modules beside this one (``recorder
 
 from jevlaya_lab._lazy import lazy_attributes
 
-from .base import HOOK_EVENTS, BaseHook, CallableHook, check_hook
+from .base import HOOK_EVENTS, BaseHook, CallableHook, RegisteredHook, check_hook, register_hook
 from .context import PredictContext, aggregate_usage
-from .dispatch import HookHost, HookRunner
+from .dispatch import CallHooks, HookHost, HookRunner, check_timeout
 from .errors import InvalidHookError
 
 _READY_MADE = {
@@ -28,6 +28,7 @@ __all__ = [
     "AuditHook",
     "BaseHook",
     "CallableHook",
+    "CallHooks",
     "EventRecorder",
     "HookHost",
     "HookRunner",
@@ -35,6 +36,9 @@ __all__ = [
     "PredictContext",
     "PredictionCache",
     "RedactionHook",
+    "RegisteredHook",
     "aggregate_usage",
     "check_hook",
+    "check_timeout",
+    "register_hook",
 ]

@@ -30,7 +30,7 @@ from .base import BaseHook
 __all__ = ["PredictionCache", "state_key"]
 
 _DROPPED_FIELDS = ("routing",)
-_DROPPED_ANSWER_FIELDS = ("abstention", "low_confidence")
+_DROPPED_ANSWER_FIELDS = ("abstention", "abstention_threshold", "low_confidence")
 
 
 def _canonical(value: Any) -> Any:

@@ -29,22 +29,27 @@ retention behave as in SQLite). Decisions the spec leaves open:
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
+from jevlaya_lab._cache_dir import cache_home
 from jevlaya_lab.journal.errors import JournalSchemaError, JournalUnavailableError, UnsupportedSourceError
 from jevlaya_lab.journal.rows import (
     ATTEMPT_FIELDS,
     MODEL_FIELDS,
     RATING_FIELDS,
+    SCORE_CHUNK,
     attempt_filters,
     equality_filters,
     model_from_row,
     model_values,
+    scores_query,
     utc_now,
 )
 from jevlaya_lab.journal.store import SCHEMA_VERSION, Store, split_password
@@ -264,6 +269,9 @@ class PostgreSQLStore(Store):
         rows = self._read("SELECT value FROM keys WHERE ref = %s", (ref,))
         return rows[0]["value"] if rows else None
 
+    def stored_keys(self) -> dict[str, str]:
+        return {r["ref"]: r["value"] for r in self._read("SELECT ref, value FROM keys")}
+
     def set_key(self, ref: str, value: str | None) -> None:
         with self._write(serialised=False) as conn:
             if value is None:
@@ -273,30 +281,55 @@ class PostgreSQLStore(Store):
                              "DO UPDATE SET value = EXCLUDED.value", (ref, value))
 
     # journal --------------------------------------------------------------------------------
-    def append(self, attempts: Iterable[Mapping[str, Any]],
-               ratings: Iterable[Mapping[str, Any]] = ()) -> None:
+    def _insert(self, attempts: Iterable[Mapping[str, Any]], ratings: Iterable[Mapping[str, Any]], *,
+                timeout_s: float | None = None, block_id: str | None = None, retry: bool = False) -> bool:
         a_rows = [tuple(r.get(f) for f in ATTEMPT_FIELDS) for r in attempts]
         r_rows = [tuple(r.get(f) for f in RATING_FIELDS[1:]) for r in ratings]
-        if not a_rows and not r_rows:
-            return
+        if not a_rows and not r_rows and block_id is None:
+            return True
         with self._write(serialised=False) as conn, conn.cursor() as cur:
+            if timeout_s is not None:
+                for setting in ("lock_timeout", "statement_timeout"):
+                    cur.execute("SELECT set_config(%s, %s, true)", (setting, f"{int(timeout_s * 1000)}ms"))
+            if block_id is not None:  # the marker's key is unique: a second replay inserts nothing
+                cur.execute("INSERT INTO meta VALUES (%s, %s) ON CONFLICT (key) DO NOTHING",
+                            (f"spill:{block_id}", utc_now()))
+                if cur.rowcount == 0:
+                    return False
             if a_rows:
-                cur.executemany(_insert("attempts", ATTEMPT_FIELDS), a_rows)
+                cur.executemany(_insert_sql("attempts", ATTEMPT_FIELDS)
+                                + (" ON CONFLICT (call_id) DO NOTHING" if block_id or retry else ""), a_rows)
             if r_rows:
-                cur.executemany(_insert("ratings", RATING_FIELDS[1:]), r_rows)
+                cur.executemany(_insert_sql("ratings", RATING_FIELDS[1:]), r_rows)
+        return True
+
+    @property
+    def spill_path(self) -> Path | None:
+        return pg_spill_path(self.location)
 
     def attempts(self, *, call_id: str | None = None, trace_id: str | None = None,
                  llm_name: str | None = None, operation: str | None = None,
                  scope: str | None = None, status: str | None = None,
-                 since: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+                 since: str | None = None, limit: int | None = None,
+                 newest_first: bool = False) -> list[dict[str, Any]]:
         where, args = attempt_filters("%s", call_id=call_id, trace_id=trace_id, llm_name=llm_name,
                                       operation=operation, scope=scope, status=status, since=since)
-        return self._select("attempts", ATTEMPT_FIELDS, where, args, "called_at, seq", limit)
+        return self._select("attempts", ATTEMPT_FIELDS, where, args, "called_at DESC, seq DESC" if newest_first else "called_at, seq",
+                            limit)
 
     def ratings(self, *, call_id: str | None = None, trace_id: str | None = None,
                 limit: int | None = None) -> list[dict[str, Any]]:
         where, args = equality_filters("%s", call_id=call_id, trace_id=trace_id)
         return self._select("ratings", RATING_FIELDS, where, args, "rating_id", limit)
+
+    def latest_scores(self, call_ids: Sequence[str]) -> dict[str, float]:
+        ids = list(dict.fromkeys(call_ids))
+        scores: dict[str, float] = {}
+        for start in range(0, len(ids), SCORE_CHUNK):
+            chunk = ids[start:start + SCORE_CHUNK]
+            rows = self._read(scores_query("%s", len(chunk)), chunk)
+            scores.update((r["call_id"], float(r["score"])) for r in rows)
+        return scores
 
     def rating_totals(self) -> dict[tuple[str, str], tuple[int, float]]:
         rows = self._read("SELECT llm_name, COALESCE(operation, '') AS op, COUNT(*) AS n, "
@@ -336,7 +369,14 @@ class PostgreSQLStore(Store):
         return f"PostgreSQLStore({self.location!r})"
 
 
-def _insert(table: str, fields: Sequence[str]) -> str:
+def pg_spill_path(location: str) -> Path:
+    """The spill file of the database at ``location`` (its URL without password): one per
+    database, in the cache folder, since a server has no folder of ours."""
+    digest = hashlib.sha256(location.encode()).hexdigest()[:16]
+    return cache_home() / "journal-spill" / f"postgresql-{digest}.jsonl"
+
+
+def _insert_sql(table: str, fields: Sequence[str]) -> str:
     return f"INSERT INTO {table} ({', '.join(fields)}) VALUES ({', '.join(['%s'] * len(fields))})"
 
 

@@ -74,3 +74,12 @@ def attempt_filters(placeholder: str, *, since: str | None = None,
         where.append(f"called_at >= {placeholder}")
         args.append(since)
     return where, args
+
+
+SCORE_CHUNK = 500  # call ids per query when looking up their latest ratings
+
+
+def scores_query(placeholder: str, count: int) -> str:
+    """Ratings of ``count`` call ids, oldest first (so the last one per id is its latest)."""
+    return (f"SELECT call_id, score FROM ratings WHERE call_id IN "
+            f"({', '.join([placeholder] * count)}) ORDER BY rating_id")

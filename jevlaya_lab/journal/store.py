@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 SCHEMA_VERSION = 1
@@ -77,25 +78,63 @@ class Store(abc.ABC):
     def get_key(self, ref: str) -> str | None: ...
 
     @abc.abstractmethod
+    def stored_keys(self) -> dict[str, str]:
+        """Every stored key (ref -> key) in one read, so lookups need no query of their own."""
+
+    @abc.abstractmethod
     def set_key(self, ref: str, value: str | None) -> None:
         """Store a key under ``ref`` (``None`` deletes it)."""
 
     # journal
-    @abc.abstractmethod
     def append(self, attempts: Iterable[Mapping[str, Any]],
-               ratings: Iterable[Mapping[str, Any]] = ()) -> None:
-        """Append attempt rows and rating rows in one transaction."""
+               ratings: Iterable[Mapping[str, Any]] = (), *, timeout_s: float | None = None,
+               retry: bool = False) -> None:
+        """Append attempt rows and rating rows in one transaction.
+
+        ``timeout_s`` bounds the wait for other writers' locks (default: the store's own), so
+        the background writer comes back to its queue regularly when the database is busy.
+        A duplicate ``call_id`` raises the driver's ``IntegrityError``, unless ``retry``: a
+        batch tried again after a failure skips attempts already there (a commit may have
+        succeeded although its answer was lost).
+        """
+        self._insert(attempts, ratings, timeout_s=timeout_s, retry=retry)
+
+    def append_spilled(self, block_id: str, attempts: Iterable[Mapping[str, Any]],
+                       ratings: Iterable[Mapping[str, Any]] = (), *, timeout_s: float | None = None) -> bool:
+        """Append the rows of one block of a spill file exactly once.
+
+        The block's id is recorded in the same transaction; a block already recorded is
+        skipped (False), and attempts whose ``call_id`` is already present are left alone, so a
+        replay interrupted anywhere can simply run again.
+        """
+        return self._insert(attempts, ratings, block_id=block_id, timeout_s=timeout_s)
+
+    @abc.abstractmethod
+    def _insert(self, attempts: Iterable[Mapping[str, Any]], ratings: Iterable[Mapping[str, Any]], *,
+                timeout_s: float | None = None, block_id: str | None = None, retry: bool = False) -> bool:
+        """The one insert behind ``append`` and ``append_spilled`` (False: block already written)."""
+
+    @property
+    @abc.abstractmethod
+    def spill_path(self) -> Path | None:
+        """Where rows that could not be written are saved for the next writer (None: nowhere)."""
 
     @abc.abstractmethod
     def attempts(self, *, call_id: str | None = None, trace_id: str | None = None,
                  llm_name: str | None = None, operation: str | None = None,
                  scope: str | None = None, status: str | None = None,
-                 since: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
-        """Attempt rows matching every given filter, oldest first."""
+                 since: str | None = None, limit: int | None = None,
+                 newest_first: bool = False) -> list[dict[str, Any]]:
+        """Attempt rows matching every given filter, oldest first (``newest_first``: the
+        newest first, so ``limit`` keeps the newest rows)."""
 
     @abc.abstractmethod
     def ratings(self, *, call_id: str | None = None, trace_id: str | None = None,
                 limit: int | None = None) -> list[dict[str, Any]]: ...
+
+    @abc.abstractmethod
+    def latest_scores(self, call_ids: Sequence[str]) -> dict[str, float]:
+        """The latest rating of each of ``call_ids`` that has one."""
 
     @abc.abstractmethod
     def rating_totals(self) -> dict[tuple[str, str], tuple[int, float]]:

@@ -27,6 +27,7 @@ import threading
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any, Protocol
 
+from jevlaya_lab.hooks.redaction import clip_redacted, redact_secrets
 from jevlaya_lab.local import validation, wire
 from jevlaya_lab.local.errors import ChatRequestError
 from jevlaya_lab.local.faults import FaultProfile
@@ -118,7 +119,9 @@ class ChatHandler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def log_message(self, format: str, *args: Any) -> None:
-        logger.debug("%s - %s", self.address_string(), format % args)
+        """Request lines are client text: the server's key (a client may put it in a URL) and
+        anything key-shaped are redacted before they reach a log."""
+        logger.debug("%s - %s", self.address_string(), redact_secrets(format % args, self.app.api_key))
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """The standard library's own errors (bad request line, unknown method, header limits)
@@ -126,9 +129,11 @@ class ChatHandler(BaseHTTPRequestHandler):
         if not self.request_version or self.request_version == "HTTP/0.9":
             self.request_version = self.protocol_version  # so a status line and headers go out
         self.close_connection = True
-        text = message or self.responses.get(code, ("error",))[0]
+        text = message or self.responses.get(code, ("error",))[0]  # may quote the request line
         if len(text) > SHOWN_REQUEST_CHARS:
-            text = text[:SHOWN_REQUEST_CHARS] + "..."
+            text = clip_redacted(text, SHOWN_REQUEST_CHARS, self.app.api_key) + "..."
+        else:
+            text = redact_secrets(text, self.app.api_key)
         self._send_error(code, f"{text}; send an HTTP/1.1 request such as "
                                "'POST /v1/chat/completions HTTP/1.1' with a JSON body",
                          headers={"Connection": "close"})

@@ -1,8 +1,10 @@
 """``AnswersView``: probability bars per question of Agent/Router results.
 
-Each result becomes a card: the model, the state (shortened), and per question its type, the
-answer, the calibrated confidence, whether it abstained under ``min_confidence`` (shown red),
-and one bar per option (``noul``: yes/no; ``score``: one bar per level with its legend).
+Each result becomes a card: the checkpoint's short name (full path on hover), the state
+(shortened), and per question its type, the answer (a score with its scale, ``0.62 on 0–3``, and
+nearest level), the answer's probability, the value ``min_confidence`` compared with the
+threshold it carries (``confidence 0.39 < 0.6 → abstained``, red when abstained), and one bar
+per option (``noul``: yes/no; ``score``: one bar per level with its legend).
 State lives in the ``results`` trait (``get_state()["results"]``).
 """
 
@@ -15,7 +17,7 @@ import anywidget
 import traitlets
 
 from jevlaya_lab.widgets.assets import css, esm
-from jevlaya_lab.widgets.render import answer_rows, jsonable
+from jevlaya_lab.widgets.render import answer_rows, jsonable, model_label
 
 STATE_CHARS = 300
 
@@ -34,8 +36,9 @@ class AnswersView(anywidget.AnyWidget):
 
     _esm = esm("answers")
     _css = css()
-    results = traitlets.List(help="[{model, state, rows: [{question, type, answer, "
-                             "confidence, abstained, bars}]}]").tag(sync=True)
+    results = traitlets.List(help="[{model, model_path, state, rows: [{question, type, answer, "
+                             "scale, level, gated_by, confidence, threshold, top_p, abstained, "
+                             "bars}]}]").tag(sync=True)
 
     def __init__(self, results: Sequence[Mapping[str, Any]] | Mapping[str, Any] | None = None,
                  *, states: Sequence[Any] | None = None, **kwargs: Any) -> None:
@@ -51,7 +54,7 @@ class AnswersView(anywidget.AnyWidget):
             raise ValueError(f"states: {len(states)} states for {len(items)} results; pass one "
                              "state per result (the states given to predict_batch)")
         self.results = [
-            {"model": str(r.get("model", "")),
+            {"model": model_label(r.get("model", "")), "model_path": str(r.get("model", "")),
              "state": None if states is None else state_preview(states[i]),
              "rows": answer_rows(r)}
             for i, r in enumerate(items)]

@@ -12,8 +12,11 @@ detail or an operation is shown as text, never markup); numbers show three signi
 and whole numbers from 1,000 up (never ``1.23e+03``); missing values (a missing HTTP status,
 a mean rating before any rating) show as ``–``; each table
 has the class ``jv-<name>`` (``jv-calls``, ``jv-latency``, ``jv-errors``, ``jv-races``,
-``jv-recent_failures``; the summary ``jv-summary``) so notebooks and tests can find it; an
-empty table is left out.
+``jv-recent_failures``; the summary ``jv-summary``) so notebooks and tests can find it; numeric
+columns are right-aligned (``td.jv-n``); an empty table is left out. The view carries the
+``jevlaya`` class and the package's stylesheet, so it follows the JupyterLab theme like the other
+views. The quality chart's bucket follows the ratings' time span (``quality_bucket``), so a
+fresh journal's few milliseconds are not one dot per model.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import ipywidgets as w
 import pandas as pd
 
 from jevlaya_lab import analysis
+from jevlaya_lab.widgets.assets import css
 from jevlaya_lab.widgets.render import jsonable
 
 FIGURES = {"tokens": analysis.tokens_figure, "latency": analysis.latency_figure,
@@ -49,15 +53,53 @@ def summary_text(value: Any) -> str:
 
 
 def table_html(df: pd.DataFrame, name: str) -> str:
-    """A DataFrame (index included as the first column) as HTML with every cell escaped and
-    whole (pandas would clip text at ``display.max_colwidth``)."""
+    """A DataFrame (index included as the first column) as an HTML table with every cell
+    escaped and whole (never clipped), numbers right-aligned (``td.jv-n``), missing as ``–``."""
     shown = df.reset_index()
-    for col in shown.select_dtypes("Int64").columns:  # pandas prints their NA as <NA>
-        values = shown[col]
-        shown[col] = values.astype(object).where(values.notna(), math.nan)
-    with pd.option_context("display.max_colwidth", None):
-        return shown.to_html(escape=True, index=False, float_format=number_text, border=0,
-                             classes=f"jv-table jv-{name}", na_rep="–")
+    numeric = [pd.api.types.is_numeric_dtype(shown[c]) and not pd.api.types.is_bool_dtype(
+        shown[c]) for c in shown.columns]
+    num = " class='jv-n'"
+    head = "".join(f"<th{num if n else ''}>{escape(str(c))}</th>"
+                   for c, n in zip(shown.columns, numeric))
+    body = []
+    for row in shown.itertuples(index=False):
+        cells = "".join(f"<td{num if n else ''}>{escape(cell_text(v))}</td>"
+                        for v, n in zip(row, numeric))
+        body.append(f"<tr>{cells}</tr>")
+    return (f"<table class='jv-table jv-{escape(name)}'><thead><tr>{head}</tr></thead>"
+            f"<tbody>{''.join(body)}</tbody></table>")
+
+
+def cell_text(value: Any) -> str:
+    """One table cell as shown: numbers as :func:`number_text`, missing values as ``–``."""
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float):
+        return number_text(value)
+    return str(value)
+
+
+# Bucket widths for the quality chart, smallest first (pandas offset aliases).
+BUCKETS = ["100us", "200us", "500us", "1ms", "2ms", "5ms", "10ms", "20ms", "50ms", "100ms",
+           "200ms", "500ms", "1s", "2s", "5s", "10s", "30s", "1min", "2min", "5min", "15min",
+           "30min", "1h", "3h", "6h", "12h", "1D", "7D", "30D"]
+TARGET_BUCKETS = 12
+
+
+def quality_bucket(journal: analysis.Journal) -> str:
+    """The quality chart's bucket: the smallest of :data:`BUCKETS` that splits the ratings'
+    time span into at most :data:`TARGET_BUCKETS` (a fresh journal spans milliseconds, a
+    long-lived one weeks)."""
+    rated = journal.ratings["rated_at"] if len(journal.ratings) else None
+    if rated is None or rated.isna().all():
+        return "1h"
+    span = rated.max() - rated.min()
+    for alias in BUCKETS:
+        if span / pd.Timedelta(alias) <= TARGET_BUCKETS:
+            return alias
+    return BUCKETS[-1]
 
 
 def model_calls(journal: analysis.Journal) -> pd.DataFrame:
@@ -82,9 +124,10 @@ def recent_failures(journal: analysis.Journal, limit: int) -> pd.DataFrame:
 class JournalDashboard(w.VBox):
     """``JournalDashboard(source)`` where source is anything :func:`analysis.load_journal`
     reads (a .db path, a Broker, a Store) or an :class:`analysis.Journal`; ``recent`` is how
-    many of the latest failures are listed."""
+    many of the latest failures are listed; ``quality_freq`` is the quality chart's bucket
+    (a pandas offset; default: picked from the ratings' span by :func:`quality_bucket`)."""
 
-    def __init__(self, source: Any, *, quality_freq: str = "1h", recent: int = 20,
+    def __init__(self, source: Any, *, quality_freq: str | None = None, recent: int = 20,
                  **kwargs: Any) -> None:
         if isinstance(recent, bool) or not isinstance(recent, int) or recent < 0:
             raise ValueError(f"recent={recent!r}: must be an integer >= 0 (how many of the "
@@ -94,6 +137,8 @@ class JournalDashboard(w.VBox):
         self.recent = recent
         self.summary: dict[str, Any] = {}
         self.tables: dict[str, list[dict[str, Any]]] = {}
+        self.refreshes = 0
+        self.refreshed = w.HTML()
         self.summary_html = w.HTML()
         self.tables_html = w.HTML()
         import plotly.graph_objects as go
@@ -104,8 +149,10 @@ class JournalDashboard(w.VBox):
         tabs = w.Tab(children=list(self.figures.values()))
         for i, name in enumerate(self.figures):
             tabs.set_title(i, name)
-        super().__init__([w.HBox([self.button, self.summary_html]), self.tables_html, tabs],
-                         **kwargs)
+        super().__init__([w.HBox([self.button, self.refreshed]), self.summary_html,
+                          self.tables_html, tabs], **kwargs)
+        self.add_class("jevlaya")  # the views' theme-aware styles (widgets.css) apply
+        self.add_class("jv-dashboard")
         self.refresh()
 
     def refresh(self) -> dict[str, Any]:
@@ -122,11 +169,17 @@ class JournalDashboard(w.VBox):
         self.tables = {k: jsonable(df.reset_index().to_dict("records")) for k, df in frames.items()}
         rows = "".join(f"<tr><th>{escape(k)}</th><td>{escape(summary_text(v))}</td></tr>"
                        for k, v in self.summary.items())
-        self.summary_html.value = f"<table class='jv-table jv-summary'>{rows}</table>"
+        self.summary_html.value = (f"<style>{css()}</style>"
+                                   f"<table class='jv-table jv-summary'>{rows}</table>")
         self.tables_html.value = "".join(f"<h4>{escape(HEADINGS[k])}</h4>{table_html(df, k)}"
                                          for k, df in frames.items() if not df.empty)
+        self.refreshes += 1
+        self.refreshed.value = (f"<span class='jv-muted jv-refreshed'>read {self.refreshes}× · "
+                                f"{escape(journal.source)}"
+                                "</span>")
+        self.quality_bucket = self.quality_freq or quality_bucket(journal)
         for name, make in FIGURES.items():
-            fig = make(journal, self.quality_freq) if name == "quality" else make(journal)
+            fig = make(journal, self.quality_bucket) if name == "quality" else make(journal)
             target = self.figures[name]
             with target.batch_update():
                 target.data = []

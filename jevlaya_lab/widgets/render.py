@@ -21,58 +21,24 @@ from typing import Any
 
 from jevlaya_lab import display
 from jevlaya_lab.decisions.routing import decision_card
-from jevlaya_lab.display import MIME, bars_html, escape, jsonable, llm_card, llm_html
+from jevlaya_lab.display import (
+    MIME,
+    answer_rows,
+    answer_text,
+    answers_html,
+    bars_html,
+    escape,
+    gate_text,
+    jsonable,
+    llm_card,
+    llm_html,
+    model_label,
+)
 from jevlaya_lab.display import card as box
 
-__all__ = ["MIME", "answer_rows", "answers_html", "bars_html", "box", "decision_card",
+__all__ = ["MIME", "answer_rows", "answer_text", "answers_html", "gate_text", "model_label", "bars_html", "box", "decision_card",
            "decision_html", "escape", "jsonable", "kind_of", "llm_card", "llm_html",
            "mimebundle", "rich"]
-
-
-# -- normalised views (shared with the widgets) ---------------------------------------------
-def answer_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """One row per question of an Agent result: the answer, its confidence, abstention and
-    the probability bars (label, p), whatever the question type."""
-    answers = result.get("answers") if isinstance(result, Mapping) else None
-    if not isinstance(answers, Mapping):
-        raise TypeError(f"result={_short(result)}: expected an Agent result dict with an "
-                        "'answers' mapping (agent.predict(...) or one item of predict_batch)")
-    rows = []
-    for qid, a in answers.items():
-        kind = a.get("type")
-        if kind == "noul":
-            p_yes = float(a["noul"])
-            bars = [{"label": "yes", "p": p_yes}, {"label": "no", "p": 1.0 - p_yes}]
-            answer: Any = "yes" if p_yes >= 0.5 else "no"
-        elif kind == "score":
-            legend = a.get("legend") or {}
-            bars = [{"label": f"{k}: {legend.get(k, '')}".rstrip(": "), "p": float(p)}
-                    for k, p in a.get("probabilities", {}).items()]
-            answer = a.get("score")
-        else:
-            bars = [{"label": str(k), "p": float(p)} for k, p in a.get("probabilities", {}).items()]
-            answer = a.get("choice")
-        rows.append({
-            "question": str(qid), "type": kind, "answer": jsonable(answer), "bars": bars,
-            "confidence": jsonable(a.get("answer_confidence", a.get("confidence"))),
-            "abstained": a.get("abstention") == "abstained",
-        })
-    return rows
-
-
-# -- HTML --------------------------------------------------------------------------------------
-def answers_html(result: Mapping[str, Any]) -> str:
-    parts = []
-    for row in answer_rows(result):
-        conf = row["confidence"]
-        flag = " <b style='color:#b00'>abstained</b>" if row["abstained"] else ""
-        parts.append(
-            f"<div style='margin:.3em 0'><b>{escape(row['question'])}</b> "
-            f"<i>({escape(str(row['type']))})</i>: {escape(str(row['answer']))} "
-            f"<small>confidence {conf if conf is None else f'{conf:.2f}'}</small>{flag}"
-            f"{bars_html(row['bars'], '#b22' if row['abstained'] else '#4c78a8')}</div>")
-    model = escape(str(result.get("model", "")))
-    return box(f"<div><small>model {model}</small></div>{''.join(parts)}")
 
 
 def decision_html(decision: Mapping[str, Any]) -> str:

@@ -1,5 +1,5 @@
 function render({ model, el }) {
-  el.classList.add("jevlaya");
+  el.classList.add("jevlaya", "jv-routing");
   let timer = null;
   const box = h("textarea", {
     class: "jv-input", placeholder: "Type or paste a state (text or a JSON object)",
@@ -12,6 +12,8 @@ function render({ model, el }) {
   const out = h("div", {});
   const draw = () => {
     if (document.activeElement !== box) box.value = model.get("state_text");
+    // batch mode shows its table; the box appears only for a single state (or when asked)
+    box.style.display = model.get("batch").length && !model.get("state_text") ? "none" : "";
     const parts = [];
     const err = model.get("error");
     if (err) parts.push(h("div", { class: "jv-err" }, err));
@@ -25,9 +27,10 @@ function render({ model, el }) {
           d.evidence ? ` · evidence: ${d.evidence}` : ""),
         bars(d.scripts, "jv-teal"),
         h("table", { class: "jv-table jv-alternatives" },
-          h("tr", {}, h("th", {}, "if you pass"), h("th", {}, "checkpoint"), h("th", {}, "why")),
-          model.get("alternatives").map((a) => h("tr", {},
-            h("td", {}, h("code", {}, a.given)), h("td", {}, a.model), h("td", {}, a.reason))))));
+          h("thead", {}, h("tr", {}, h("th", {}, "if you pass"), h("th", {}, "checkpoint"),
+            h("th", {}, "why"))),
+          h("tbody", {}, model.get("alternatives").map((a) => h("tr", {},
+            h("td", {}, h("code", {}, a.given)), h("td", {}, a.model), h("td", {}, a.reason)))))));
     }
     const rows = model.get("batch");
     if (rows.length) {
@@ -37,8 +40,11 @@ function render({ model, el }) {
         h("b", {}, `${total} states`),
         bars(Object.entries(counts).map(([k, n]) => ({ label: `${k} (${n})`, p: n / total }))),
         h("table", { class: "jv-table" },
-          rows.map((r) => h("tr", {}, h("td", {}, r.i), h("td", {}, r.state),
-            h("td", {}, r.model), h("td", { title: r.reason }, r.source))))));
+          h("thead", {}, h("tr", {}, h("th", { class: "jv-n" }, "#"), h("th", {}, "state"),
+            h("th", {}, "checkpoint"), h("th", {}, "rule"), h("th", {}, "why"))),
+          h("tbody", {}, rows.map((r) => h("tr", {}, h("td", { class: "jv-n" }, r.i),
+            h("td", {}, r.state), h("td", {}, r.model), h("td", {}, r.source),
+            h("td", { class: "jv-muted" }, r.reason)))))));
     }
     out.replaceChildren(...parts);
   };

@@ -5,7 +5,8 @@ is routed as that object) and the card shows the chosen checkpoint, the rule tha
 reason sentence, the script-profile bars and the language guess, plus ``alternatives``: what an
 explicit ``lang=...`` or ``model=...`` would route to. Pass ``states=`` (a list or a pandas
 Series/column) for batch mode: one row per state in ``batch`` and routes per checkpoint in
-``counts``. Routing never loads a model, so the view is instant even for big checkpoints.
+``counts``, drawn as bars and a table with a header row (the input box is hidden until a single
+state is given). Routing never loads a model, so the view is instant even for big checkpoints.
 Bad input (e.g. an unknown ``lang``) is shown in ``error`` instead of raising in the callback.
 """
 

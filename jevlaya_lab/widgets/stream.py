@@ -29,7 +29,11 @@ loop; over a ``Broker`` every call it makes blocks, so it never suspends and run
 in the calling thread (:func:`run_blocking`).
 
 State is in traits: ``status`` (``waiting``, ``streaming``, ``done``, ``error``), ``lanes``,
-``answers``, ``error``, ``trace_id``; the prompt and answers are text, never markup.
+``answers``, ``error``, ``trace_id``, ``broker_closed``; the prompt and answers are text, never
+markup. A lane read here counts the ``chunks`` it showed next to the ``tokens`` the model
+generated (a replaced lane shows a few chunks of an answer that ran on). A failed lane shows
+its error in the lane itself. Over a closed broker the buttons cannot work: the view says so
+and disables them (checked whenever it is drawn and on every press).
 Tokens/s of the lane read here count from its first token; lanes known only from the journal
 (race losers, failovers, ``another()`` answers) count over the whole attempt.
 """
@@ -69,6 +73,7 @@ class StreamView(anywidget.AnyWidget):
     error = traitlets.Unicode("").tag(sync=True)
     trace_id = traitlets.Unicode("").tag(sync=True)
     ratings = traitlets.List().tag(sync=True)
+    broker_closed = traitlets.Bool(False).tag(sync=True)
 
     def __init__(self, broker: Any, prompt: str, *, throttle: float = 0.05, start: bool = True,
                  settle: float = 10.0, **stream_kwargs: Any) -> None:
@@ -117,7 +122,13 @@ class StreamView(anywidget.AnyWidget):
         self._require(False, "wait", "wait_async")
         event = self._settled if lanes else self._done
         assert isinstance(event, threading.Event)
-        return event.wait(timeout)
+        ended = event.wait(timeout)
+        self._throttle.flush()
+        # the reader pushed from its own thread; send the whole state once more from the caller's
+        # (a notebook executor such as nbclient records widget state per cell, so a saved
+        # notebook then holds the finished view, not the one it first displayed)
+        self.send_state()
+        return ended
 
     async def wait_async(self, timeout: float | None = None, *, lanes: bool = False) -> bool:
         """:meth:`wait` for a view over an ``AsyncBroker``: ``await view.wait_async()``."""
@@ -199,12 +210,14 @@ class StreamView(anywidget.AnyWidget):
                             state="streaming", ttft_ms=round((now - started) * 1000.0, 1))
                 lane["_first"] = now
             lane["text"] += delta
+            lane["chunks"] += 1
             lane["tokens"] += 1
             lane["tokens_per_s"] = _rate(lane["tokens"], now - lane["_first"])
         self._set_status("streaming")
 
     def _new_lane(self, model: str | None, state: str) -> dict[str, Any]:
         lane = _lane(model, state)
+        lane["chunks"] = 0  # read here: count what was shown
         with self._lock:
             self._lanes.append(lane)
         return lane
@@ -256,6 +269,8 @@ class StreamView(anywidget.AnyWidget):
                 await awaited(self.broker.calls(trace_id=self.trace_id))
         except RuntimeError:  # the broker was closed meanwhile: nothing more to read
             rows = []
+        if self.broker.closed and not self.broker_closed:
+            self.broker_closed = True
         fetched = {a["call_id"] for a in self.answers}
         with self._lock:
             by_call = {lane["call_id"]: lane for lane in self._lanes if lane["call_id"]}
@@ -342,7 +357,16 @@ class StreamView(anywidget.AnyWidget):
         future.add_done_callback(self._pending.discard)
 
     async def _press(self, content: dict[str, Any]) -> None:
+        if self.broker.closed:  # say so once, and the front end disables the buttons
+            if not self.broker_closed:
+                self.broker_closed = True
+            if content.get("action") != "sync":
+                self.error = (f"{content.get('action')}: the broker of this view is closed, so "
+                              "another() and ratings are unavailable; make a new Broker and view")
+            return
         try:
+            if content.get("action") == "sync":  # a view was (re)drawn: nothing else to do
+                return
             if content.get("action") == "another":
                 if await self._another() is None:
                     self.error = "another(): no further answer can be had"
@@ -440,6 +464,7 @@ def submit(coro: Coroutine[Any, Any, T],
 def _lane(model: str | None, state: str, *, call_id: str | None = None,
           text: str = "") -> dict[str, Any]:
     return {"model": model, "state": state, "call_id": call_id, "text": text, "tokens": 0,
+            "chunks": None,
             "ttft_ms": None, "latency_ms": None, "tokens_per_s": None, "detail": None,
             "_first": None}
 

@@ -1,13 +1,18 @@
-"""``HookTimeline``: a hook that draws every call as a lane of a millisecond Gantt chart.
+"""``HookTimeline``: a hook that draws every call as a nested trace (a millisecond Gantt).
 
 Install it like any hook (``Agent(..., hooks=[timeline])``, ``router.add_hook(timeline)`` or
-``with router.hooks_installed(timeline):``) and display it: each ``run_id`` gets one lane with
-its ``on_route`` tick, the ``on_predict_start`` → ``on_predict_end`` bar and ``on_error`` in
-red; ``on_load`` / ``on_evict`` (which have no run id) go on a shared ``router`` lane. Times are
-milliseconds since the first event (``time.perf_counter()``, the clock of
-``PredictContext.started_at``). Hovering an event shows its ctx fields (model, states, usage,
-elapsed, error). Events from many threads are recorded under a lock and pushed to the browser
-at most every ``throttle`` seconds, so the chart is live while calls run.
+``with router.hooks_installed(timeline):``) and display it. The trace nests what happened:
+calls through a Router sit under a ``router`` row spanning them, with one row per ``on_load``
+/ ``on_evict`` (they have no run id) and one per run, in the order they happened; an Agent's
+own runs are top-level rows. A run row is its ``on_predict_start`` → ``on_predict_end`` span
+(red when ``on_error`` fired) with its ``on_route`` / ``on_error`` markers; rows are labelled
+``run <n> · <model> · <k> states`` (the run id on hover). Markers closer than their width are
+stacked, so none hides another; a legend names every mark, hovering shows an event's ctx
+fields (model, states, usage, elapsed, error), a table below lists every event, and clicking
+a span zooms the axis to it ("show all" zooms out). Times are milliseconds since the first
+event (``time.perf_counter()``, the clock of ``PredictContext.started_at``). Events from many
+threads are recorded under a lock and pushed to the browser at most every ``throttle``
+seconds, so the chart is live while calls run.
 ``HookTimeline.from_records(EventRecorder.to_records())`` replays recorded events (or the
 ``decisions`` frame of :func:`jevlaya_lab.analysis.load_journal`).
 """
@@ -104,6 +109,12 @@ class HookTimeline(anywidget.AnyWidget, BaseHook):
     def flush(self) -> None:
         """Show every recorded event now (the throttle otherwise does within ``throttle`` s)."""
         self._throttle.flush()
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        """Displaying the timeline first pushes what it recorded (from the displaying thread,
+        so a saved notebook holds every event shown)."""
+        self.flush()
+        return super()._repr_mimebundle_(**kwargs)
 
     def clear(self) -> None:
         with self._lock:

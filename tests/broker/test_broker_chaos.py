@@ -46,7 +46,9 @@ async def one_call(broker: AsyncBroker, i: int, rng: random.Random,
                    kept: list[Any]) -> dict[str, Any]:
     """One call of a random kind; what it handed out and which attempts it saw."""
     kind = rng.choice(KINDS)
-    wait = rng.choice([None, None, 0, 1.0, 0.3])
+    # bounded waits only: wait=None waits for cooling models without a time bound (as
+    # llmbroker), and the faults here cool models for 60 s
+    wait = rng.choice([2.0, 2.0, 0, 1.0, 0.3])
     trace = f"t{i}"
     seen: dict[str, Any] = {"trace": trace, "kind": kind, "answers": [], "lanes": None}
     stream = None

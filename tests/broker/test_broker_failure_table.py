@@ -31,9 +31,9 @@ def test_429_with_retry_after_cools_for_retry_after_and_fails_over(broker, serve
     b = broker("a", "b")
     result = b.ask("hello")
     assert result.llm_name == "b" and result.text
-    assert statuses(b.calls()) == [("a", "rate_limited", 429), ("b", "ok", 200)]
+    assert statuses(b.calls()[::-1]) == [("a", "rate_limited", 429), ("b", "ok", 200)]
     assert 25 < cooling_seconds(b.snapshot(), "a") <= 30
-    assert b.calls()[0]["cooldown_until"] is not None
+    assert b.calls()[-1]["cooldown_until"] is not None
 
 
 def test_429_without_retry_after_cools_60_s(broker, server) -> None:
@@ -47,7 +47,7 @@ def test_503_is_treated_like_a_rate_limit(broker, server) -> None:
     server.set_fault("a", FaultProfile(status=503, retry_after=20))
     b = broker("a", "b")
     assert b.ask("hello").llm_name == "b"
-    assert statuses(b.calls())[0] == ("a", "unavailable", 503)
+    assert statuses(b.calls())[-1] == ("a", "unavailable", 503)
     assert 15 < cooling_seconds(b.snapshot(), "a") <= 20
 
 
@@ -57,7 +57,7 @@ def test_cooldown_doubles_per_consecutive_rate_limit_and_resets_on_recovery(brok
     for _ in range(3):
         assert b.ask("hello", wait=0).llm_name == "b"
         time.sleep(max(cooling_seconds(b.snapshot(), "a"), 0) + 0.05)  # let a come back
-    rows = [r for r in b.calls() if r["llm_name"] == "a"]
+    rows = [r for r in b.calls()[::-1] if r["llm_name"] == "a"]
     lengths = [datetime.fromisoformat(r["cooldown_until"]).timestamp()
                - datetime.fromisoformat(r["called_at"]).timestamp() - r["latency_ms"] / 1000
                for r in rows]
@@ -73,7 +73,7 @@ def test_5xx_cools_60_s_and_fails_over(broker, server, status: int) -> None:
     server.set_fault("a", FaultProfile(status=status))
     b = broker("a", "b")
     assert b.ask("hello").llm_name == "b"
-    assert statuses(b.calls())[0] == ("a", "unavailable", status)
+    assert statuses(b.calls())[-1] == ("a", "unavailable", status)
     assert 55 < cooling_seconds(b.snapshot(), "a") <= 60
 
 
@@ -81,7 +81,7 @@ def test_transport_error_cools_60_s_and_fails_over(broker, cfg, dead_url) -> Non
     dead = LLMConfig(name="dead", base_url=dead_url, model="a")
     b = broker(models=[dead, *cfg("b")])
     assert b.ask("hello").llm_name == "b"
-    first = b.calls()[0]
+    first = b.calls()[-1]
     assert (first["llm_name"], first["status"], first["http_status"]) == ("dead", "unavailable",
                                                                           None)
     assert "ConnectError" in first["error_detail"]
@@ -94,7 +94,7 @@ def test_garbage_or_empty_200_cools_60_s_and_fails_over(broker, server, fault) -
     server.set_fault("a", fault)
     b = broker("a", "b")
     assert b.ask("hello").llm_name == "b"
-    assert statuses(b.calls())[0] == ("a", "error", 200)
+    assert statuses(b.calls())[-1] == ("a", "error", 200)
     assert 55 < cooling_seconds(b.snapshot(), "a") <= 60
 
 
@@ -111,7 +111,7 @@ def test_other_4xx_excludes_for_the_call_without_cooldown(broker, server) -> Non
     server.set_fault("a", FaultProfile(status=400))
     b = broker("a", "b")
     assert b.ask("hello").llm_name == "b"
-    assert statuses(b.calls())[0] == ("a", "error", 400)
+    assert statuses(b.calls())[-1] == ("a", "error", 400)
     assert b.snapshot()["a"]["cooldown_until"] is None
     server.set_fault("a", None)
     assert b.ask("hello").llm_name == "a"  # excluded for that call only
@@ -134,7 +134,7 @@ def test_ask_waits_for_a_cooling_model_while_wait_allows(broker, server) -> None
     started = time.monotonic()
     result = b.ask("two", wait=5)  # call 2: 429, cools 0.3 s, then call 3 answers
     assert result.llm_name == "a" and 0.25 < time.monotonic() - started < 3
-    assert [r["status"] for r in b.calls()] == ["ok", "rate_limited", "ok"]
+    assert [r["status"] for r in b.calls()[::-1]] == ["ok", "rate_limited", "ok"]
 
 
 def test_retry_after_forms_seconds_http_date_and_milliseconds() -> None:
@@ -163,7 +163,7 @@ def test_403_drops_the_model_for_that_caller_only_and_fails_over(broker, server)
     b = broker("a", "b")
     before = server.request_count("a")
     assert b.ask("hello").llm_name == "b"
-    assert statuses(b.calls())[0] == ("a", "error", 403)
+    assert statuses(b.calls())[-1] == ("a", "error", 403)
     assert b.snapshot()["a"]["cooldown_until"] is None
     server.set_fault("a", None)
     assert b.ask("hello").llm_name == "b"  # dropped for this caller: a is not asked again

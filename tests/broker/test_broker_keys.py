@@ -44,8 +44,8 @@ def test_401_drops_the_key_for_that_caller_only_and_fails_over(locked, server, d
     secrets = {"TEST_KEY": WRONG, "team/TEST_KEY": RIGHT}
     with Broker(db, models=[keyed(locked), *cfg("b")], secrets=secrets, catalog=[]) as b:
         assert b.ask("x").llm_name == "b"
-        assert [r["status"] for r in b.calls()] == ["error", "ok"]
-        assert b.calls()[0]["http_status"] == 401
+        assert [r["status"] for r in b.calls()] == ["ok", "error"]  # newest first
+        assert b.calls()[-1]["http_status"] == 401
         assert b.snapshot()["k"]["key"] == "refused" and b.snapshot()["k"]["cooldown_until"] is None
         assert b.ask("x").llm_name == "b"  # dropped: not tried again by this caller
         assert len(b.calls()) == 3
@@ -109,3 +109,40 @@ def test_redact_scrubs_known_and_key_shaped_secrets() -> None:
     assert WRONG not in clean and "abcdefghijkl" not in clean
     assert "token limit reached" in clean
     assert "sk-***" in redact("key sk-proj-abcdefghijklmnop was refused")
+
+
+def test_a_refused_key_is_read_again_after_store_key_env_or_dotenv_change(
+        locked, tmp_path: Path, monkeypatch) -> None:
+    """Issue 14 parity 1: a 401 stops the key, not the model. Once another key resolves (from
+    ``store_key``, the environment or a changed ``.env``), the model is asked again; the
+    message in between says the key was refused, not that it is missing."""
+    import time
+
+    dotenv = tmp_path / ".env"
+    dotenv.write_text(f"DOT_KEY={WRONG}\n")
+    monkeypatch.setenv("ENV_KEY", WRONG)
+    models = [keyed(locked, "by_env", "ENV_KEY"), keyed(locked, "by_dotenv", "DOT_KEY"),
+              keyed(locked, "by_store", "STORE_KEY")]
+    with Broker(tmp_path / "k.db", models=models, catalog=[], dotenv=dotenv) as b:
+        b.store_key("STORE_KEY", WRONG)
+        with pytest.raises(AuthError):
+            b.ask("x")
+        assert {n: b.snapshot()[n]["key"] for n in ("by_env", "by_dotenv", "by_store")} == \
+            dict.fromkeys(("by_env", "by_dotenv", "by_store"), "refused")
+        with pytest.raises(NoLLMAvailableError, match="was refused") as info:
+            b.ask("x")
+        assert info.value.reason == "no_keys" and "missing" not in str(info.value)
+
+        b.store_key("STORE_KEY", RIGHT)
+        assert b.ask("x").llm_name == "by_store"
+        b.disable_llm("by_store")
+        monkeypatch.setenv("ENV_KEY", RIGHT)
+        assert b.ask("x").llm_name == "by_env"
+        b.disable_llm("by_env")
+        time.sleep(0.05)
+        dotenv.write_text(f"DOT_KEY={RIGHT}\n")
+        deadline = time.monotonic() + 5
+        while b.snapshot()["by_dotenv"]["key"] != "present" and time.monotonic() < deadline:
+            time.sleep(0.2)  # .env is checked for changes about once a second
+        assert b.ask("x").llm_name == "by_dotenv"
+        assert [r["http_status"] for r in b.calls() if r["status"] == "ok"] == [200] * 3

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from jevlaya_lab.broker import Broker
+from jevlaya_lab.broker.errors import NoLLMAvailableError
 from jevlaya_lab.local import FaultProfile
 
 
@@ -20,7 +21,7 @@ def test_low_ratings_change_the_chosen_model(broker) -> None:
 def test_prior_weight_is_blended_with_host_ratings(broker, cfg) -> None:
     b = broker(models=[*cfg("a", weight=0.9), *cfg("b", weight=0.5)])
     assert b.ask("x").llm_name == "a"
-    b.record_quality(0.0, call_id=b.calls()[-1]["call_id"])
+    b.record_quality(0.0, call_id=b.calls(limit=1)[0]["call_id"])  # the newest call
     assert b.ask("x").llm_name == "a"  # one bad rating does not beat a strong prior
     for _ in range(4):
         b.record_quality(0.0, call_id=b.ask("x").call_id)
@@ -35,7 +36,7 @@ def test_demotion_after_enough_bad_ratings_beats_priority(broker, cfg) -> None:
     # priority of a is still (5*1.0 + 0) / 14 = 0.36 > 0.0 but not yet demoted (9 ratings)
     assert b.ask("x", operation="op").llm_name == "a"
     b.calls()  # flush
-    b.record_quality(0.0, call_id=b.calls()[-1]["call_id"])
+    b.record_quality(0.0, call_id=b.calls(limit=1)[0]["call_id"])  # the newest call
     assert b.snapshot()["a"]["demoted_for"] == ["op"]
     assert b.ask("x", operation="op").llm_name == "b"
 
@@ -72,8 +73,9 @@ def test_record_quality_by_trace_id_and_its_errors(broker, server) -> None:
 def test_a_missed_wait_is_remembered_and_cools_a_silent_model(broker, server) -> None:
     server.set_fault("a", FaultProfile(latency=1.0))
     b = broker("a", "b")
-    with pytest.raises(Exception):
+    with pytest.raises(NoLLMAvailableError) as info:
         b.ask("x", wait=0.3)
+    assert info.value.reason == "timeout"
     snap = b.snapshot()["a"]
     assert snap["missed_waits"] == [0.3] and snap["cooldown_until"] is not None
     assert b.ask("x", wait=0.3).llm_name == "b"

@@ -195,7 +195,7 @@ def test_prompt_and_answer_text_are_journaled_only_on_request(broker) -> None:
     assert b.calls()[0]["prompt_text"] is None and b.calls()[0]["answer_text"] is None
     b2 = broker("a", store_text=True)
     answer = b2.ask("kept prompt")
-    row = b2.calls()[-1]
+    row = b2.calls()[0]  # newest first
     assert row["prompt_text"] == "kept prompt" and row["answer_text"] == answer.text
 
 

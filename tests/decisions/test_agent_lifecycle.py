@@ -366,3 +366,30 @@ def test_seed_hooks_concurrent_false_allows_a_hook_to_call_back_into_the_agent(t
     worker.join(timeout=60)
     assert not worker.is_alive(), "re-entrant call deadlocked"
     assert len(done) == 1 and set(inner[0]["answers"]) == {"spam"}
+
+
+def test_agent_awaits_async_hooks_bounds_them_with_hooks_timeout_and_refuses_typos(agent, questions):
+    """Issue 12 item 4 (as laya): async events are awaited, hooks_timeout per Agent or per call."""
+    import asyncio
+
+    class Ship(BaseHook):
+        async def on_predict_end(self, ctx):
+            await asyncio.sleep(0)
+            ctx.results[0]["shipped"] = True
+
+    assert agent.predict("hello", questions, hooks=[Ship()])["shipped"] is True
+
+    class Slow(BaseHook):
+        def on_predict_start(self, ctx):
+            time.sleep(0.3)
+
+    with pytest.raises(TimeoutError, match="Slow.on_predict_start exceeded hooks_timeout=0.05s"):
+        agent.predict("hello", questions, hooks=[Slow()], hooks_timeout=0.05)
+
+    class Typo(BaseHook):
+        def on_predict_ned(self, ctx):
+            pass
+
+    with pytest.raises(TypeError, match="on_predict_ned, which is not a hook event"):
+        agent.add_hook(Typo())
+    assert agent.hooks == ()

@@ -139,7 +139,30 @@ def test_min_confidence_map_is_keyed_by_bucket_with_default(tiny_agent, question
     assert only["intent"]["abstention"] == "abstained" and only["spam"]["abstention"] == "passed"
 
 
-@pytest.mark.parametrize("bad", [1.5, -0.1, "high", {"choice:7": 0.5}, {"default": 2}])
+def test_min_confidence_gates_answer_confidence_and_records_the_threshold(tiny_agent, questions):
+    """Issue 12 item 3 (as laya 0.4.15): the gate reads max p, not 1 - normalised entropy."""
+    plain = tiny_agent.predict("hello", questions)["answers"]["intent"]
+    assert plain["confidence"] < plain["answer_confidence"]
+    between = (plain["confidence"] + plain["answer_confidence"]) / 2
+    gated = tiny_agent.predict("hello", questions, min_confidence=between)["answers"]
+    assert gated["intent"]["abstention"] == "passed" and "low_confidence" not in gated["intent"]
+    assert {a["abstention_threshold"] for a in gated.values()} == {between}
+    mapped = tiny_agent.predict("hello", questions, min_confidence={"noul:2": 0.9})["answers"]
+    assert mapped["spam"]["abstention_threshold"] == 0.9
+    assert mapped["intent"]["abstention_threshold"] == 0.0  # no bucket, no default: gate nothing
+
+
+def test_a_result_without_confidences_is_unevaluated(tiny_agent):
+    question = {"n": {"type": "noul", "instructions": "x"}}
+    bare = {"model": "m", "answers": {"n": {"type": "noul", "noul": 0.7}}, "usage": {}}
+    served = tiny_agent.predict("hello", question, min_confidence=0.5,
+                                on_predict_start=lambda ctx: ctx.skip(bare))
+    assert served["answers"]["n"]["abstention"] == "unevaluated"
+    assert served["answers"]["n"]["abstention_threshold"] == 0.5 and "low_confidence" not in served["answers"]["n"]
+
+
+@pytest.mark.parametrize("bad", [1.5, -0.1, "high", "0.5", True, float("nan"), {"choice:7": 0.5},
+                                 {"choice": 0.5}, {"default": 2}])
 def test_bad_min_confidence_is_a_value_error_naming_it(tiny_agent, questions, bad):
     with pytest.raises(ValueError, match="min_confidence"):
         tiny_agent.predict("hello", questions, min_confidence=bad)

@@ -244,9 +244,11 @@ def test_head_activation_is_a_declared_key_relu_by_default(tmp_path):
 
 
 def test_bundled_heads_declare_the_gelu_they_were_trained_with():
-    from jevlaya_lab.decisions.bundled import HEADS_DIR
+    from jevlaya_lab.decisions.bundled import BUNDLED, HEADS_DIR
 
-    for config in sorted(HEADS_DIR.glob("*/config.json")):
+    configs = sorted(HEADS_DIR.glob("*/config.json"))
+    assert [c.parent.name for c in configs] == sorted(BUNDLED)  # an empty glob must not pass
+    for config in configs:
         assert json.loads(config.read_text())["head_activation"] == "gelu", config
 
 
@@ -262,3 +264,40 @@ def test_transformers5_rope_fields_map_to_the_4x_attributes():
     modernbert = {"rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 160000.0},
                                       "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}}
     assert rope_fields_for_4x(modernbert) == {"global_rope_theta": 160000.0, "local_rope_theta": 10000.0}
+
+
+# ---------------------------------------------------------------- laya's loading keywords (issue 12 item 5)
+def test_subfolder_and_expected_sha256_as_laya(tmp_path):
+    import hashlib
+
+    from jevlaya_lab.decisions.agent import load
+
+    make_tiny_checkpoint(tmp_path / "bundle" / "inner", seed=2)
+    weights = tmp_path / "bundle" / "inner" / "model.safetensors"
+    digest = hashlib.sha256(weights.read_bytes()).hexdigest()
+    agent = load(tmp_path / "bundle", subfolder="inner", expected_sha256={"model.safetensors": digest})
+    assert agent.model_id.endswith("bundle/inner")
+    with pytest.raises(CheckpointError, match=f"SHA-256 is {digest}, expected 0+; the file is not"):
+        load(tmp_path / "bundle", subfolder="inner", expected_sha256={"model.safetensors": "0" * 64})
+    with pytest.raises(CheckpointNotFoundError, match="expected_sha256 names 'nope.bin'"):
+        load_checkpoint((tmp_path / "bundle", "inner"), expected_sha256={"nope.bin": "0" * 64})
+    with pytest.raises(TypeError, match="expected_sha256 must be a dict"):
+        load_checkpoint(tmp_path / "bundle" / "inner", expected_sha256=digest)
+
+
+def test_router_register_keeps_laya_load_options_out_of_reprs(tmp_path):
+    import hashlib
+
+    from jevlaya_lab.decisions.router import Router
+
+    make_tiny_checkpoint(tmp_path / "bundle" / "inner", seed=2)
+    digest = hashlib.sha256((tmp_path / "bundle" / "inner" / "model.safetensors").read_bytes()).hexdigest()
+    router = Router({"tiny": tmp_path / "bundle" / "inner"}, device="cpu")
+    entry = router.register("pinned", str(tmp_path / "bundle"), subfolder="inner", token="hf_secret_token",
+                            expected_sha256={"model.safetensors": digest})
+    assert entry.source == (str(tmp_path / "bundle"), "inner") and "hf_secret_token" not in repr(entry)
+    assert router.load("pinned").decision_model is not None
+    router.register("tampered", str(tmp_path / "bundle"), subfolder="inner",
+                    expected_sha256={"model.safetensors": "0" * 64})
+    with pytest.raises(CheckpointError, match="SHA-256"):
+        router.load("tampered")

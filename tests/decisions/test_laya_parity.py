@@ -174,7 +174,7 @@ def test_an_option_marker_past_max_len_is_refused_by_both(pair):
     questions = {"pick": CHOICES[20]}
     with pytest.raises(ValueError, match="max_len"):
         reference.predict_batch(STATES[:1], questions, max_len=40)
-    with pytest.raises(ValueError, match="option markers fall inside max_len=40"):
+    with pytest.raises(ValueError, match="max_len=40 is too small for question 'pick'"):
         agent.predict_batch(STATES[:1], questions, max_len=40)
 
 
@@ -182,3 +182,147 @@ def test_the_checkpoint_laya_wrote_keeps_its_act_costs_mapping(tiny_dir):
     config = json.loads((tiny_dir / "rl_agent_config.json").read_text())
     assert config["act_costs"] == {"escalate": 0.5, "ask": 0.2}
     assert Agent(tiny_dir).decision_model.n_act == 3
+
+
+@pytest.mark.parametrize("pair", ["tiny_dir"], indirect=True)
+@pytest.mark.parametrize("min_confidence", [0.0, 0.45, 0.6, {"choice:3-5": 0.3, "noul:2": 0.55},
+                                            {"default": 0.5, "score:3-5": 0.2}])
+def test_abstention_matches_laya(pair, min_confidence):
+    """Issue 12 item 3: the gate reads answer_confidence and carries the threshold it used."""
+    reference, agent = pair
+    ours = agent.predict_batch(STATES, MIXED, min_confidence=min_confidence)
+    assert all("abstention_threshold" in a for r in ours for a in r["answers"].values())
+    assert_same_answers(reference.predict_batch(STATES, MIXED, min_confidence=min_confidence), ours)
+
+
+def test_a_hook_written_for_laya_sees_the_same_model_lifecycle_here(tiny_dir):
+    """Issue 12 item 4: ``on_load(ctx)`` / ``on_evict(ctx)`` and ``async def`` events, as in laya."""
+    import asyncio
+
+    from jevlaya_lab.decisions.router import Router
+
+    def run(make_router, base):
+        class Recorder(base):
+            def __init__(self):
+                self.seen = []
+
+            def on_load(self, ctx):
+                self.seen.append(("on_load", ctx.model))
+
+            def on_evict(self, ctx):
+                self.seen.append(("on_evict", ctx.model))
+
+            async def on_predict_end(self, ctx):
+                await asyncio.sleep(0)
+                self.seen.append(("on_predict_end", ctx.model, sorted(ctx.results[0]["answers"])))
+
+        hook = Recorder()
+        router = make_router(hook)
+        for model in ("a", "b", "a"):
+            router.predict("hello there", {"q": MIXED["spam"]}, model=model)
+        return hook.seen
+
+    theirs = run(lambda hook: laya.Router(models={"a": str(tiny_dir), "b": str(tiny_dir)}, max_loaded=1,
+                                          default="a", hooks=[hook], device="cpu"), laya.BaseHook)
+    from jevlaya_lab.hooks import BaseHook
+
+    ours = run(lambda hook: Router({"a": tiny_dir, "b": tiny_dir}, max_loaded=1, default="a",
+                                   hooks=[hook], device="cpu"), BaseHook)
+    assert ours == theirs
+    assert [event for event, *_ in ours].count("on_evict") == 2
+
+
+ROUTED_STATES = [
+    "Hello, I need a refund for my order", "Hola, necesito un reembolso por mi pedido",
+    "你好，我要退款", "1234 5678 !!!", "", "ok", "refund", {"a": "Привет, мне нужен возврат"},
+    ["hi", "hello there friend"], "Das ist nicht gut, ich möchte mein Geld zurück",
+    "こんにちは、返金をお願いします", "Ciao, vorrei un rimborso per favore",
+]
+WORKFLOW = {k: {"type": "noul", "instructions": k}
+            for k in ("urgency", "category", "action", "needs_human", "churn_risk")}
+
+
+@pytest.mark.parametrize("auto", [False, True])
+@pytest.mark.parametrize("kwargs", [{}, {"lang": "und"}, {"lang": "mul"}, {"lang": "zxx"}, {"lang": "es-419"},
+                                    {"lang": "en_US"}, {"task": "typed_decisions"}, {"task": "english"},
+                                    {"model": "ML"}, {"model": "decisions"}])
+def test_router_laya_routes_as_laya(auto, kwargs):
+    """Issue 12 item 5: Router.laya() picks laya's checkpoint, repo and workflow (no model loads)."""
+    from jevlaya_lab.decisions.router import Router
+
+    theirs, ours = laya.Router(auto_task_detection=auto), Router.laya(auto_task_detection=auto)
+    for questions in (None, WORKFLOW, {**WORKFLOW, "extra": WORKFLOW["urgency"]}):
+        for state in ROUTED_STATES:
+            expected = theirs.route(state, questions, **kwargs)
+            got = ours.route(state, questions, **kwargs)
+            assert (got["model"], got["repo"], got["workflow"]) == \
+                (expected["model"], expected["repo"], expected["workflow"]), (state, questions, kwargs)
+
+
+LONG = " ".join(f"line {i}: the customer writes about a late order and asks for a refund" for i in range(40))
+
+
+@pytest.mark.parametrize("pair", ["tiny_dir"], indirect=True)
+@pytest.mark.parametrize("kwargs", [{}, {"window": 40, "stride": 20}, {"window": 30}])
+def test_predict_long_matches_laya(pair, kwargs):
+    """Issue 12 item 6: windows, per-type aggregation, window attribution and usage as laya."""
+    reference, agent = pair
+    questions = {k: MIXED[k] for k in ("team", "urgency", "spam")}
+    for state in (LONG, {"body": LONG}, [{"role": "user", "content": LONG}], "short"):
+        ours = agent.predict_long(state, questions, **kwargs)
+        assert ours["usage"]["windows"] >= 1
+        assert_same_answers([reference.predict_long(state, questions, **kwargs)], [ours])
+
+
+def test_predict_long_hooks_see_the_windows_once_and_a_skip_reads_nothing(tiny_dir):
+    agent = Agent(tiny_dir, device="cpu")
+    questions = {"spam": MIXED["spam"]}
+    seen = []
+    result = agent.predict_long(LONG, questions, on_predict_start=lambda ctx: seen.append(list(ctx.states)))
+    assert len(seen) == 1 and len(seen[0]) == result["usage"]["windows"] > 1
+    assert result["answers"]["spam"]["window"]["count"] == len(seen[0])
+    cached = {"model": "m", "answers": {"spam": {"type": "noul", "noul": 0.9, "confidence": 0.9,
+                                                 "answer_confidence": 0.9, "action": {"act_probability": 0.5}}},
+              "usage": {"input_tokens": 0, "output_tokens": 0}}
+    skipped = agent.predict_long(LONG, questions, on_predict_start=lambda ctx: ctx.skip([cached] * len(ctx.states)))
+    assert skipped["usage"]["windows"] == 0 and "window" not in skipped["answers"]["spam"]
+    with pytest.raises(ValueError, match="stride=50 is wider than the 40-token window"):
+        agent.predict_long(LONG, questions, window=40, stride=50)
+
+
+def _labelled_records(seed: int = 0) -> list:
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    records = []
+    for _ in range(300):
+        logits = rng.normal(size=3) * 4
+        records.append((0, logits, np.eye(3)[int(np.argmax(logits + rng.normal(size=3) * 3))], 3))
+    for _ in range(200):
+        logits = rng.normal(size=2) * 3
+        records.append((2, logits, np.eye(2)[int(np.argmax(logits + rng.normal(size=2) * 2))], 2))
+    return records
+
+
+@pytest.mark.parametrize("pair", ["tiny_dir"], indirect=True)
+def test_fit_temperatures_and_calibration_files_as_laya(pair, tmp_path):
+    """Issue 12 item 6: the same fit from the same records, and laya's calibration file loads here."""
+    reference, agent = pair
+    records = _labelled_records()
+    theirs = reference.fit_temperatures(records)
+    ours = Agent(tiny_dir_of(agent), device="cpu")
+    fitted = ours.fit_temperatures(records)
+    assert fitted["n_by_bucket"] == theirs["n_by_bucket"]
+    assert fitted["temperature"] == pytest.approx(theirs["temperature"], rel=5e-3)
+    reference.save_calibration(str(tmp_path / "laya.json"))
+    calibrated = Agent(tiny_dir_of(agent), device="cpu", calibration=tmp_path / "laya.json")
+    assert_same_answers(reference.predict_batch(STATES, MIXED), calibrated.predict_batch(STATES, MIXED))
+    ours.save_calibration(tmp_path / "ours.json")
+    assert Agent(tiny_dir_of(agent), calibration=tmp_path / "ours.json").temperatures.by_type == \
+        ours.temperatures.by_type
+    assert_same_answers(laya.load(str(tiny_dir_of(agent)), device="cpu", calibration=str(tmp_path / "ours.json"))
+                        .predict_batch(STATES, MIXED), ours.predict_batch(STATES, MIXED))
+
+
+def tiny_dir_of(agent) -> Path:
+    return Path(agent.model_id)

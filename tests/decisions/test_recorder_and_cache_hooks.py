@@ -6,6 +6,7 @@ import threading
 
 import pytest
 
+from jevlaya_lab.decisions.errors import QuestionError
 from jevlaya_lab.hooks import BaseHook
 from jevlaya_lab.hooks.cache import PredictionCache, state_key
 from jevlaya_lab.hooks.recorder import EventRecorder
@@ -17,7 +18,7 @@ def test_recorder_records_every_event_with_run_id_model_and_monotonic_times(agen
     recorder = EventRecorder()
     agent.add_hook(recorder)
     agent.predict("hello", questions)
-    with pytest.raises(ValueError):
+    with pytest.raises(QuestionError, match="question 'bad'"):
         agent.predict("hello", {"bad": {"type": "noul"}})
     events = recorder.events
     assert [e.event for e in events] == ["on_predict_start", "on_predict_end",

@@ -32,8 +32,11 @@ def test_laya_registry_is_one_call_away_and_points_at_the_hub():
     """Spec §4: the public Laya hub checkpoints are one call away (Router.laya())."""
     router = Router.laya()
     assert router.resolve("typed") == "typed-decisions"
-    assert router.registered["multilingual"].source == "convaiinnovations/laya-multilingual"
-    assert {e.kind for e in router.registered.values()} == {"hub"}
+    # laya 0.4.15's layout: one bundle repo, English at its root, the others in subfolders
+    assert router.registered["multilingual"].source == ("convaiinnovations/laya", "multilingual")
+    assert {e.kind for e in router.registered.values()} == {"hub", "subfolder"}
+    assert router.resolve("Typed_Decisions") == router.resolve(" decisions ") == "typed-decisions"
+    assert router.default == "multilingual"
     assert router.route("x", task="typed-decisions").model == "typed-decisions"
     assert set(LAYA_MODELS) == {"english", "multilingual", "typed-decisions"}
 

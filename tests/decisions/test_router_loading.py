@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from jevlaya_lab.decisions.errors import CheckpointNotFoundError
 from jevlaya_lab.decisions.router import Router
 from jevlaya_lab.decisions.testing import make_tiny_checkpoint
 from jevlaya_lab.hooks import BaseHook
@@ -188,10 +189,10 @@ def test_laya_checkpoints_fail_fast_offline_naming_local_alternatives(monkeypatc
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     router = Router.laya()
     started = time.perf_counter()
-    with pytest.raises(Exception) as info:
+    with pytest.raises(CheckpointNotFoundError) as info:
         router.load("multilingual")
     assert time.perf_counter() - started < 10
-    assert "convaiinnovations/laya-multilingual" in str(info.value)
+    assert "'convaiinnovations/laya' (subfolder 'multilingual')" in str(info.value)
     assert "mini-en" in str(info.value) or "mini-multi" in str(info.value)
 
 

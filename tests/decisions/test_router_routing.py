@@ -51,10 +51,12 @@ def test_detection_routes_by_script_and_language(router, state, model):
 
 
 def test_decision_is_a_dict_with_a_human_reason_and_properties(router):
-    """Spec §4: a decision is a dict with model, source, reason, detection, workflow (+ properties)."""
+    """Spec §4: a decision is a dict with model, source, reason, detection, workflow (+ properties),
+    and laya's ``repo`` (issue 12 item 5)."""
     decision = router.route(SPANISH)
     assert isinstance(decision, dict) and isinstance(decision, Decision)
-    assert set(decision) == {"model", "source", "reason", "detection", "workflow"}
+    assert set(decision) == {"model", "source", "reason", "detection", "workflow", "repo"}
+    assert decision.repo == f"bundled:mini-{'en' if decision.model == 'english' else 'multi'}"
     assert decision.reason == decision["reason"]
     assert "Spanish" in decision.reason and decision.reason.endswith(".")
     json.dumps(decision)  # JSON-ready
@@ -85,7 +87,8 @@ def test_workflow_matching_is_opt_in(router):
     assert router.route(SPANISH, TRIAGE).source == "detection"
     router.auto_task_detection = True
     assert router.route(SPANISH, TRIAGE).source == "workflow"
-    assert router.route(SPANISH, {"urgency": TRIAGE["urgency"]}).workflow == "triage"  # a subset matches
+    # as in laya 0.4.15, only the exact question-id set matches (issue 12 item 5)
+    assert router.route(SPANISH, {"urgency": TRIAGE["urgency"]}).source == "detection"
     assert router.route(SPANISH, {**TRIAGE, "other": {}}).source == "detection"
 
 
@@ -103,6 +106,8 @@ def test_lang_guess_per_call_then_router_level_and_may_abstain():
 def test_lang_accepts_tags_and_names_the_language(router):
     decision = router.route(ENGLISH, lang="pt-BR")
     assert decision.model == "multilingual" and "Portuguese" in decision.reason
+    for agnostic in ("und", "mul", "zxx"):  # laya: codes naming no language decide nothing
+        assert router.route(ENGLISH, lang=agnostic).source == "detection"
     assert router.route(SPANISH, lang="EN_us").model == "english"
 
 

@@ -71,24 +71,24 @@ def test_aggregate_usage_sums_input_and_output_tokens():
 def test_installed_before_per_call_and_list_order_within():
     log = []
     runner = HookRunner([Log("A", log), Log("B", log)])
-    active = runner.active([Log("C", log)])
-    runner.emit(active, "on_predict_start", None)
-    runner.emit(active, "on_predict_end", None)
+    calls = runner.call([Log("C", log)])
+    calls.emit("on_predict_start", None)
+    calls.emit("on_predict_end", None)
     assert log == [("start", "A"), ("start", "B"), ("start", "C"), ("end", "A"), ("end", "B"), ("end", "C")]
 
 
 def test_none_and_empty_list_add_nothing():
     runner = HookRunner([BaseHook()])
-    assert runner.active(None) is runner.installed
-    assert runner.active([]) == runner.installed
+    assert runner.call(None).hooks == runner.installed
+    assert runner.call([]).hooks == runner.installed
 
 
 def test_plain_callables_go_on_the_event_keywords():
     seen = []
     runner = HookRunner(on_predict_start=lambda ctx: seen.append("s"))
-    active = runner.active(on_predict_end=lambda ctx: seen.append("e"))
-    runner.emit(active, "on_predict_start", None)
-    runner.emit(active, "on_predict_end", None)
+    calls = runner.call(on_predict_end=lambda ctx: seen.append("e"))
+    calls.emit("on_predict_start", None)
+    calls.emit("on_predict_end", None)
     assert seen == ["s", "e"]
 
 
@@ -109,6 +109,118 @@ def test_misuse_raises_clear_type_errors():
         HookRunner(BaseHook())
     with pytest.raises(TypeError, match="on_predict_start="):
         HookRunner(on_predict_start=3)
+
+
+# -- issue 12 item 4 / issue 17 item 4: hooks as laya, validated when they are registered ----------
+
+def test_a_misspelt_event_on_a_basehook_subclass_is_refused_naming_it_and_the_events():
+    class Typo(BaseHook):
+        def on_predict_strat(self, ctx):
+            pass
+
+    for register in (lambda h: HookRunner([h]), lambda h: HookRunner().add_hook(h),
+                     lambda h: HookRunner().call([h])):
+        with pytest.raises(TypeError, match=r"Typo defines on_predict_strat, which is not a hook event.*"
+                                            r"on_route, on_load, on_evict, on_predict_start"):
+            register(Typo())
+
+
+def test_a_non_callable_event_is_refused_at_registration_with_the_valid_events():
+    class Broken(BaseHook):
+        on_predict_end = "not a method"
+
+    with pytest.raises(TypeError, match=r"Broken.on_predict_end is str, not callable.*valid events"):
+        HookRunner().add_hook(Broken())
+
+
+def test_on_load_takes_the_context_or_the_seed_name_and_agent_pair():
+    seen = []
+
+    class LayaStyle(BaseHook):
+        def on_load(self, ctx):
+            seen.append(("ctx", ctx.model, ctx.agent))
+
+    class SeedStyle:
+        def on_load(self, name, agent):
+            seen.append(("pair", name, agent))
+
+        def on_evict(self, name, agent=None):  # one required positional: the context form
+            seen.append(("evict-ctx", name.model))
+
+    calls = HookRunner([LayaStyle(), SeedStyle()]).call()
+    ctx = PredictContext([], {}, model="english", agent="the agent")
+    calls.emit("on_load", ctx)
+    calls.emit("on_evict", ctx)
+    assert seen == [("ctx", "english", "the agent"), ("pair", "english", "the agent"),
+                    ("evict-ctx", "english")]
+
+
+def test_async_event_methods_are_awaited_in_sync_calls_and_inside_a_running_loop():
+    import asyncio
+
+    class Remote(BaseHook):
+        async def on_predict_end(self, ctx):
+            await asyncio.sleep(0.01)
+            ctx.results.append("shipped")
+
+    calls = HookRunner([Remote()]).call()
+    ctx = PredictContext(["s"], {}, results=[])
+    calls.emit("on_predict_end", ctx)
+    assert ctx.results == ["shipped"]
+
+    async def inside_a_loop():
+        inner = PredictContext(["s"], {}, results=[])
+        calls.emit("on_predict_end", inner)
+        return inner.results
+
+    assert asyncio.run(inside_a_loop()) == ["shipped"]
+
+
+def test_hooks_timeout_bounds_each_invocation():
+    import time
+
+    class Slow(BaseHook):
+        def on_predict_start(self, ctx):
+            time.sleep(0.5)
+
+    started = time.perf_counter()
+    with pytest.raises(TimeoutError, match=r"hook .*Slow.on_predict_start exceeded hooks_timeout=0.05s"):
+        HookRunner([Slow()], hooks_timeout=0.05).call().emit("on_predict_start", None)
+    assert time.perf_counter() - started < 0.4
+    with pytest.warns(RuntimeWarning, match="exceeded hooks_timeout"):
+        HookRunner([Slow()]).call(hooks_raise=False, hooks_timeout=0.05).emit("on_predict_start", None)
+    fast = HookRunner([Log("fast", [])], hooks_timeout=0.5).call()
+    fast.emit("on_predict_start", None)  # finishing in time is not an error
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, float("nan"), float("inf"), "1"])
+def test_bad_hooks_timeout_values_are_refused(bad):
+    with pytest.raises(ValueError, match="hooks_timeout"):
+        HookRunner(hooks_timeout=bad)
+
+
+def test_the_lifecycle_runs_start_error_end_in_the_seed_order():
+    log = []
+
+    class Trace(BaseHook):
+        def on_predict_start(self, ctx):
+            log.append("start")
+
+        def on_error(self, ctx):
+            log.append(("error", type(ctx.error).__name__))
+
+        def on_predict_end(self, ctx):
+            log.append(("end", ctx.elapsed_ms is not None, ctx.usage))
+
+    calls = HookRunner([Trace()]).call()
+    ctx = PredictContext(["s"], {})
+    with calls.lifecycle(ctx):
+        ctx.results = [{"usage": {"input_tokens": 5, "output_tokens": 0}}]
+    failing = PredictContext(["s"], {})
+    with pytest.raises(KeyError), calls.lifecycle(failing):
+        raise KeyError("boom")
+    assert log == ["start", ("end", True, {"input_tokens": 5, "output_tokens": 0}),
+                   "start", ("error", "KeyError"), ("end", True, None)]
 
 
 def test_add_remove_and_hooks_installed():
@@ -133,7 +245,7 @@ def test_hooks_raise_stops_at_the_first_failure_and_names_the_hook():
     log = []
     runner = HookRunner([Boom(), Log("after", log)])
     with pytest.raises(KeyError) as info:
-        runner.emit(runner.installed, "on_predict_start", None)
+        runner.call().emit("on_predict_start", None)
     assert any("Boom.on_predict_start" in note for note in info.value.__notes__)
     assert log == []
 
@@ -142,16 +254,22 @@ def test_hooks_raise_false_warns_once_per_failure_and_continues():
     log = []
     runner = HookRunner([Boom(), Boom(), Log("after", log)], hooks_raise=False)
     with pytest.warns(RuntimeWarning) as record:
-        runner.emit(runner.installed, "on_predict_start", None)
+        runner.call().emit("on_predict_start", None)
     assert len([w for w in record if "Boom.on_predict_start" in str(w.message)]) == 2
     assert log == [("start", "after")]
 
 
 def test_per_call_hooks_raise_overrides_the_runner_setting():
     runner = HookRunner([Boom()], hooks_raise=True)
-    with warnings.catch_warnings(record=True):
+    with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        runner.emit(runner.installed, "on_predict_start", None, hooks_raise=False)
+        runner.call(hooks_raise=False).emit("on_predict_start", None)  # does not raise
+    assert [w.category for w in caught] == [RuntimeWarning]
+    assert "Boom.on_predict_start raised KeyError" in str(caught[0].message)
+    assert "hooks_raise=False" in str(caught[0].message)
+    runner = HookRunner([Boom()], hooks_raise=False)
+    with pytest.raises(KeyError):
+        runner.call(hooks_raise=True).emit("on_predict_start", None)
 
 
 def test_emit_each_runs_all_and_returns_the_first_failure():
@@ -164,7 +282,7 @@ def test_emit_each_runs_all_and_returns_the_first_failure():
 
     log = []
     runner = HookRunner([EndBoom("first"), Log("x", log), EndBoom("second")])
-    failure = runner.emit_each(runner.installed, "on_predict_end", None)
+    failure = runner.call().emit_each("on_predict_end", None)
     assert str(failure) == "first" and log == [("end", "x")]
 
 
@@ -182,7 +300,7 @@ def test_a_failing_on_error_never_masks_the_original_error():
     runner = HookRunner([BadOnError(), GoodOnError()])
     ctx = PredictContext(["s"], {})
     ctx.error = ZeroDivisionError("original")
-    runner.emit_error(runner.installed, ctx)  # does not raise
+    runner.call().emit_error(ctx)  # does not raise
     assert seen == [ZeroDivisionError]
     assert any("BadOnError.on_error raised ValueError: hook broke" in n for n in ctx.error.__notes__)
     assert isinstance(ctx.error.__context__, ValueError)
@@ -199,7 +317,7 @@ def test_hooks_concurrent_false_serialises_each_invocation_but_allows_reentry():
             overlap.append(inside[0])
             threading.Event().wait(0.01)
             # re-entrant: a hook may dispatch again on the same runner without deadlock
-            runner.emit((Inner(),), "on_predict_end", ctx)
+            runner.call([Inner()]).emit("on_predict_end", ctx)
             inside[0] -= 1
 
     class Inner(BaseHook):
@@ -210,7 +328,7 @@ def test_hooks_concurrent_false_serialises_each_invocation_but_allows_reentry():
 
     def call():
         barrier.wait()
-        runner.emit(runner.installed, "on_predict_start", None)
+        runner.call().emit("on_predict_start", None)
 
     threads = [threading.Thread(target=call) for _ in range(4)]
     for t in threads:
@@ -236,7 +354,7 @@ def test_hooks_concurrent_true_lets_hooks_overlap():
                 inside[0] -= 1
 
     runner.add_hook(Slow())
-    threads = [threading.Thread(target=runner.emit, args=(runner.installed, "on_predict_start", None))
+    threads = [threading.Thread(target=runner.call().emit, args=("on_predict_start", None))
                for _ in range(3)]
     for t in threads:
         t.start()

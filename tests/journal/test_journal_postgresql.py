@@ -317,11 +317,27 @@ def test_writer_failures_log_no_password(pg_server: Any, pg_url: str,
     store = open_store(pg_url)
     store.append([row("dup")])
     writer = JournalWriter(store)
-    with caplog.at_level(logging.ERROR, logger="jevlaya_lab.journal"):
-        writer.attempt(row("dup"))
+    with caplog.at_level(logging.WARNING, logger="jevlaya_lab.journal"):
+        writer.attempt(row("dup"))  # refused once, then tried again skipping what is there
         writer.close()
-    assert "journal write of 1 rows failed" in caplog.text
+    assert "refused 1 row(s) (UniqueViolation" in caplog.text and "accepts writes again" in caplog.text
     assert pg_server.password not in caplog.text
+    assert len(store.attempts(call_id="dup")) == 1
+
+
+def test_spilled_blocks_and_retried_batches_are_written_once(pg_url: str) -> None:
+    store = open_store(pg_url)
+    rows, rating = [row("s1"), row("s2")], ratings_for(1)
+    assert store.append_spilled("block-1", rows, rating) is True
+    assert store.append_spilled("block-1", rows, rating) is False  # replayed again: nothing added
+    assert store.append_spilled("block-2", [row("s2"), row("s3")]) is True  # s2 is already there
+    store.append([row("s3"), row("s4")], retry=True)
+    assert sorted(r["call_id"] for r in store.attempts()) == ["s1", "s2", "s3", "s4"]
+    assert len(store.ratings()) == 1
+    assert store.spill_path is not None and "journal-spill" in str(store.spill_path)
+    store.set_key("K", "v")
+    assert store.stored_keys() == {"K": "v"}
+    store.close()
 
 
 def test_a_missing_driver_says_what_to_install(pg_url: str,

@@ -31,8 +31,7 @@ def with_pgpassword(pg_server: Any) -> dict[str, str]:
 
 
 def outputs(procs: list[subprocess.Popen[str]]) -> list[str]:
-    outcomes = [(p.wait(timeout=60), p.stdout.read(), p.stderr.read())  # type: ignore[union-attr]
-                for p in procs]
+    outcomes = [(p.returncode, out, err) for p in procs for out, err in [p.communicate(timeout=60)]]
     assert all(code == 0 for code, _, _ in outcomes), [err[-400:] for _, _, err in outcomes]
     return [out.strip() for _, out, _ in outcomes]
 

@@ -150,7 +150,24 @@ def test_processes_creating_the_same_new_file_at_once_all_open_it(tmp_path: Path
     start = str(time.time() + 1.5)
     procs = [subprocess.Popen([sys.executable, "-c", _OPENER, str(tmp_path), start, "30"],
                               stderr=subprocess.PIPE, text=True) for _ in range(6)]
-    outcomes = [(p.wait(timeout=120), p.stderr.read()) for p in procs]
+    outcomes = [(p.returncode, err) for p in procs for _, err in [p.communicate(timeout=120)]]
     assert all(code == 0 for code, _ in outcomes), [err[-300:] for _, err in outcomes]
     for r in range(30):
         assert sqlite3.connect(tmp_path / f"r{r}.db").execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_spilled_blocks_and_retried_batches_are_written_once(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "j.db")
+    rating = {"call_id": "s1", "trace_id": "t", "llm_name": "m", "score": 1.0,
+              "rated_at": datetime.now(UTC).isoformat()}
+    assert store.append_spilled("block-1", [row("s1"), row("s2")], [rating]) is True
+    assert store.append_spilled("block-1", [row("s1"), row("s2")], [rating]) is False
+    assert store.append_spilled("block-2", [row("s2"), row("s3")]) is True  # s2 is already there
+    store.append([row("s3"), row("s4")], retry=True)
+    with pytest.raises(sqlite3.IntegrityError):
+        store.append([row("s4")])  # a first try still refuses a duplicate
+    assert sorted(r["call_id"] for r in store.attempts()) == ["s1", "s2", "s3", "s4"]
+    assert len(store.ratings()) == 1
+    assert store.spill_path == Path(str(tmp_path / "j.db") + ".spill.jsonl")
+    store.set_key("K", "v")
+    assert store.stored_keys() == {"K": "v"}

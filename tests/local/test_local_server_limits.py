@@ -238,3 +238,18 @@ def test_limits_are_checked_when_serving(start_server: Any) -> None:
         with pytest.raises(ChatRequestError) as info:
             start_server(**kwargs)
         assert info.value.field == field
+
+
+def test_a_key_in_a_garbage_request_line_is_redacted_in_the_answer_and_the_logs(start_server: Any,
+                                                                                caplog: Any) -> None:
+    import logging
+
+    key = "LocalServerKey4Rt7Yu9Io2Pa"
+    server = start_server(api_key=key)
+    caplog.set_level(logging.DEBUG, logger="jevlaya_lab.local.server")
+    line = f"GET /v1/models?api_key={key} and then some {'x' * 150} HTTP/1.1\r\n\r\n".encode()
+    status, _, body = exchange(server, line)
+    message = assert_openai_error(body, 400)["message"]
+    assert status == 400 and "Bad request syntax" in message and "***" in message
+    for text in (message, caplog.text):
+        assert not any(key[i:i + 6] in text for i in range(len(key) - 5)), text

@@ -47,6 +47,16 @@ def test_notebook_runs_and_its_checks_pass(path: Path, kernel: Path, tmp_path: P
     json.dumps(result)
 
 
+@pytest.mark.integration
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_passes_with_the_real_models(path: Path, kernel: Path, tmp_path: Path) -> None:
+    """Issue 16 item 9: what a person exploring runs (``fast=False``: SmolLM2 and the bundled
+    checkpoints) passes the same checks, including tutorial 04's staged race."""
+    result = run_notebook(path, tmp_path, parameters={"fast": False}, cell_timeout=600)
+    assert result["checks"] and all(result["checks"].values())
+
+
 def test_a_regression_fails_the_run(kernel: Path, tmp_path: Path) -> None:
     """A notebook whose check is false fails with papermill's execution error."""
     from papermill.exceptions import PapermillExecutionError

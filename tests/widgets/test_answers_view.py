@@ -57,3 +57,50 @@ def test_views_have_a_plain_text_repr_for_reports_and_plain_python(agent: Any, r
     assert repr(view).startswith("AnswersView(1 results; first: intent=")
     assert repr(RoutingView(router, "Где моя посылка?")).startswith("RoutingView(→ multilingual")
     assert repr(HookTimeline()) == "HookTimeline(0 lanes, 0 events)"
+
+
+def test_a_predict_result_displays_as_the_answers_card_and_stays_the_same_dict(
+        agent: Any, router: Any) -> None:
+    """Issue 16 item 7: ``agent.predict(...)`` as a cell's last expression shows the answers
+    card (HTML + the jevlaya JSON), and code still gets the plain dict it always got."""
+    import json
+
+    from jevlaya_lab.display import MIME
+
+    for result in (agent.predict("My parcel is late", triage_questions(), min_confidence=0.6),
+                   router.predict("My parcel is late", triage_questions())):
+        assert isinstance(result, dict) and dict(result) == result
+        assert json.loads(json.dumps(result)) == dict(result)
+        bundle = result._repr_mimebundle_()
+        assert bundle[MIME]["kind"] == "answers"
+        assert [r["question"] for r in bundle[MIME]["data"]["rows"]] == list(triage_questions())
+        html = bundle["text/html"]
+        assert "class='jevlaya'" in html and all(q in html for q in triage_questions())
+
+
+def test_rows_name_the_value_that_decided_and_the_threshold(agent: Any) -> None:
+    """Issue 16 item 1: the shown value is the one min_confidence compared."""
+    from jevlaya_lab.display import answer_rows, gate_text
+
+    result = agent.predict("hello", triage_questions(), min_confidence=0.6)
+    for row, answer in zip(answer_rows(result), result["answers"].values()):
+        assert row["gated_by"] == "answer_confidence"
+        assert row["confidence"] == answer["answer_confidence"] and row["threshold"] == 0.6
+        assert row["abstained"] == (row["confidence"] < 0.6)
+        sign = "<" if row["abstained"] else "≥"
+        assert gate_text(row).startswith(f"answer_confidence {row['confidence']:.2f} {sign} 0.6 →")
+
+
+def test_scores_carry_their_scale_and_checkpoints_their_short_name() -> None:
+    """Issue 16 item 6: ``0.62 on 0–3`` and ``mini-en``, not a bare number and a cache path."""
+    from jevlaya_lab.display import answer_rows, answer_text, model_label
+
+    result = {"model": "/root/.cache/jevlaya_lab/checkpoints/mini-en-c8a3b4947be6", "answers": {
+        "priority": {"type": "score", "score": 0.6161, "legend": {"0": "low", "1": "normal",
+                                                                   "2": "high", "3": "critical"},
+                     "probabilities": {"0": 0.5, "1": 0.36, "2": 0.12, "3": 0.02},
+                     "answer_confidence": 0.5, "abstention": "passed",
+                     "abstention_threshold": 0.0}}}
+    (row,) = answer_rows(result)
+    assert answer_text(row) == "0.62 on 0–3" and row["level"] == "1: normal"
+    assert model_label(result["model"]) == "mini-en" and model_label("tiny-en") == "tiny-en"

@@ -124,3 +124,28 @@ def test_a_race_shows_one_lane_per_model_with_the_loser_greyed(broker: Any, serv
     other = view.another()
     assert other is not None and other.llm_name == "b"
     assert {lane["model"]: lane["state"] for lane in view.lanes}["b"] == "another"
+
+
+def test_a_view_over_a_closed_broker_says_so_and_its_buttons_do_nothing(broker: Any) -> None:
+    """Issue 16 item 3: the buttons of a view whose broker was closed must not answer
+    BrokerClosedError; the view flags the broker as closed (the front end disables them)."""
+    b = broker("a", "b")
+    view = StreamView(b, "hello", max_tokens=4)
+    assert view.wait(30)
+    view._on_button(view, {"action": "sync"}, [])  # what a freshly drawn view sends
+    assert view.broker_closed is False and view.error == ""
+    b.close()
+    view._on_button(view, {"action": "sync"}, [])
+    assert view.broker_closed is True and view.error == ""
+    view._on_button(view, {"action": "another"}, [])
+    assert "broker of this view is closed" in view.error and view.answers == []
+    view._on_button(view, {"action": "rate", "score": 1}, [])
+    assert view.ratings == [] and "closed" in view.error
+
+
+def test_a_lane_read_here_counts_the_chunks_it_showed(broker: Any) -> None:
+    view = StreamView(broker("a"), "hello", max_tokens=6)
+    assert view.wait(30)
+    (lane,) = view.lanes
+    assert lane["chunks"] >= 1 and lane["tokens"] >= 1
+    assert lane["chunks"] <= len(lane["text"])

@@ -51,7 +51,7 @@ def test_views_render_in_chromium_with_payloads_as_text(page: Any, router: Any, 
         assert page.inner_text("#w1 .jv-state") == PAYLOAD
         # timeline: one lane per run
         assert page.locator("#w2 .jv-lane").count() == len(timeline.lanes()) == 2
-        hover = page.get_attribute("#w2 .jv-span", "title")
+        hover = page.get_attribute("#w2 .jv-lane .jv-span", "title")
         assert "model: tiny-en" in hover and "elapsed:" in hover and "usage:" in hover
         # stream: prompt as text, one winning lane with text
         assert PAYLOAD in page.inner_text("#w3 .jv-stream")

@@ -1,0 +1,120 @@
+"""Unicode scripts: which letters a text is written in, and the language a script implies.
+
+Only letters count (``\\p{L}``), grouped by their Unicode script property; digits, punctuation,
+emoji and combining marks are ignored. A non-Latin script names its language directly where one
+language dominates it (Hangul → ``ko``, kana → ``ja``, Greek → ``el``, ...), refined by telltale
+letters for Cyrillic and Arabic.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import regex
+
+from .text import string_leaves
+
+# Scripts told apart; letters of any other script are counted as "Other".
+SCRIPTS: tuple[str, ...] = (
+    "Latin", "Cyrillic", "Greek", "Arabic", "Hebrew", "Han", "Hiragana", "Katakana", "Hangul",
+    "Devanagari", "Bengali", "Gurmukhi", "Gujarati", "Oriya", "Tamil", "Telugu", "Kannada",
+    "Malayalam", "Sinhala", "Thai", "Lao", "Tibetan", "Myanmar", "Khmer", "Georgian", "Armenian",
+    "Ethiopic", "Mongolian", "Thaana", "Syriac", "Bopomofo", "Cherokee",
+)
+LETTER_RUN = regex.compile(r"\p{L}+")
+SCRIPT_RUN = regex.compile(
+    "(?V1)" + "|".join(f"([\\p{{sc={name}}}&&\\p{{L}}]+)" for name in SCRIPTS)
+    # letters of any other script; letters of the Common script (e.g. the kana length mark) count for none
+    + r"|([\p{L}--[\p{sc=Common}\p{sc=Inherited}]]+)"
+)
+LATIN_RUN = regex.compile(r"(?V1)[\p{sc=Latin}&&\p{L}]+")
+
+# Scripts that one language (practically) owns.
+SCRIPT_LANGUAGE: dict[str, str] = {
+    "Greek": "el", "Hebrew": "he", "Hangul": "ko", "Hiragana": "ja", "Katakana": "ja",
+    "Devanagari": "hi", "Bengali": "bn", "Gurmukhi": "pa", "Gujarati": "gu", "Oriya": "or",
+    "Tamil": "ta", "Telugu": "te", "Kannada": "kn", "Malayalam": "ml", "Sinhala": "si",
+    "Thai": "th", "Lao": "lo", "Tibetan": "bo", "Myanmar": "my", "Khmer": "km",
+    "Georgian": "ka", "Armenian": "hy", "Ethiopic": "am", "Mongolian": "mn", "Thaana": "dv",
+    "Syriac": "syr", "Bopomofo": "zh", "Cherokee": "chr", "Han": "zh",
+}
+# Scripts written together by one language count as one family when looking for mixing.
+FAMILY: dict[str, str] = {"Han": "CJK", "Hiragana": "CJK", "Katakana": "CJK", "Bopomofo": "CJK",
+                    "Hangul": "CJK"}
+
+
+def count_scripts(text: str, counts: dict[str, int]) -> None:
+    """Add the letters of ``text`` per script to ``counts`` (ASCII-only text in one fast pass)."""
+    letters = sum(map(len, LETTER_RUN.findall(text)))
+    if not letters:
+        return
+    latin = sum(map(len, LATIN_RUN.findall(text)))
+    if latin == letters:  # the common case, in two C-level passes
+        counts["Latin"] = counts.get("Latin", 0) + latin
+        return
+    for run in LETTER_RUN.finditer(text):
+        letters_run = run.group()
+        if letters_run.isascii():
+            counts["Latin"] = counts.get("Latin", 0) + len(letters_run)
+            continue
+        for piece in SCRIPT_RUN.finditer(letters_run):
+            index = piece.lastindex or 0
+            name = SCRIPTS[index - 1] if index <= len(SCRIPTS) else "Other"
+            counts[name] = counts.get(name, 0) + len(piece.group())
+
+
+def script_letters(state: Any) -> dict[str, int]:
+    """Letters per Unicode script over the string leaves of ``state`` (largest first)."""
+    counts: dict[str, int] = {}
+    for _, text in string_leaves(state):
+        count_scripts(text, counts)
+    return dict(sorted(counts.items(), key=lambda item: -item[1]))
+
+
+def script_profile(state: Any) -> dict[str, float]:
+    """Share of letters per script, largest first, rounded to 4 decimals (``{}`` if no letters)."""
+    counts = script_letters(state)
+    total = sum(counts.values())
+    return {name: round(n / total, 4) for name, n in counts.items()} if total else {}
+
+
+def script_language(script: str, text: str, counts: dict[str, int]) -> str | None:
+    """The language a non-Latin script implies, refined by telltale letters."""
+    if script in {"Han", "Hiragana", "Katakana"}:
+        if counts.get("Hiragana", 0) + counts.get("Katakana", 0):
+            return "ja"
+        return "zh"
+    if script == "Cyrillic":
+        lowered = text.lower()
+        for lang, letters in (("uk", "їєґ"), ("be", "ў"), ("kk", "әғқңөұүһ"),
+                              ("mk", "ќѓѕ"), ("sr", "ђћ")):
+            if any(ch in lowered for ch in letters):
+                return lang
+        if any(ch in lowered for ch in "ыэё"):
+            return "ru"
+        if "і" in lowered:
+            return "uk"
+        if any(ch in lowered for ch in "јљњџ"):
+            return "sr"
+        if "ъ" in lowered:
+            return "bg"
+        return "ru" if sum(counts.values()) >= 20 else None
+    if script == "Arabic":
+        if any(ch in text for ch in "ٹڈڑںے"):
+            return "ur"
+        if any(ch in text for ch in "پچژگی"):
+            return "fa"
+        return "ar"
+    return SCRIPT_LANGUAGE.get(script)
+
+
+def family(script: str | None) -> str | None:
+    """The script family used when looking for mixing (Han, kana and Hangul are one: CJK)."""
+    return FAMILY.get(script, script) if script else None
+
+
+def first_run(text: str, script: str) -> str:
+    """The letter runs of ``script`` inside ``text``, joined by spaces."""
+    index = SCRIPTS.index(script) + 1 if script in SCRIPTS else len(SCRIPTS) + 1
+    pieces = [m.group() for m in SCRIPT_RUN.finditer(text) if (m.lastindex or 0) == index]
+    return " ".join(pieces)

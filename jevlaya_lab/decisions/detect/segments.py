@@ -1,0 +1,93 @@
+"""Judging one piece of text (script and language), and finding a foreign segment in a state.
+
+Each string leaf, and each sentence or line inside it, is judged on its own. A segment written
+in another script family than the state, or a Latin segment whose language is decided and is not
+the state's language, is the state's ``mixed_segment``: one Spanish field in an English ticket
+is such a segment. At most ``MAX_SEGMENTS`` sentences are judged one by one.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import regex
+
+from .languages import guess, language_name
+from .scripts import count_scripts, family, first_run, script_language
+
+MAX_SEGMENTS = 32  # sentences judged one by one when looking for a foreign segment
+# Sentence or line boundaries used to find a foreign sentence inside one long string.
+_SEGMENT_SPLIT = regex.compile(r"(?<=[.!?。！？])\s+|\n+")
+_NON_LATIN_LETTERS = regex.compile(r"(?V1)[\p{L}--\p{sc=Latin}]+")
+
+
+def judge(text: str, counts: dict[str, int] | None = None) -> dict[str, Any]:
+    """Script and language of one piece of text (``counts``: its script counts, if known)."""
+    if counts is None:
+        counts = {}
+        count_scripts(text, counts)
+    letters = sum(counts.values())
+    if not letters:
+        return {"script": None, "language": None, "letters": 0, "why": "no letters", "not_english": False}
+    script = max(counts, key=counts.__getitem__)
+    if script == "Han" and counts.get("Hangul", 0):
+        script = "Hangul"  # Korean written with some Hanja
+    if script == "Latin":
+        latin = text if counts["Latin"] == letters else _NON_LATIN_LETTERS.sub(" ", text)
+        language, why, not_english = guess(latin)
+    else:
+        language = script_language(script, text, counts)
+        why = f"{script} script" + (f" → {language_name(language)}" if language else "")
+        not_english = True
+    return {"script": script, "language": language, "letters": letters, "why": why,
+            "not_english": not_english}
+
+
+def find_mixed(per_leaf: list[tuple[str, str, dict[str, int]]],
+               overall: dict[str, Any]) -> dict[str, Any] | None:
+    """The first segment unlike the state as a whole (``overall`` is the state's verdict)."""
+    state_family = family(overall["script"])
+    single = len(per_leaf) == 1
+    for path, text, judged in _segments_of(per_leaf, skip_whole=single):
+        if judged["letters"] < 4:
+            continue
+        other_script = family(judged["script"]) != state_family
+        other_language = judged["script"] == "Latin" and (
+            judged["language"] is not None and judged["language"] != overall["language"]
+            # in a state of undecided language only a non-English part is news
+            and (overall["language"] is not None or judged["language"] != "en")
+            # a part that is surely not English, though its language is unknown
+            or judged["language"] is None and judged["not_english"] and overall["language"] == "en"
+        )
+        if other_script or other_language:
+            return {
+                "path": path,
+                "script": judged["script"],
+                "language": judged["language"],
+                "not_english": judged["not_english"],
+                "text": text[:60],
+            }
+    return None
+
+
+def _segments_of(per_leaf: list[tuple[str, str, dict[str, int]]], *,
+                 skip_whole: bool) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """Each leaf, each sentence or line of it, and each run of a foreign script family in it."""
+    judged_segments = 0
+    for path, text, counts in per_leaf:
+        if not counts:
+            continue
+        if not skip_whole:
+            yield path, text, judge(text, counts)
+        main = family(max(counts, key=counts.__getitem__))
+        for script, n in counts.items():
+            if n >= 4 and family(script) != main:  # "Hello Иван Петров" inside one sentence
+                run = first_run(text, script)
+                yield path, run, judge(run)
+        parts = [p for p in _SEGMENT_SPLIT.split(text) if p.strip()]
+        if len(parts) > 1:
+            for i, part in enumerate(parts):
+                if judged_segments >= MAX_SEGMENTS:
+                    return
+                judged_segments += 1
+                yield f"{path}#{i}", part, judge(part)

@@ -1,0 +1,55 @@
+"""The text of a state that detection reads: its string leaves, and the sample of them it judges."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+SAMPLE_CHARS = 4000  # characters read per state (about what a 512-token model keeps, with margin)
+
+
+def string_leaves(state: Any, path: str = "$") -> Iterator[tuple[str, str]]:
+    """Yield ``(path, text)`` for every string (or decoded bytes) inside ``state``.
+
+    Dict keys are not read; values are visited in order. The walk is iterative, so deeply
+    nested states cannot hit the recursion limit, and a container seen twice is read once.
+    """
+    stack: list[tuple[str, Any]] = [(path, state)]
+    seen: set[int] = set()
+    while stack:
+        where, node = stack.pop()
+        if isinstance(node, str):
+            yield where, node
+        elif isinstance(node, (bytes, bytearray)):
+            yield where, bytes(node).decode("utf-8", errors="replace")
+        elif isinstance(node, (dict, list, tuple)):
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            if isinstance(node, dict):
+                children = [(f"{where}{_key_path(k)}", v) for k, v in node.items()]
+            else:
+                children = [(f"{where}[{i}]", v) for i, v in enumerate(node)]
+            stack.extend(reversed(children))
+
+
+def _key_path(key: Any) -> str:
+    text = str(key)
+    return f".{text}" if text.isidentifier() else f"[{text!r}]"
+
+
+def sample_leaves(state: Any, budget: int = SAMPLE_CHARS) -> list[tuple[str, str]]:
+    """The string leaves detection reads: at most ``budget`` characters, taken from the part of
+    the state the model keeps when it truncates (the start of a str/dict, the newest turns of a
+    list), so a long document costs no more than the text that can influence the answer."""
+    leaves = list(string_leaves(state))
+    if isinstance(state, (list, tuple)):
+        leaves.reverse()
+    sampled, left = [], budget
+    for path, text in leaves:
+        if left <= 0:
+            break
+        sampled.append((path, text[:left]))
+        left -= len(text)
+    if isinstance(state, (list, tuple)):
+        sampled.reverse()
+    return sampled

@@ -1,0 +1,231 @@
+"""Every tutorial in a real JupyterLab, in headless Debian Chromium, light and then dark.
+
+One JupyterLab server (127.0.0.1, token, temp dirs) and one browser serve the module. For each
+theme and tutorial the test opens the notebook, runs all cells through the UI with the fast
+parameters the notebooks default to, and fails on an error output, text written to stderr,
+"Error displaying widget", a browser console error, a failed notebook check, or text in a view
+whose contrast against its background is under 4.5:1 (WCAG AA). Then it uses each view as a
+person would (types, clicks its buttons, hovers) and checks what changes, and saves a
+screenshot of every view under ``reports/screens/<theme>-<notebook>-<n>.png``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jevlaya_lab.notebooks import MIME, notebook_paths
+
+from .conftest import needs_chromium
+from .jupyterlab_session import (
+    CHROMIUM,
+    CHROMIUM_FLAGS,
+    DARK,
+    LIGHT,
+    JupyterLabServer,
+    LabPage,
+)
+
+pytestmark = needs_chromium
+ROOT = Path(__file__).resolve().parents[2]
+SCREENS = ROOT / "reports" / "screens"
+NOTEBOOKS = notebook_paths()
+MIN_CONTRAST = 4.5
+VIEWS = ".jp-OutputArea-output .jevlaya, .jp-OutputArea-output .jv-table"
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterLabServer]:
+    with JupyterLabServer(tmp_path_factory.mktemp("jupyterlab"), NOTEBOOKS) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def chromium(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A fresh profile (``--user-data-dir``) of headless Debian Chromium."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=CHROMIUM,
+            headless=True, args=CHROMIUM_FLAGS, viewport={"width": 1280, "height": 1000})
+        try:
+            yield context
+        finally:
+            context.close()
+
+
+@pytest.fixture(scope="module", params=[LIGHT, DARK], ids=["light", "dark"])
+def lab_page(request: pytest.FixtureRequest, lab: JupyterLabServer,
+             chromium: Any) -> Iterator[LabPage]:
+    page = LabPage(chromium.new_page(), lab)
+    page.start(request.param)
+    page.theme = "light" if request.param == LIGHT else "dark"
+    yield page
+    page.page.evaluate("async () => { const w = window.__jvNotebook; if (w) "
+                       "await w.sessionContext.shutdown().catch(() => null); }")
+    page.page.close()
+
+
+def view_outputs(page: LabPage) -> Any:
+    """Every output of the notebook that holds a widget or one of the rich cards."""
+    return page.notebook().locator(".jp-OutputArea-output").filter(
+        has=page.page.locator(".jevlaya, .jv-table, .widget-box, .js-plotly-plot"))
+
+
+def fail_on_problems(outputs: list[dict[str, Any]], page: LabPage) -> dict[str, bool]:
+    """Assert no cell failed or wrote to stderr; return the notebook's own checks."""
+    problems = []
+    checks: dict[str, bool] | None = None
+    for cell in outputs:
+        for out in cell["outputs"]:
+            if out["output_type"] == "error":
+                problems.append(f"cell {cell['index']}: {out['ename']}: {out['evalue']}")
+            elif out["output_type"] == "stream" and out["name"] == "stderr":
+                problems.append(f"cell {cell['index']} wrote to stderr: {out['text'][:500]}")
+            elif "checks" in out.get("data", {}).get(MIME, {}):
+                checks = out["data"][MIME]["checks"]
+    text = page.notebook().inner_text()
+    if "Error displaying widget" in text:
+        problems.append("Error displaying widget")
+    assert not problems, problems
+    assert checks, "the notebook displayed no checks"
+    return checks
+
+
+def check_contrast(page: LabPage) -> None:
+    results = page.contrast(VIEWS)
+    assert results, "no text found in the views"
+    low = [r for r in results if r["ratio"] < MIN_CONTRAST]
+    assert not low, f"{page.theme}: text under {MIN_CONTRAST}:1 contrast: " + json.dumps(
+        [{k: r[k] for k in ("text", "cls", "color", "background")} | {
+            "ratio": round(r["ratio"], 2)} for r in low[:8]], ensure_ascii=False)
+
+
+def screenshot_views(page: LabPage, stem: str) -> int:
+    SCREENS.mkdir(parents=True, exist_ok=True)
+    views = view_outputs(page)
+    for i in range(views.count()):
+        views.nth(i).screenshot(path=str(SCREENS / f"{page.theme}-{stem}-{i}.png"))
+    return views.count()
+
+
+# -- what a person does with each tutorial's views --------------------------------------------
+def use_quickstart(page: LabPage) -> None:
+    nb = page.notebook()
+    # answers cards: one per state, each question with its decided value and threshold
+    assert nb.locator(".jv-answers .jv-card").count() == 6
+    gated = nb.locator(".jv-answers").nth(1)
+    for row in gated.locator(".jv-q.jv-abstained").all():
+        assert re.search(r"< 0\.6", row.inner_text()), row.inner_text()
+    # typing in the routing box reroutes in the kernel
+    routing = nb.locator(".jv-routing").first
+    routing.locator("textarea").fill("Where is my refund? I paid twice last week.")
+    page.page.wait_for_function("[...document.querySelectorAll('.jv-routing .jv-model')]"
+                                ".some((e) => e.textContent === '→ english')", timeout=15_000)
+    use_stream(page, nb.locator(".jv-stream").first, other_models=0)
+
+
+def use_stream(page: LabPage, stream: Any, *, other_models: int, rated: int = 0) -> None:
+    """Rate the shown answer, then ask another() until there is none; check each step."""
+    stream.locator("button", has_text="rate good").click()
+    stream.locator(".jv-ratings", has_text=f"{rated + 1} rating").wait_for(timeout=15_000)
+    for n in range(1, other_models + 1):
+        stream.locator("button", has_text="another()").click()
+        stream.locator(".jv-another").nth(n - 1).wait_for(timeout=30_000)
+    stream.locator("button", has_text="another()").click()
+    stream.locator(".jv-err", has_text="no further answer").wait_for(timeout=30_000)
+
+
+def use_routing_explorer(page: LabPage) -> None:
+    nb = page.notebook()
+    batch = nb.locator(".jv-batch")
+    assert batch.locator("th").all_inner_texts()[:3] == ["#", "state", "checkpoint"]
+    assert batch.locator("tbody tr").count() == 8
+    assert batch.locator("text=<script>alert('hi')</script> my order is late").count() == 1
+    routing = nb.locator(".jv-routing").first
+    routing.locator("textarea").fill("Мой заказ не пришёл")
+    routing.locator(".jv-model", has_text="→ multilingual").wait_for(timeout=15_000)
+
+
+def use_timeline(page: LabPage) -> None:
+    nb = page.notebook()
+    timeline = nb.locator(".jv-timeline").first
+    legend = timeline.locator(".jv-legend").inner_text()
+    for name in ("on_route", "on_load", "on_evict", "on_predict_start", "on_error"):
+        assert name in legend
+    # the event table lists on_evict, and no two markers of a lane overlap
+    assert timeline.locator(".jv-events td", has_text="on_evict").count() >= 1
+    assert page.page.evaluate("""(el) => {
+      for (const lane of el.querySelectorAll('.jv-lane')) {
+        const r = [...lane.querySelectorAll('.jv-tick')].map((t) => t.getBoundingClientRect());
+        for (let i = 0; i < r.length; i++) for (let j = i + 1; j < r.length; j++)
+          if (r[i].top === r[j].top && r[i].left < r[j].right && r[j].left < r[i].right) return false;
+      }
+      return true; }""", timeline.element_handle())
+    # clicking a span zooms to it; "all" zooms back out
+    before = timeline.locator(".jv-axis").inner_text()
+    timeline.locator(".jv-lane .jv-span").first.click()
+    timeline.locator(".jv-axis").filter(has_not_text=before).wait_for(timeout=10_000)
+    timeline.locator("button", has_text="show all").click()
+    timeline.locator("button", has_text="show all").wait_for(state="detached", timeout=10_000)
+    assert timeline.locator(".jv-axis").inner_text() == before
+
+
+def use_streaming_racing(page: LabPage) -> None:
+    nb = page.notebook()
+    streams = nb.locator(".jv-stream")
+    assert streams.count() == 3
+    race = streams.nth(1)
+    assert race.locator("[data-state='replaced']").count() == 1
+    assert race.locator("[data-state='won']").count() == 1
+    failover = streams.nth(0)
+    assert failover.locator("[data-state='failed'] .jv-err").count() == 1  # error shown, not hover
+    last = streams.nth(2)  # the notebook already rated twice and took every other answer
+    last.locator(".jv-another button", has_text="bad").first.click()
+    last.locator(".jv-ratings", has_text="3 ratings").wait_for(timeout=15_000)
+    use_stream(page, last, other_models=0, rated=3)
+
+
+def use_journal(page: LabPage) -> None:
+    nb = page.notebook()
+    dash = nb.locator(".jv-dashboard").first
+    assert dash.locator("table.jv-calls td.jv-n").count() > 0
+    assert page.page.evaluate("(el) => getComputedStyle(el).textAlign",
+                              dash.locator("table.jv-calls td.jv-n").first.element_handle()) \
+        == "right"
+    before = dash.locator(".jv-refreshed").inner_text()
+    dash.locator("button", has_text="refresh").click()
+    dash.locator(".jv-refreshed").filter(has_not_text=before).wait_for(timeout=15_000)
+
+
+USE: dict[str, Callable[[LabPage], None]] = {
+    "01_quickstart_tour": use_quickstart,
+    "02_routing_explorer": use_routing_explorer,
+    "03_hooks_and_timeline": use_timeline,
+    "04_broker_streaming_racing": use_streaming_racing,
+    "05_journal_analysis": use_journal,
+}
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_tutorial_runs_and_its_views_work_in_jupyterlab(lab_page: LabPage, path: Path) -> None:
+    lab_page.console_errors.clear()
+    lab_page.open(path.name)
+    lab_page.run_all()
+    checks = fail_on_problems(lab_page.outputs(), lab_page)
+    assert all(checks.values()), {k: v for k, v in checks.items() if not v}
+    shown = screenshot_views(lab_page, path.stem)
+    if path.stem in USE:
+        assert shown, "the tutorial shows no view"
+        USE[path.stem](lab_page)
+    if shown:
+        check_contrast(lab_page)
+    assert not lab_page.console_errors, lab_page.console_errors
