@@ -116,7 +116,8 @@ def _lodo_scores(model, builder, tokenizer, data, intents, held: str, seed: int)
     }
 
 
-def lodo(name: str, seeds: list[int], alternatives: bool, data_dir: str | None) -> dict:
+def lodo(name: str, seeds: list[int], alternatives: bool, data_dir: str | None,
+         pool_cache: str | None = None) -> dict:
     """Leave-one-dataset-out zero-shot runs of the shipped recipe (and alternatives) for ``name``'s encoder."""
     from jevlaya_lab.decisions.model import DecisionModel
     from jevlaya_lab.decisions.prior import PriorConfig
@@ -129,7 +130,9 @@ def lodo(name: str, seeds: list[int], alternatives: bool, data_dir: str | None) 
         encoder, tokenizer, encoder_id = load_encoder(name)
     intents = load_intents()
     data = {d: load_dataset(d, data_dir) for d in DATASETS}
-    memo: dict = {}
+    from jevlaya_lab.decisions.training.trainer import load_memo, save_memo
+
+    memo: dict = load_memo(pool_cache) if pool_cache else {}
     base = {**NAME_DEFAULTS[name], "data_dir": data_dir}
     recipes = {"shipped": {}}
     if alternatives:
@@ -141,7 +144,7 @@ def lodo(name: str, seeds: list[int], alternatives: bool, data_dir: str | None) 
     for recipe, changes in recipes.items():
         for held in DATASETS:
             runs = []
-            for seed in seeds:
+            for seed in seeds if recipe == "shipped" else seeds[:1]:
                 cfg = TrainConfig(**{**base, **changes, "seed": seed, "data_seed": 0,
                                      "datasets": ",".join(d for d in DATASETS if d != held)})
                 result = train(encoder, tokenizer, cfg, encoder_id=encoder_id, log=lambda m: None, memo=memo)
@@ -151,6 +154,9 @@ def lodo(name: str, seeds: list[int], alternatives: bool, data_dir: str | None) 
                 key: {"mean": round(statistics.mean(r[key] for r in runs), 4),
                       "spread": round(max(r[key] for r in runs) - min(r[key] for r in runs), 4)}
                 for key in ("choice_accuracy", "choice_cosine", "noul_balanced_accuracy", "noul_cosine")}
+            out[recipe][held]["seeds"] = len(runs)
+    if pool_cache:
+        save_memo(memo, pool_cache)
     return out
 
 
@@ -171,7 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-lodo", action="store_true", help="skip the leave-one-dataset-out runs")
     p.add_argument("--lodo-only", action="store_true", help="only the leave-one-dataset-out runs")
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
-    p.add_argument("--alternatives", action="store_true", help="LODO of the design alternatives too")
+    p.add_argument("--alternatives", action="store_true",
+                   help="LODO of the design alternatives too (first seed only: they are cheaper to dismiss)")
+    p.add_argument("--pool-cache", default=None, help="file prefix of pooled vectors (as for jevlaya-lab train)")
     p.add_argument("--data-dir", default=None)
     p.add_argument("--threads", type=int, default=2)
     args = p.parse_args(argv)
@@ -190,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
                 _print_hand(f"\n{name} on hand-written {group} states, {split} split", report)
         if not args.no_lodo:
             print(f"\n{name}: leave one dataset out (seeds {args.seeds})")
-            results["lodo"][name] = lodo(name, args.seeds, args.alternatives, args.data_dir)
+            results["lodo"][name] = lodo(name, args.seeds, args.alternatives, args.data_dir,
+                                         args.pool_cache and f"{args.pool_cache}-{name}")
             for recipe, per in results["lodo"][name].items():
                 for held, r in per.items():
                     print(f"  {recipe:<28} {held:<10} choice {r['choice_accuracy']['mean']:.3f} "

