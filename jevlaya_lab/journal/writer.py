@@ -146,7 +146,8 @@ class JournalWriter:
                     self._spill(len(self._pending), "the broker closed while the journal refused writes")
                     return
                 self._overflow()
-                self._sleep(pause, stopping_at)
+                if self._pause(pause, stopping_at) and stopping_at is None:
+                    stopping_at = time.monotonic() + self._close_wait_s
                 pause = min(pause * 2, RETRY_MAX_S)
             elif stopping_at is not None:
                 return
@@ -195,13 +196,21 @@ class JournalWriter:
             self.written = max(self.written, seq)
             self._settled.notify_all()
 
-    def _sleep(self, seconds: float, stopping_at: float | None) -> None:
-        """Pause before the next try, draining new rows meanwhile (a stop shortens the pause)."""
+    def _pause(self, seconds: float, stopping_at: float | None) -> bool:
+        """Wait before the next try, moving rows that arrive to ``_pending`` meanwhile; True if
+        the stop signal came (closing then keeps trying for ``close_wait_s``)."""
         until = time.monotonic() + seconds
         if stopping_at is not None:
             until = min(until, stopping_at)
-        while time.monotonic() < until:
-            time.sleep(min(0.05, max(0.0, until - time.monotonic())))
+        while (left := until - time.monotonic()) > 0:
+            try:
+                item = self._queue.get(timeout=left)
+            except queue.Empty:
+                break
+            if item is _STOP:
+                return True
+            self._pending.append(item)
+        return False
 
     def _overflow(self) -> None:
         extra = len(self._pending) - self._max_backlog
