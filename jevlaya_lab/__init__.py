@@ -46,6 +46,7 @@ _EXPORTS: dict[str, str] = {
     "InvalidProviderResponseError": "jevlaya_lab.broker.errors",
     "ToolLoopLimitError": "jevlaya_lab.broker.errors",
     "BrokerClosedError": "jevlaya_lab.broker.errors",
+    "UnknownCallError": "jevlaya_lab.broker.errors",
     "QuestionError": "jevlaya_lab.decisions.errors",
     "BudgetError": "jevlaya_lab.decisions.errors",
     "TokenizerError": "jevlaya_lab.decisions.errors",
@@ -108,6 +109,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         StreamInterruptedError,
         StreamReplacementError,
         ToolLoopLimitError,
+        UnknownCallError,
     )
     from jevlaya_lab.decisions.errors import (
         BudgetError,

@@ -179,7 +179,8 @@ class RaceCore(StreamCore):
                 self.budget.run_continuously()
                 raise StreamReplacementError(
                     f"{self.winner.attempt.llm_name} finished first; replace the text shown "
-                    f"from {self.shown.attempt.llm_name}", replacement=self.result(self.winner))
+                    f"from {self.shown.attempt.llm_name}", replacement=self.result(self.winner),
+                    streamed_llm_name=self.shown.attempt.llm_name)
             if self.shown is None:
                 self.shown = self._choose_shown()
             lane = self.shown

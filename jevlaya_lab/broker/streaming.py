@@ -89,6 +89,7 @@ class StreamCore:
         self.no_more = False  # another() returns None from now on
         self.started_at: float | None = None
         self.changed = asyncio.Event()
+        self.reading = False  # a pull or another() is in progress
         self.listeners: list[Callable[[LaneView], None]] = []
         self._expiry: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -96,6 +97,22 @@ class StreamCore:
 
     # iteration ---------------------------------------------------------------------------------
     async def next(self) -> str:
+        """The next delta; one reader at a time (a second concurrent pull is a RuntimeError,
+        as two readers would split one answer between them)."""
+        self._enter("read the next delta")
+        try:
+            return await self._next()
+        finally:
+            self.reading = False
+
+    def _enter(self, what: str) -> None:
+        if self.reading:
+            raise RuntimeError(f"cannot {what}: this stream is being read elsewhere (another "
+                               "task or thread waits for its next delta); read one stream "
+                               "from one place at a time")
+        self.reading = True
+
+    async def _next(self) -> str:
         if self.ended or self.closed:
             raise StopAsyncIteration
         if self.started_at is None:
@@ -251,8 +268,9 @@ class StreamCore:
         if lane.timed_out:
             return LLMTimeoutError(f"{lane.attempt.llm_name}: {exc}; the {self.delivered} "
                                    "delta(s) delivered stand")
-        return StreamInterruptedError(f"{lane.attempt.llm_name}: the answer broke after "
-                                      f"{self.delivered} delta(s) ({exc}); they stand")
+        name = lane.attempt.llm_name
+        return StreamInterruptedError(f"{name}: the answer broke after {self.delivered} "
+                                      f"delta(s) ({exc}); they stand", llm_name=name)
 
     def _no_llm(self, cause: NoLLMAvailableError | None = None) -> NoLLMAvailableError:
         """Why no first delta came: the pool's own reason when nothing was tried; ``timeout``
@@ -296,6 +314,13 @@ class StreamCore:
 
     # another() ---------------------------------------------------------------------------------
     async def another(self) -> LLMResult | None:
+        self._enter("ask for another answer")
+        try:
+            return await self._another()
+        finally:
+            self.reading = False
+
+    async def _another(self) -> LLMResult | None:
         if not self.ended and not self.closed:
             raise ValueError("another() asks for a replacement of a complete answer: read the "
                              "stream to its end (or catch its error) first")
