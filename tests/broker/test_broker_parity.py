@@ -192,3 +192,19 @@ def test_errors_carry_the_provider_detail_and_the_models_involved(broker, server
     with pytest.raises(UnknownCallError, match="no journaled answer"):
         b.record_quality(0.5, call_id="no-such-call")
     assert issubclass(UnknownCallError, ValueError)  # what older code caught
+
+
+# -- 7. pool administration: count() and the degraded flag -------------------------------------
+def test_snapshot_says_when_the_pool_is_degraded(broker, server) -> None:
+    """The pool is degraded when no model could take a call now (cooling, refused, disabled)."""
+    b = broker("a", "b")
+    assert b.count() == 2
+    snap = b.snapshot()
+    assert snap.usable == ["a", "b"] and not snap.degraded
+    server.set_fault("a", FaultProfile(status=429, retry_after=30))
+    server.set_fault("b", FaultProfile(status=403))
+    with pytest.raises(Exception):  # noqa: B017 - a cools, b's key is refused
+        b.ask("x", wait=0)
+    snap = b.snapshot()
+    assert snap.usable == [] and snap.degraded
+    assert snap["a"]["cooldown_until"] is not None and b.count() == 2
