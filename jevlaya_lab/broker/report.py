@@ -71,6 +71,8 @@ def pool_snapshot(pool: Pool, caller: Caller) -> dict[str, dict[str, Any]]:
         usable, _ = pool.key_for(s, caller)
         cooling = s.cooling(now)
         out[name] = {
+            "model": s.entry.model, "base_url": s.entry.base_url,
+            "api_key_ref": s.entry.api_key_ref,
             "cooldown_until": utc(s.cooldown_until) if cooling else None,
             "consecutive_failures": s.consecutive,
             "in_flight": s.in_flight, "parallel": s.entry.parallel,
