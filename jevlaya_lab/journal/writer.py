@@ -6,7 +6,8 @@ for long, a PostgreSQL server is down), the rows stay in memory and the writer r
 growing pause (``RETRY_FIRST_S`` doubling to ``RETRY_MAX_S``); each try waits at most
 ``append_timeout_s`` for locks, so the thread keeps coming back to its queue. The rows held in
 memory are bounded by ``max_backlog``: beyond it the oldest rows are saved to the store's spill
-file (JSON lines beside the SQLite file, or under the cache folder for PostgreSQL). ``close()``
+file (JSON lines beside the SQLite file, or under the cache folder for PostgreSQL) and written
+back as soon as the database takes writes again. ``close()``
 keeps trying for ``close_wait_s``, then saves what is left to the spill file and raises
 :class:`~jevlaya_lab.journal.errors.JournalWriteError` naming the file and the count. The next
 writer on the same journal writes ("replays") the spill file first, exactly once per saved block
@@ -69,7 +70,8 @@ class JournalWriter:
         self._queued = 0  # rows handed in so far (the last sequence number)
         self.written = 0  # sequence number of the last settled row
         self.stored = 0  # rows in the database
-        self.spilled = 0  # rows saved to the spill file for the next writer
+        self.spilled = 0  # this writer's rows now in the spill file (not written back yet)
+        self._own_blocks: dict[str, int] = {}  # block id -> rows, for blocks this writer saved
         self.replayed = 0  # rows of earlier spill files written by this writer
         self.lost = 0  # rows neither written nor saved (each logged at ERROR)
         self.retries = 0
@@ -97,8 +99,8 @@ class JournalWriter:
     # state ----------------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
         """Counters: rows ``waiting`` (queued or held for a retry), ``written`` to the database,
-        ``failed`` (could not be written by this writer: ``spilled`` to the spill file for the
-        next one, or ``lost``), ``replayed`` from earlier spill files, write ``retries``, the
+        ``failed`` (not in the database: ``spilled`` to the spill file and not written back yet,
+        or ``lost``), ``replayed`` from earlier runs' spill files, write ``retries``, the
         ``last_error`` (None once writes succeed again) and the ``spill_file``."""
         spill = self.store.spill_path
         return {"waiting": self._queued - self.stored - self.spilled - self.lost,
@@ -243,6 +245,8 @@ class JournalWriter:
                           json.dumps(row, default=str))
         else:
             self.spilled += len(rows)
+            self._own_blocks[block["block"]] = len(rows)
+            self._replay_again = True  # written back once the database takes writes again
             log.warning("journal %s: %d row(s) saved to %s (%s); the next broker on this journal "
                         "writes them", self.store.location, len(rows), path, why)
         self._settle(rows[-1][0])
@@ -295,9 +299,14 @@ class JournalWriter:
                 damaged.append(line)
                 continue
             try:
-                if self.store.append_spilled(block_id, [r for k, r in rows if k == "a"],
-                                             [r for k, r in rows if k == "r"],
-                                             timeout_s=self._append_timeout_s):
+                written = self.store.append_spilled(block_id, [r for k, r in rows if k == "a"],
+                                                    [r for k, r in rows if k == "r"],
+                                                    timeout_s=self._append_timeout_s)
+                own = self._own_blocks.pop(block_id, None)
+                if own is not None:  # this writer's overflow, back in the database
+                    self.spilled -= own
+                    self.stored += own
+                elif written:
                     self.replayed += len(rows)
             except Exception as exc:  # noqa: BLE001 - the block goes back to the file for the next try
                 log.warning("journal %s: could not write %d saved row(s) yet (%s); they stay in %s",
