@@ -137,7 +137,7 @@ class UnknownCallError(BrokerError, ValueError):
     """``record_quality(call_id=...)`` names no journaled answer (a ``ValueError`` too)."""
 
 
-__all__ = ["UnknownCallError", 
+__all__ = ["UnknownCallError",
     "NO_LLM_REASONS", "AuthError", "BrokerClosedError", "BrokerError", "CatalogError",
     "InvalidProviderResponseError", "LLMRequestError", "LLMTimeoutError", "NoLLMAvailableError",
     "ProviderError", "RateLimitError", "StreamInterruptedError", "StreamReplacementError",

@@ -252,7 +252,7 @@ class RaceCore(StreamCore):
         with_text = [la for la in self.lanes if la.has_text and la.failure is None]
         if not with_text:
             return None
-        return min(with_text, key=lambda la: la.attempt.first_token_ms + la.attempt.started)
+        return min(with_text, key=lambda la: (la.attempt.first_token_ms or 0.0) + la.attempt.started)
 
     def _fill_lanes(self) -> None:
         """Start lanes on distinct untried models until ``fastest_of`` run (no waiting)."""

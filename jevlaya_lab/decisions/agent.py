@@ -41,15 +41,15 @@ from typing import Any
 
 import torch
 
+from jevlaya_lab.decisions.budget import check_positions
 from jevlaya_lab.decisions.calibration import (
     CALIBRATION_VERSION,
     TemperatureTable,
-    fit_temperatures,
     apply_min_confidence,
     decode_answer,
+    fit_temperatures,
     parse_min_confidence,
 )
-from jevlaya_lab.decisions.budget import check_positions
 from jevlaya_lab.decisions.checkpoint import CheckpointConfig, load_checkpoint
 from jevlaya_lab.decisions.encoding import (
     EncodedBatch,

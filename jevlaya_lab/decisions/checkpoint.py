@@ -202,7 +202,7 @@ def _from_hub(repo_id: str, subfolder: str | None, *, revision: str | None = Non
     from huggingface_hub import snapshot_download
 
     patterns = [f"{subfolder.strip('/')}/*"] if subfolder else None
-    pinned = {"revision": revision, "token": token}
+    pinned: dict[str, Any] = {"revision": revision, "token": token}
     try:
         root = snapshot_download(repo_id, allow_patterns=patterns, local_files_only=True, **pinned)
         path = Path(root) / subfolder if subfolder else Path(root)
@@ -320,15 +320,14 @@ def rope_fields_for_4x(encoder_config: dict[str, Any]) -> dict[str, Any]:
     params = encoder_config.get("rope_parameters")
     if not isinstance(params, dict):
         return {}
+    out: dict[str, Any] = {}
     if "full_attention" in params or "sliding_attention" in params:
-        out = {}
         for layer_type, key in (("full_attention", "global_rope_theta"),
                                 ("sliding_attention", "local_rope_theta")):
             theta = (params.get(layer_type) or {}).get("rope_theta")
             if theta is not None:
                 out[key] = theta
         return out
-    out: dict[str, Any] = {}
     if params.get("rope_theta") is not None:
         out["rope_theta"] = params["rope_theta"]
     scaling = {k: v for k, v in params.items() if k != "rope_theta"}

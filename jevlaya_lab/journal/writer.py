@@ -226,7 +226,8 @@ class JournalWriter:
         if not rows:
             return
         path = self.store.spill_path
-        block = {"block": uuid.uuid4().hex, "journal": self.store.location, "why": why,
+        block_id = uuid.uuid4().hex
+        block = {"block": block_id, "journal": self.store.location, "why": why,
                  "error": self.last_error, "rows": [[kind, row] for _, kind, row in rows]}
         try:
             if path is None:
@@ -245,7 +246,7 @@ class JournalWriter:
                           json.dumps(row, default=str))
         else:
             self.spilled += len(rows)
-            self._own_blocks[block["block"]] = len(rows)
+            self._own_blocks[block_id] = len(rows)
             self._replay_again = True  # written back once the database takes writes again
             log.warning("journal %s: %d row(s) saved to %s (%s); the next broker on this journal "
                         "writes them", self.store.location, len(rows), path, why)

@@ -44,7 +44,7 @@ from torch import nn
 from jevlaya_lab.decisions.encoding import encode_requests
 from jevlaya_lab.decisions.model import DecisionModel
 from jevlaya_lab.decisions.training import metrics
-from jevlaya_lab.decisions.training.synthetic import Example, gold_index, generate
+from jevlaya_lab.decisions.training.synthetic import Example, generate, gold_index
 from jevlaya_lab.decisions.training.temperature import TemperatureFit, fit_temperatures
 
 __all__ = ["Row", "TrainConfig", "TrainResult", "encode_examples", "predict_rows", "train"]
