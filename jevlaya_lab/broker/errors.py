@@ -120,6 +120,12 @@ class ProviderError(LLMRequestError):
         self.retry_after = retry_after
 
 
+def is_rejection(exc: BaseException) -> bool:
+    """A provider answer that rules its model out for the call: 4xx other than 408/429."""
+    return isinstance(exc, ProviderError) and exc.status is not None \
+        and 400 <= exc.status < 500 and exc.status not in (408, 429)
+
+
 class AuthError(ProviderError):
     """401/403: the key was refused; the broker stops using that key for this caller until
     another key resolves for it."""

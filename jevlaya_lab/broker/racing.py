@@ -29,6 +29,7 @@ from jevlaya_lab.broker.errors import (
     ProviderError,
     StreamReplacementError,
     closed_error,
+    is_rejection,
 )
 from jevlaya_lab.broker.http import Failure, Reply, build_body
 from jevlaya_lab.broker.keys import redact
@@ -41,12 +42,6 @@ from jevlaya_lab.broker.streaming import StreamCore
 from jevlaya_lab.broker.validation import Call
 
 log = logging.getLogger("jevlaya_lab.broker")
-
-
-def is_rejection(exc: BaseException) -> bool:
-    """A provider answer that rules the model out for this call: 4xx other than 408/429."""
-    return isinstance(exc, ProviderError) and exc.status is not None \
-        and 400 <= exc.status < 500 and exc.status not in (408, 429)
 
 
 async def route(rt: Runtime, caller: Caller, call: Call) -> LLMResult:

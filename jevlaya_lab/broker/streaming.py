@@ -3,8 +3,10 @@ paused clock. The rules are the streaming page of the Broker's seed:
 
 - Before the first delta the stream may fail over (provider error, rate limit, an answer with
   neither text nor tool calls); it never tries the same model twice, and when only cooling models
-  are left it ends with ``NoLLMAvailableError(reason="timeout", retry_at=...)``. After the first
-  delta a broken answer raises ``StreamInterruptedError``; the delivered deltas stand.
+  are left it ends with ``NoLLMAvailableError(reason="timeout", retry_at=...)``; when every
+  model rejected the request (4xx other than 408/429) it raises the last provider error, as
+  ``ask`` does. After the first delta a broken answer raises ``StreamInterruptedError``; the
+  delivered deltas stand.
 - ``fastest_of=1`` (:class:`StreamCore`, this module): nothing is read ahead of the consumer
   (each pull reads the wire). ``fastest_of=N>1`` (:class:`~jevlaya_lab.broker.racing.RaceCore`):
   N lanes read their answers to completion in the background, whatever the reader does; the
@@ -48,6 +50,7 @@ from jevlaya_lab.broker.errors import (
     ProviderError,
     StreamInterruptedError,
     closed_error,
+    is_rejection,
 )
 from jevlaya_lab.broker.http import Failure, build_body, open_stream, read_deltas
 from jevlaya_lab.broker.lanes import Lane, LaneView
@@ -272,17 +275,17 @@ class StreamCore:
         return StreamInterruptedError(f"{name}: the answer broke after {self.delivered} "
                                       f"delta(s) ({exc}); they stand", llm_name=name)
 
-    def _no_llm(self, cause: NoLLMAvailableError | None = None) -> NoLLMAvailableError:
+    def _no_llm(self, cause: NoLLMAvailableError | None = None) -> LLMRequestError:
         """Why no first delta came: the pool's own reason when nothing was tried; ``timeout``
-        (with ``retry_at``) when the models are only cooling or time ran out; else
-        ``excluded``."""
+        (with ``retry_at``) when the models are only cooling or time ran out; else the last
+        provider rejection when there was one (as ``ask``, spec §3), or ``excluded``."""
         errors = tuple(self.errors)
         if cause is not None and cause.reason != "excluded" and not self.tried:
             cause.errors = errors
             return cause
         pool = self.rt.pool
         now = time.time()
-        cooling = [s.cooldown_until for s in pool.states.values()  # this caller's candidates
+        cooling = [s.cooldown_until for s in pool.members(self.caller)  # its candidates
                    if s.cooling(now) and not s.disabled and pool.key_for(s, self.caller)[0]]
         retry_at = min(cooling) if cooling else None
         tried = ", ".join(sorted(self.tried)) or "none"
@@ -293,6 +296,9 @@ class StreamCore:
                 + (f"; the first cooling model returns at {utc(retry_at):%H:%M:%S} UTC"
                    if retry_at else f"; wait={self.budget.wait:g} s ran out"),
                 reason="timeout", retry_at=utc(retry_at), errors=errors)
+        rejections = [e for e in errors if is_rejection(e)]
+        if rejections:
+            return rejections[-1]
         last = f"; last error: {errors[-1]}" if errors else ""
         return NoLLMAvailableError(f"no model can serve this stream (tried: {tried}){last}",
                                    reason="excluded", errors=errors)

@@ -30,7 +30,7 @@ def test_ask_exits_1_when_no_model_answers(server, tmp_path, monkeypatch, capsys
     monkeypatch.setenv("JEVLAYA_CATALOG_URL", str(write_catalog(tmp_path / "c.json", server,
                                                                 "b")))
     assert main(["ask", "--db", str(tmp_path / "j.db"), "hello"]) == 1
-    assert "NoLLMAvailableError" in capsys.readouterr().err
+    assert "ProviderError" in capsys.readouterr().err  # the only model rejected the request
 
 
 def test_llms_list_and_env_show_the_pool_and_where_keys_come_from_never_values(

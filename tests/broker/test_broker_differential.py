@@ -214,6 +214,14 @@ def test_every_model_rejecting_raises_the_providers_error(pair, server) -> None:
     assert both(sides, lambda s: (s.cooling("a"), s.cooling("b"))) == (False, False)
 
 
+def test_a_stream_every_model_rejects_raises_the_providers_error(pair, server) -> None:
+    sides = pair("a", "b")
+    for name in ("a", "b"):
+        server.set_fault(name, FaultProfile(status=400))
+    assert same(*((o.kind, o.status) for o in (s.stream("hi") for s in sides))) == \
+        ("ProviderError", 400)
+
+
 def test_a_refused_key_fails_over_to_a_model_with_another_key(pair, locked) -> None:
     configs = [{"name": n, "base_url": locked.base_url, "model": n, "api_key_ref": ref}
                for n, ref in (("k1", "BAD_KEY"), ("k2", "GOOD_KEY"))]
