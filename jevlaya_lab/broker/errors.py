@@ -20,7 +20,7 @@ Messages never contain an API key; provider text is redacted before it lands her
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeGuard
 
 from jevlaya_lab.errors import JevlayaError
 
@@ -120,7 +120,7 @@ class ProviderError(LLMRequestError):
         self.retry_after = retry_after
 
 
-def is_rejection(exc: BaseException) -> bool:
+def is_rejection(exc: BaseException) -> TypeGuard[ProviderError]:
     """A provider answer that rules its model out for the call: 4xx other than 408/429."""
     return isinstance(exc, ProviderError) and exc.status is not None \
         and 400 <= exc.status < 500 and exc.status not in (408, 429)

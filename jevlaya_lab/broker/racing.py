@@ -85,7 +85,7 @@ class _Route:
                     self.errors.append(exc)
                     if is_rejection(exc):
                         self.excluded.add(attempt.llm_name)
-                        self.last_rejection = exc  # type: ignore[assignment]
+                        self.last_rejection = exc
         finally:
             for task, attempt in self.running.items():  # race losers, or the caller gave up
                 attempt.cancel_status = "superseded" if won else "cancelled"
