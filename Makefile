@@ -1,9 +1,9 @@
-# One command to set up and run the tour, one to set up and run every test.
+# One command to set up and run the tour, one to set up and run every test, one to lint.
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: setup test demo bench clean
+.PHONY: setup test lint demo bench clean
 
 setup: $(VENV)/.installed
 
@@ -28,6 +28,11 @@ $(VENV)/.installed: pyproject.toml Makefile
 test: setup
 	$(PY) -m pytest -q
 
+# ruff and mypy on the package, as configured in pyproject.toml
+lint: setup
+	$(VENV)/bin/ruff check jevlaya_lab
+	$(VENV)/bin/mypy
+
 demo: setup
 	$(PY) -m jevlaya_lab.cli demo
 
@@ -37,4 +42,4 @@ bench: setup
 	for b in $(BENCHES); do $(PY) bench/$$b.py || exit 1; done
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache build *.egg-info

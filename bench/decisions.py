@@ -9,8 +9,9 @@
 With ``--vs-laya`` (issue 13) a MiniLM-sized checkpoint is written by laya's own code (the real
 all-MiniLM-L6-v2 encoder, a seeded random 2-layer head, ``laya.train.save_checkpoint``) and
 both libraries answer the same cells in the same process, laya first in each cell; the table
-shows both decisions/s and our/laya ratio, plus ``route()`` per call for ``laya.Router()`` and
-``Router.laya()`` on the same states. laya is the test-only reference of the dev extra.
+shows both decisions/s and our/laya ratio, the same for the opt-in ``quantize="int8"`` Agent with
+its largest probability change against ours in fp32, plus ``route()`` per call for
+``laya.Router()`` and ``Router.laya()`` on the same states. laya is the test-only reference of the dev extra.
 
 A "decision" is one answered question about one state. For each cell of 1/8/64 states x
 1/5/20 questions the Agent is called repeatedly (after a warm-up) for about ``--seconds`` each;
@@ -232,6 +233,18 @@ def timed_calls(call, decisions_per_call: int, seconds: float) -> dict:
             "p50_ms": 1000.0 * statistics.median(ordered)}
 
 
+def max_probability_change(exact: list[dict], approximate: list[dict]) -> float:
+    """The largest change of any option probability (or P(true)) between two result lists."""
+    worst = 0.0
+    for a, b in zip(exact, approximate):
+        for qid, answer in a["answers"].items():
+            other = b["answers"][qid]
+            pairs = [(answer["noul"], other["noul"])] if "noul" in answer else \
+                [(p, other["probabilities"][k]) for k, p in answer["probabilities"].items()]
+            worst = max([worst, *(abs(x - y) for x, y in pairs)])
+    return worst
+
+
 ROUTE_STATES = [*MESSAGES, "Hola, necesito un reembolso por mi pedido", "你好，我要退款", "1234", "",
                 {"subject": "Login", "body": "Привет, не могу войти"}]
 
@@ -251,9 +264,11 @@ def versus_laya(seconds: float) -> dict:
     t0 = time.perf_counter()
     ours = Agent(directory, device="cpu")
     our_load = time.perf_counter() - t0
+    fast = Agent(directory, device="cpu", quantize="int8")
     print(f"laya-written MiniLM checkpoint: load laya {laya_load:.2f} s, ours {our_load:.2f} s; "
           f"{torch.get_num_threads()} threads")
-    header = f"{'states':>6} {'questions':>9} {'laya dec/s':>11} {'ours dec/s':>11} {'ratio':>6}"
+    header = (f"{'states':>6} {'questions':>9} {'laya dec/s':>11} {'ours dec/s':>11} {'ratio':>6} "
+              f"{'int8 dec/s':>11} {'ratio':>6} {'int8 max |dp|':>13}")
     print(header)
     print("-" * len(header))
     cells = []
@@ -264,11 +279,17 @@ def versus_laya(seconds: float) -> dict:
             per_call = n_states * n_questions
             theirs = timed_calls(lambda: reference.predict_batch(states, questions), per_call, seconds)
             mine = timed_calls(lambda: ours.predict_batch(states, questions), per_call, seconds)
+            quick = timed_calls(lambda: fast.predict_batch(states, questions), per_call, seconds)
             ratio = mine["decisions_per_s"] / theirs["decisions_per_s"]
+            fast_ratio = quick["decisions_per_s"] / theirs["decisions_per_s"]
+            deviation = max_probability_change(ours.predict_batch(states, questions),
+                                               fast.predict_batch(states, questions))
             cells.append({"states": n_states, "questions": n_questions, "laya": theirs, "ours": mine,
-                          "ratio": ratio})
+                          "ratio": ratio, "int8": quick, "int8_ratio": fast_ratio,
+                          "int8_max_probability_change": deviation})
             print(f"{n_states:>6} {n_questions:>9} {theirs['decisions_per_s']:>11.1f} "
-                  f"{mine['decisions_per_s']:>11.1f} {ratio:>6.2f}", flush=True)
+                  f"{mine['decisions_per_s']:>11.1f} {ratio:>6.2f} {quick['decisions_per_s']:>11.1f} "
+                  f"{fast_ratio:>6.2f} {deviation:>13.4f}", flush=True)
     routers = {"laya": laya.Router(), "ours": Router.laya()}
     route_us = {}
     for name, router in routers.items():

@@ -46,6 +46,7 @@ _EXPORTS: dict[str, str] = {
     "InvalidProviderResponseError": "jevlaya_lab.broker.errors",
     "ToolLoopLimitError": "jevlaya_lab.broker.errors",
     "BrokerClosedError": "jevlaya_lab.broker.errors",
+    "UnknownCallError": "jevlaya_lab.broker.errors",
     "QuestionError": "jevlaya_lab.decisions.errors",
     "BudgetError": "jevlaya_lab.decisions.errors",
     "TokenizerError": "jevlaya_lab.decisions.errors",
@@ -84,16 +85,6 @@ __getattr__, __dir__ = lazy_attributes(__name__, globals(), _EXPORTS, _SUBPACKAG
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from jevlaya_lab.broker import AsyncBroker, Broker, LLMConfig, arun_tool_loop, run_tool_loop
-    from jevlaya_lab.broker.results import (
-        LLMResult,
-        SyncLLMResult,
-    )
-    from jevlaya_lab.decisions.routing import (
-        Decision,
-    )
-    from jevlaya_lab.errors import (
-        JevlayaError,
-    )
     from jevlaya_lab.broker.errors import (
         AuthError,
         BrokerClosedError,
@@ -108,7 +99,13 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         StreamInterruptedError,
         StreamReplacementError,
         ToolLoopLimitError,
+        UnknownCallError,
     )
+    from jevlaya_lab.broker.results import (
+        LLMResult,
+        SyncLLMResult,
+    )
+    from jevlaya_lab.decisions.agent import Agent, load
     from jevlaya_lab.decisions.errors import (
         BudgetError,
         BundledCheckpointError,
@@ -118,6 +115,14 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         QuestionError,
         TokenizerError,
     )
+    from jevlaya_lab.decisions.router import Router
+    from jevlaya_lab.decisions.routing import (
+        Decision,
+    )
+    from jevlaya_lab.errors import (
+        JevlayaError,
+    )
+    from jevlaya_lab.hooks import HOOK_EVENTS, BaseHook, PredictContext
     from jevlaya_lab.hooks.errors import (
         InvalidHookError,
     )
@@ -137,6 +142,3 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from jevlaya_lab.notebooks import (
         NotebookCheckError,
     )
-    from jevlaya_lab.decisions.agent import Agent, load
-    from jevlaya_lab.decisions.router import Router
-    from jevlaya_lab.hooks import HOOK_EVENTS, BaseHook, PredictContext

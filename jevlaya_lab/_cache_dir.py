@@ -45,7 +45,7 @@ def cache_home() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser() / "jevlaya_lab"
 
 
-def build_directory(target: Path, build: Callable[[Path], None], *, ready: Callable[[Path], bool]) -> Path:
+def build_directory(target: Path, build: Callable[[Path], object], *, ready: Callable[[Path], bool]) -> Path:
     """Return ``target``, building it first unless ``ready(target)`` already holds.
 
     ``build(staging)`` fills an empty temporary sibling of ``target``, which is then renamed to

@@ -81,7 +81,8 @@ def bars_html(bars: Sequence[Mapping[str, Any]], color: str = BLUE) -> str:
         p = max(0.0, min(1.0, float(bar["p"])))
         cells.append(
             f"<tr><td style='padding:0 .5em 0 0'>{escape(str(bar['label']))}</td>"
-            f"<td style='width:12em;background:var(--jp-layout-color2,rgba(128,128,128,.15))'><span style='{_BAR.format(color=color, pct=p * 100)}'>"
+            f"<td style='width:12em;background:var(--jp-layout-color2,rgba(128,128,128,.15))'>"
+            f"<span style='{_BAR.format(color=color, pct=p * 100)}'>"
             f"</span></td><td style='text-align:right'>{p:.2f}</td></tr>")
     return f"<table style='border-collapse:collapse;font-size:90%'>{''.join(cells)}</table>"
 
@@ -181,7 +182,7 @@ def answers_html(result: Mapping[str, Any]) -> str:
                f"{escape(model_label(model))}</small></div>{''.join(parts)}")
 
 
-class AgentResult(dict):  # type: ignore[type-arg]
+class AgentResult(dict):
     """What ``Agent.predict`` returns: a plain dict to code (``==``, JSON, pickling as before)
     that a notebook displays as the answers card, with the answers' JSON under :data:`MIME`."""
 

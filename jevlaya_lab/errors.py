@@ -7,7 +7,8 @@ Each area keeps its exceptions in its own ``errors.py``; every class there deriv
     JevlayaError
     ├── BrokerError                         jevlaya_lab.broker.errors
     │   ├── LLMRequestError                 a call ended without an answer (its own tree)
-    │   └── CatalogError (ValueError)       a catalog file or URL is not a catalog
+    │   ├── CatalogError (ValueError)       a catalog file or URL is not a catalog
+    │   └── UnknownCallError (ValueError)   record_quality(call_id=...) names no journaled answer
     ├── QuestionError (ValueError)          jevlaya_lab.decisions.errors
     ├── BudgetError (ValueError)
     ├── TokenizerError (TypeError)

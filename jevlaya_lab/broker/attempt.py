@@ -18,7 +18,7 @@ from jevlaya_lab.journal.rows import MAX_DETAIL
 
 
 class Attempt:
-    def __init__(self, state: ModelState, pool: Pool, journal: Callable[[dict[str, Any]], None], *,
+    def __init__(self, state: ModelState, pool: Pool, journal: Callable[[dict[str, Any]], int], *,
                  trace_id: str, operation: str | None, scope: str | None,
                  budget_ms: float | None, prompt_text: str | None = None) -> None:
         self.state = state

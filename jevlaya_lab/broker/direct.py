@@ -134,7 +134,8 @@ class DirectStream:
                     yield delta.text
         except Failure as failure:
             if started:
-                raise StreamInterruptedError(f"{self._direct.name}: {failure}") from None
+                raise StreamInterruptedError(f"{self._direct.name}: {failure}",
+                                             llm_name=self._direct.name) from None
             raise failure.to_error(self._direct.name) from None
         finally:
             await response.aclose()

@@ -157,9 +157,16 @@ class AsyncBroker(AsyncCalls):
         """Pool state per model: cooldown, slots, disabled, demotions, whether a key resolves,
         whether it is in the pool (in_pool, fallback) and why it cannot start (unavailable);
         its ``.journal`` attribute holds the journal writer's counters (rows waiting, written,
-        failed, ...: :meth:`jevlaya_lab.journal.JournalWriter.status`)."""
-        return PoolSnapshot(pool_snapshot(await self._rt.ready(), self._rt.caller()),
-                            journal=self._rt.writer.status())
+        failed, ...: :meth:`jevlaya_lab.journal.JournalWriter.status`), ``.usable`` the models
+        that could take a call now and ``.degraded`` whether none could."""
+        pool = await self._rt.ready()
+        return PoolSnapshot(pool_snapshot(pool, self._rt.caller()),
+                            journal=self._rt.writer.status(),
+                            usable=pool.usable(self._rt.caller()))
+
+    async def count(self) -> int:
+        """How many models are in the pool (for this broker's own keys), usable or not."""
+        return len((await self._rt.ready()).members(self._rt.caller()))
 
     async def disable_llm(self, name: str) -> None:
         await self._rt.ready()

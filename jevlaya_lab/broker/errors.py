@@ -20,7 +20,7 @@ Messages never contain an API key; provider text is redacted before it lands her
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeGuard
 
 from jevlaya_lab.errors import JevlayaError
 
@@ -77,19 +77,27 @@ class LLMTimeoutError(LLMRequestError):
 
 
 class StreamInterruptedError(LLMRequestError):
-    """The answer broke after its first delta; the deltas already delivered stand."""
+    """The answer broke after its first delta; the deltas already delivered stand.
+    ``llm_name`` is the model whose answer broke."""
+
+    def __init__(self, message: str, *, llm_name: str | None = None) -> None:
+        super().__init__(message)
+        self.llm_name = llm_name
 
 
 class StreamReplacementError(LLMRequestError):
     """A race was won by another lane: replace everything shown with ``replacement.text``.
 
     ``replacement`` is the winning answer (``text``, ``llm_name``, ``call_id``, ``usage``,
-    ``record_quality``); the stream is exhausted but stays open for ``another()``.
+    ``record_quality``); ``streamed_llm_name`` the model whose text was shown until then; the
+    stream is exhausted but stays open for ``another()``.
     """
 
-    def __init__(self, message: str, *, replacement: Any) -> None:
+    def __init__(self, message: str, *, replacement: Any,
+                 streamed_llm_name: str | None = None) -> None:
         super().__init__(message)
         self.replacement = replacement
+        self.streamed_llm_name = streamed_llm_name
 
 
 class ToolLoopLimitError(LLMRequestError):
@@ -104,11 +112,18 @@ class ProviderError(LLMRequestError):
     """The provider answered with an error; ``status`` is the HTTP status (None: transport)."""
 
     def __init__(self, message: str, *, status: int | None = None, llm_name: str | None = None,
-                 retry_after: float | None = None) -> None:
+                 retry_after: float | None = None, detail: str | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.detail = detail  # the provider's own error message (keys redacted)
         self.llm_name = llm_name
         self.retry_after = retry_after
+
+
+def is_rejection(exc: BaseException) -> TypeGuard[ProviderError]:
+    """A provider answer that rules its model out for the call: 4xx other than 408/429."""
+    return isinstance(exc, ProviderError) and exc.status is not None \
+        and 400 <= exc.status < 500 and exc.status not in (408, 429)
 
 
 class AuthError(ProviderError):
@@ -124,7 +139,11 @@ class InvalidProviderResponseError(ProviderError):
     """A 200 whose body is not a usable completion (garbage, or neither text nor tool calls)."""
 
 
-__all__ = [
+class UnknownCallError(BrokerError, ValueError):
+    """``record_quality(call_id=...)`` names no journaled answer (a ``ValueError`` too)."""
+
+
+__all__ = ["UnknownCallError",
     "NO_LLM_REASONS", "AuthError", "BrokerClosedError", "BrokerError", "CatalogError",
     "InvalidProviderResponseError", "LLMRequestError", "LLMTimeoutError", "NoLLMAvailableError",
     "ProviderError", "RateLimitError", "StreamInterruptedError", "StreamReplacementError",

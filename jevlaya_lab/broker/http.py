@@ -63,7 +63,7 @@ class Failure(Exception):
         cls = {"auth": AuthError, "rate_limited": RateLimitError,
                "invalid": InvalidProviderResponseError}.get(self.kind, ProviderError)
         return cls(f"{llm_name}: {self}", status=self.status, llm_name=llm_name,
-                   retry_after=self.retry_after)
+                   retry_after=self.retry_after, detail=self.detail)
 
 
 @dataclass

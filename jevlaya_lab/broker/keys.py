@@ -71,6 +71,17 @@ class KeyResolver:
                     return value
         return None
 
+    def source(self, ref: str, scope: str | None = None) -> str | None:
+        """Where the key for ``ref`` comes from (``secrets``, ``database``, ``.env``,
+        ``environment``), or ``None`` when it is missing; never the key itself."""
+        names = [f"{scope}/{ref}", ref] if scope else [ref]
+        for name in names:
+            for where, lookup in (("secrets", self._secrets.get), ("database", self._stored),
+                                  (".env", self._from_dotenv), ("environment", os.environ.get)):
+                if lookup(name):
+                    return where
+        return None
+
     def forget(self) -> None:
         """Read the stored keys again (in the background) before trusting the copy: a key
         was refused, and another process may have stored a new one."""

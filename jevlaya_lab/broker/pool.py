@@ -119,6 +119,13 @@ class Pool:
             del caller.refused[state.entry.name]  # a new key: try it
         return True, key
 
+    def usable(self, caller: Caller) -> list[str]:
+        """The names of this caller's models that could take a call right now."""
+        now = time.time()
+        return [s.entry.name for s in self.members(caller)
+                if not s.disabled and s.unavailable is None and not s.cooling(now)
+                and self.key_for(s, caller)[0]]
+
     def refused(self, state: ModelState, caller: Caller) -> bool:
         """Is the key this caller would use the one a provider refused?"""
         return not self.key_for(state, caller)[0] and state.entry.name in caller.refused

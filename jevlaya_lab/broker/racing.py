@@ -29,6 +29,7 @@ from jevlaya_lab.broker.errors import (
     ProviderError,
     StreamReplacementError,
     closed_error,
+    is_rejection,
 )
 from jevlaya_lab.broker.http import Failure, Reply, build_body
 from jevlaya_lab.broker.keys import redact
@@ -41,12 +42,6 @@ from jevlaya_lab.broker.streaming import StreamCore
 from jevlaya_lab.broker.validation import Call
 
 log = logging.getLogger("jevlaya_lab.broker")
-
-
-def is_rejection(exc: BaseException) -> bool:
-    """A provider answer that rules the model out for this call: 4xx other than 408/429."""
-    return isinstance(exc, ProviderError) and exc.status is not None \
-        and 400 <= exc.status < 500 and exc.status not in (408, 429)
 
 
 async def route(rt: Runtime, caller: Caller, call: Call) -> LLMResult:
@@ -90,7 +85,7 @@ class _Route:
                     self.errors.append(exc)
                     if is_rejection(exc):
                         self.excluded.add(attempt.llm_name)
-                        self.last_rejection = exc  # type: ignore[assignment]
+                        self.last_rejection = exc
         finally:
             for task, attempt in self.running.items():  # race losers, or the caller gave up
                 attempt.cancel_status = "superseded" if won else "cancelled"
@@ -179,7 +174,8 @@ class RaceCore(StreamCore):
                 self.budget.run_continuously()
                 raise StreamReplacementError(
                     f"{self.winner.attempt.llm_name} finished first; replace the text shown "
-                    f"from {self.shown.attempt.llm_name}", replacement=self.result(self.winner))
+                    f"from {self.shown.attempt.llm_name}", replacement=self.result(self.winner),
+                    streamed_llm_name=self.shown.attempt.llm_name)
             if self.shown is None:
                 self.shown = self._choose_shown()
             lane = self.shown
@@ -251,7 +247,7 @@ class RaceCore(StreamCore):
         with_text = [la for la in self.lanes if la.has_text and la.failure is None]
         if not with_text:
             return None
-        return min(with_text, key=lambda la: la.attempt.first_token_ms + la.attempt.started)
+        return min(with_text, key=lambda la: (la.attempt.first_token_ms or 0.0) + la.attempt.started)
 
     def _fill_lanes(self) -> None:
         """Start lanes on distinct untried models until ``fastest_of`` run (no waiting)."""

@@ -44,11 +44,20 @@ def summarize(rows: list[dict[str, Any]], pool: Pool,
 
 class PoolSnapshot(dict[str, dict[str, Any]]):
     """``snapshot()``: model name -> its state, plus ``.journal``, the journal writer's counters
-    (rows ``waiting``, ``written``, ``failed``, ...), kept apart so the items stay models only."""
+    (rows ``waiting``, ``written``, ``failed``, ...), and the pool's health: ``.usable`` (the
+    models that could take a call right now) and ``.degraded`` (none could: every model is
+    cooling, refused, without a key, disabled or unable to start), kept apart so the items
+    stay models only."""
 
-    def __init__(self, models: dict[str, dict[str, Any]], *, journal: dict[str, Any]) -> None:
+    def __init__(self, models: dict[str, dict[str, Any]], *, journal: dict[str, Any],
+                 usable: list[str] | None = None) -> None:
         super().__init__(models)
         self.journal = journal
+        self.usable = list(usable or [])
+
+    @property
+    def degraded(self) -> bool:
+        return not self.usable
 
 
 def pool_snapshot(pool: Pool, caller: Caller) -> dict[str, dict[str, Any]]:
@@ -62,6 +71,8 @@ def pool_snapshot(pool: Pool, caller: Caller) -> dict[str, dict[str, Any]]:
         usable, _ = pool.key_for(s, caller)
         cooling = s.cooling(now)
         out[name] = {
+            "model": s.entry.model, "base_url": s.entry.base_url,
+            "api_key_ref": s.entry.api_key_ref,
             "cooldown_until": utc(s.cooldown_until) if cooling else None,
             "consecutive_failures": s.consecutive,
             "in_flight": s.in_flight, "parallel": s.entry.parallel,

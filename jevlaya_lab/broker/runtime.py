@@ -30,7 +30,7 @@ from jevlaya_lab.broker.budget import ATTEMPT_TIMEOUT_S, Budget
 from jevlaya_lab.broker.catalog import CatalogSource, fill_store
 from jevlaya_lab.broker.config import LLMConfig
 from jevlaya_lab.broker.embedded import EmbeddedServer
-from jevlaya_lab.broker.errors import ProviderError, closed_error
+from jevlaya_lab.broker.errors import ProviderError, UnknownCallError, closed_error
 from jevlaya_lab.broker.http import Failure, Reply, post_chat
 from jevlaya_lab.broker.keys import KeyResolver, redact
 from jevlaya_lab.broker.limits import AttemptLimit
@@ -331,7 +331,7 @@ class Runtime:
             rows = self.store.attempts(call_id=call_id)
             info = rows[0] if rows else None
         if info is None:
-            raise ValueError(f"call_id={call_id!r}: no journaled answer with this id (yet); rate "
+            raise UnknownCallError(f"call_id={call_id!r}: no journaled answer with this id (yet); rate "
                              "an answer after it has ended, using the id of this broker's "
                              "result or stream")
         if self._pool is not None:

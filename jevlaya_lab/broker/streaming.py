@@ -3,8 +3,10 @@ paused clock. The rules are the streaming page of the Broker's seed:
 
 - Before the first delta the stream may fail over (provider error, rate limit, an answer with
   neither text nor tool calls); it never tries the same model twice, and when only cooling models
-  are left it ends with ``NoLLMAvailableError(reason="timeout", retry_at=...)``. After the first
-  delta a broken answer raises ``StreamInterruptedError``; the delivered deltas stand.
+  are left it ends with ``NoLLMAvailableError(reason="timeout", retry_at=...)``; when every
+  model rejected the request (4xx other than 408/429) it raises the last provider error, as
+  ``ask`` does. After the first delta a broken answer raises ``StreamInterruptedError``; the
+  delivered deltas stand.
 - ``fastest_of=1`` (:class:`StreamCore`, this module): nothing is read ahead of the consumer
   (each pull reads the wire). ``fastest_of=N>1`` (:class:`~jevlaya_lab.broker.racing.RaceCore`):
   N lanes read their answers to completion in the background, whatever the reader does; the
@@ -48,6 +50,7 @@ from jevlaya_lab.broker.errors import (
     ProviderError,
     StreamInterruptedError,
     closed_error,
+    is_rejection,
 )
 from jevlaya_lab.broker.http import Failure, build_body, open_stream, read_deltas
 from jevlaya_lab.broker.lanes import Lane, LaneView
@@ -89,6 +92,7 @@ class StreamCore:
         self.no_more = False  # another() returns None from now on
         self.started_at: float | None = None
         self.changed = asyncio.Event()
+        self.reading = False  # a pull or another() is in progress
         self.listeners: list[Callable[[LaneView], None]] = []
         self._expiry: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -96,6 +100,22 @@ class StreamCore:
 
     # iteration ---------------------------------------------------------------------------------
     async def next(self) -> str:
+        """The next delta; one reader at a time (a second concurrent pull is a RuntimeError,
+        as two readers would split one answer between them)."""
+        self._enter("read the next delta")
+        try:
+            return await self._next()
+        finally:
+            self.reading = False
+
+    def _enter(self, what: str) -> None:
+        if self.reading:
+            raise RuntimeError(f"cannot {what}: this stream is being read elsewhere (another "
+                               "task or thread waits for its next delta); read one stream "
+                               "from one place at a time")
+        self.reading = True
+
+    async def _next(self) -> str:
         if self.ended or self.closed:
             raise StopAsyncIteration
         if self.started_at is None:
@@ -251,20 +271,21 @@ class StreamCore:
         if lane.timed_out:
             return LLMTimeoutError(f"{lane.attempt.llm_name}: {exc}; the {self.delivered} "
                                    "delta(s) delivered stand")
-        return StreamInterruptedError(f"{lane.attempt.llm_name}: the answer broke after "
-                                      f"{self.delivered} delta(s) ({exc}); they stand")
+        name = lane.attempt.llm_name
+        return StreamInterruptedError(f"{name}: the answer broke after {self.delivered} "
+                                      f"delta(s) ({exc}); they stand", llm_name=name)
 
-    def _no_llm(self, cause: NoLLMAvailableError | None = None) -> NoLLMAvailableError:
+    def _no_llm(self, cause: NoLLMAvailableError | None = None) -> LLMRequestError:
         """Why no first delta came: the pool's own reason when nothing was tried; ``timeout``
-        (with ``retry_at``) when the models are only cooling or time ran out; else
-        ``excluded``."""
+        (with ``retry_at``) when the models are only cooling or time ran out; else the last
+        provider rejection when there was one (as ``ask``, spec §3), or ``excluded``."""
         errors = tuple(self.errors)
         if cause is not None and cause.reason != "excluded" and not self.tried:
             cause.errors = errors
             return cause
         pool = self.rt.pool
         now = time.time()
-        cooling = [s.cooldown_until for s in pool.states.values()  # this caller's candidates
+        cooling = [s.cooldown_until for s in pool.members(self.caller)  # its candidates
                    if s.cooling(now) and not s.disabled and pool.key_for(s, self.caller)[0]]
         retry_at = min(cooling) if cooling else None
         tried = ", ".join(sorted(self.tried)) or "none"
@@ -275,6 +296,9 @@ class StreamCore:
                 + (f"; the first cooling model returns at {utc(retry_at):%H:%M:%S} UTC"
                    if retry_at else f"; wait={self.budget.wait:g} s ran out"),
                 reason="timeout", retry_at=utc(retry_at), errors=errors)
+        rejections = [e for e in errors if is_rejection(e)]
+        if rejections:
+            return rejections[-1]
         last = f"; last error: {errors[-1]}" if errors else ""
         return NoLLMAvailableError(f"no model can serve this stream (tried: {tried}){last}",
                                    reason="excluded", errors=errors)
@@ -296,6 +320,13 @@ class StreamCore:
 
     # another() ---------------------------------------------------------------------------------
     async def another(self) -> LLMResult | None:
+        self._enter("ask for another answer")
+        try:
+            return await self._another()
+        finally:
+            self.reading = False
+
+    async def _another(self) -> LLMResult | None:
         if not self.ended and not self.closed:
             raise ValueError("another() asks for a replacement of a complete answer: read the "
                              "stream to its end (or catch its error) first")

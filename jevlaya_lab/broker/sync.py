@@ -29,6 +29,7 @@ from jevlaya_lab.broker.direct import AsyncDirect
 from jevlaya_lab.broker.engine import AsyncBroker
 from jevlaya_lab.broker.errors import closed_error
 from jevlaya_lab.broker.lanes import LaneView
+from jevlaya_lab.broker.report import PoolSnapshot
 from jevlaya_lab.broker.results import LLMResult, StreamProtocol, SyncLLMResult
 from jevlaya_lab.broker.scoped import AsyncCalls, AsyncScopedBroker
 from jevlaya_lab.broker.streaming import AsyncStream, stream_mimebundle
@@ -247,8 +248,11 @@ class Broker(SyncCalls):
               since: str | None = None) -> dict[str, dict[str, Any]]:
         return self._run(self._engine.stats(operation=operation, since=since))
 
-    def snapshot(self) -> dict[str, dict[str, Any]]:
+    def snapshot(self) -> PoolSnapshot:
         return self._run(self._engine.snapshot())
+
+    def count(self) -> int:
+        return self._run(self._engine.count())
 
     def disable_llm(self, name: str) -> None:
         self._run(self._engine.disable_llm(name))

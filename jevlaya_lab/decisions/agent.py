@@ -41,15 +41,15 @@ from typing import Any
 
 import torch
 
+from jevlaya_lab.decisions.budget import check_positions
 from jevlaya_lab.decisions.calibration import (
     CALIBRATION_VERSION,
     TemperatureTable,
-    fit_temperatures,
     apply_min_confidence,
     decode_answer,
+    fit_temperatures,
     parse_min_confidence,
 )
-from jevlaya_lab.decisions.budget import check_positions
 from jevlaya_lab.decisions.checkpoint import CheckpointConfig, load_checkpoint
 from jevlaya_lab.decisions.encoding import (
     EncodedBatch,
@@ -78,6 +78,26 @@ def _autocast_dtype(config: CheckpointConfig, device: torch.device) -> torch.dty
     if config.autocast_dtype == "bfloat16" and torch.cuda.get_device_capability(device)[0] >= 8:
         return torch.bfloat16
     return torch.float16
+
+
+def _quantize(model: DecisionModel, mode: str | None, device: torch.device) -> str | None:
+    """Opt-in fast mode (issue 13): ``"int8"`` replaces the encoder's linear layers with dynamic
+    int8 ones on the CPU (weights int8, activations quantised per call). The linear layers are
+    about three quarters of the forward pass, so calls get faster, and answers move a little
+    (``bench/decisions.py --vs-laya`` reports both); off by default."""
+    if mode is None:
+        return None
+    if mode != "int8":
+        raise ValueError(f"quantize={mode!r}: use 'int8' (dynamic int8 encoder, CPU) or None")
+    if device.type != "cpu":
+        raise ValueError(f"quantize='int8' runs on the CPU only, not on {device.type}; pass "
+                         "device='cpu' or leave quantize=None")
+    from torch.ao.quantization import quantize_dynamic
+
+    with warnings.catch_warnings():  # torch marks the eager quantisation API as moving to torchao
+        warnings.simplefilter("ignore")
+        model.encoder = quantize_dynamic(model.encoder, {torch.nn.Linear}, dtype=torch.qint8)
+    return mode
 
 
 def select_device(device: str | torch.device | None = None) -> torch.device:
@@ -140,6 +160,7 @@ class Agent(HookHost):
         token: str | None = None,
         expected_sha256: dict[str, str] | None = None,
         calibration: str | os.PathLike[str] | None = None,
+        quantize: str | None = None,
     ) -> None:
         self._hooks = HookRunner(hooks, on_predict_start=on_predict_start,
                                  on_predict_end=on_predict_end, hooks_raise=hooks_raise,
@@ -163,6 +184,7 @@ class Agent(HookHost):
         self.model_id: str = model_id or default_id
         self.device = select_device(device)
         self.decision_model: DecisionModel = network.to(self.device).eval()
+        self.quantize = _quantize(self.decision_model, quantize, self.device)
         self.tokenizer = tokenizer
         self.config = config
         self.temperatures = TemperatureTable(config.temperature, config.temperature_by_options)

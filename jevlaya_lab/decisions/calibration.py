@@ -3,8 +3,9 @@
 Temperatures come from the checkpoint config: ``temperature_by_options["<type>:<band>"]`` when
 present, else ``temperature[type]``; every applied value is clamped to [0.5, 5.0], numeric
 strings count as numbers, and bools, other strings, NaN and infinities become 1.0, all listed in
-one ``RuntimeWarning`` when the table is built (Laya 0.4.15's rules). Bands group questions by option count: ``2``, ``3-5``, ``6-10``, ``11+`` (a one-option
-question uses band ``2``). The same buckets key ``min_confidence`` maps.
+one ``RuntimeWarning`` when the table is built (Laya 0.4.15's rules). Bands group questions by
+option count: ``2``, ``3-5``, ``6-10``, ``11+`` (a one-option question uses band ``2``). The same
+buckets key ``min_confidence`` maps.
 
 ``min_confidence`` compares an answer's ``answer_confidence`` (max p) with the threshold of its
 bucket (or ``"default"``, else 0.0) and records that threshold on the answer; see
@@ -16,7 +17,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 from jevlaya_lab.decisions.questions import QUESTION_TYPES, Question
 
@@ -126,11 +127,11 @@ def _threshold(name: str, value: Any) -> float:
     return float(value)
 
 
-def _usable(value: Any) -> bool:
+def _usable(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
 
 
-def apply_min_confidence(answers: dict[str, dict], questions: Sequence[Question],
+def apply_min_confidence(answers: dict[Any, dict], questions: Sequence[Question],
                          thresholds: Mapping[str, float]) -> None:
     """Gate each answer in place, as Laya 0.4.15 does.
 

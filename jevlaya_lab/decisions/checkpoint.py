@@ -202,7 +202,7 @@ def _from_hub(repo_id: str, subfolder: str | None, *, revision: str | None = Non
     from huggingface_hub import snapshot_download
 
     patterns = [f"{subfolder.strip('/')}/*"] if subfolder else None
-    pinned = {"revision": revision, "token": token}
+    pinned: dict[str, Any] = {"revision": revision, "token": token}
     try:
         root = snapshot_download(repo_id, allow_patterns=patterns, local_files_only=True, **pinned)
         path = Path(root) / subfolder if subfolder else Path(root)
@@ -320,15 +320,14 @@ def rope_fields_for_4x(encoder_config: dict[str, Any]) -> dict[str, Any]:
     params = encoder_config.get("rope_parameters")
     if not isinstance(params, dict):
         return {}
+    out: dict[str, Any] = {}
     if "full_attention" in params or "sliding_attention" in params:
-        out = {}
         for layer_type, key in (("full_attention", "global_rope_theta"),
                                 ("sliding_attention", "local_rope_theta")):
             theta = (params.get(layer_type) or {}).get("rope_theta")
             if theta is not None:
                 out[key] = theta
         return out
-    out: dict[str, Any] = {}
     if params.get("rope_theta") is not None:
         out["rope_theta"] = params["rope_theta"]
     scaling = {k: v for k, v in params.items() if k != "rope_theta"}
@@ -385,6 +384,18 @@ def verify_digests(path: Path, expected_sha256: Any) -> None:
                                   "is not the one that was pinned, so it is not loaded")
 
 
+def _skipped_init() -> Any:
+    """transformers 5's switch that builds a model without initialising its weights (random
+    init of a 22 M-parameter encoder is most of a load); a no-op where it does not exist."""
+    try:
+        from transformers.initialization import no_init_weights
+    except ImportError:
+        from contextlib import nullcontext
+
+        return nullcontext()
+    return no_init_weights()
+
+
 def load_checkpoint(source: Any, *, subfolder: str | None = None, revision: str | None = None,
                     token: str | None = None, expected_sha256: dict[str, str] | None = None) -> Checkpoint:
     """Load ``(model, tokenizer, config)`` from a checkpoint source (see the module docstring).
@@ -407,9 +418,10 @@ def load_checkpoint(source: Any, *, subfolder: str | None = None, revision: str 
         verify_digests(path, expected_sha256)
     config = CheckpointConfig.from_file(path / CONFIG_FILE)
     encoder_config = _encoder_config(path)
-    model = DecisionModel(AutoModel.from_config(encoder_config), head_layers=config.head_layers,
-                          n_act=config.n_act, activation=config.head_activation,
-                          prior=prior_config(config, path / CONFIG_FILE))
+    with _skipped_init():  # every weight is overwritten from the file just below
+        encoder = AutoModel.from_config(encoder_config)
+    model = DecisionModel(encoder, head_layers=config.head_layers, n_act=config.n_act,
+                          activation=config.head_activation, prior=prior_config(config, path / CONFIG_FILE))
     weights = path / WEIGHTS_FILE
     try:
         tensors = load_file(weights)

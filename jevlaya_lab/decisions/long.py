@@ -141,8 +141,8 @@ def _combine(model_id: str, parsed: tuple, results: list[dict[str, Any]],
     usage.update(truncated=0, truncated_questions=[])
     for result in results:
         part = result.get("usage") or {}
-        for key in _USAGE_SUMS:
-            usage[key] += int(part.get(key) or 0)
+        for name in _USAGE_SUMS:
+            usage[name] += int(part.get(name) or 0)
         usage["truncated"] += int(bool(part.get("truncated")))
         usage["truncated_questions"] = list(part.get("truncated_questions") or [])
     usage["windows"] = scored

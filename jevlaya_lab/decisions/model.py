@@ -67,7 +67,8 @@ class DecisionModel(nn.Module):
             raise ValueError(f"head_layers must be an int >= 0, got {head_layers!r}")
         if isinstance(n_act, bool) or not isinstance(n_act, int) or n_act < 1:
             raise ValueError(f"n_act must be an int >= 1 (len(act_costs) + 1), got {n_act!r}")
-        d = int(encoder.config.hidden_size)
+        config: Any = encoder.config  # a transformers config (nn.Module types attributes as tensors)
+        d = int(config.hidden_size)
         self.activation = activation
         self.encoder = encoder
         self.type_emb = nn.Embedding(N_TYPES, d)
@@ -93,7 +94,8 @@ class DecisionModel(nn.Module):
 
     @property
     def n_act(self) -> int:
-        return self.act_head[-1].out_features
+        last: Any = self.act_head[-1]
+        return int(last.out_features)
 
     def pool(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Unit mean-pooled encoder vectors of whole texts (the similarity prior's view)."""

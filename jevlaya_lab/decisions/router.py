@@ -37,7 +37,7 @@ import json
 import sys
 import threading
 import time
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence, cast
 
 from jevlaya_lab.decisions import detect as detection
 from jevlaya_lab.decisions.budget import check_budget
@@ -279,7 +279,8 @@ class Router(HookHost):
         No ``on_load`` fires, because no checkpoint was built; LRU eviction still applies.
         """
         if not callable(getattr(agent, "predict_batch", None)):
-            raise TypeError(f"attach({name!r}, agent): expected an Agent (with predict_batch), got {type(agent).__name__}")
+            raise TypeError(f"attach({name!r}, agent): expected an Agent (with predict_batch), "
+                            f"got {type(agent).__name__}")
         with self._attach_lock:
             if name not in self._registry:
                 self._registry.register(name, None, "attached Agent")
@@ -425,7 +426,7 @@ class _CheckpointGroup:
             first = first or failure
         if first is not None:
             raise first
-        return [ctx.results[0] for ctx in started]
+        return [cast(list, ctx.results)[0] for ctx in started]  # finish() set every ctx.results
 
     def _infer(self, contexts: list[PredictContext]) -> None:
         """Skipped requests keep their results; the rest share one forward pass per batching key."""

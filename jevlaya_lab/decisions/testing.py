@@ -88,7 +88,8 @@ def make_tiny_parts(*, seed: int = 0, hidden_size: int = 32, num_layers: int = 1
         model = DecisionModel(BertModel(encoder_config, add_pooling_layer=False),
                               head_layers=head_layers, n_act=config.n_act, prior=prior)
         # Larger scorer weights than the default init, so option probabilities are not ~uniform.
-        torch.nn.init.normal_(model.scorer[-1].weight, std=1.0)
+        scorer: Any = model.scorer[-1]
+        torch.nn.init.normal_(scorer.weight, std=1.0)
     model.eval()
     return Checkpoint(model, tokenizer, config)
 

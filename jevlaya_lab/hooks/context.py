@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +34,7 @@ class PredictContext:
     ``error``. ``started_at`` is a ``time.perf_counter()`` reading.
     """
 
-    states: list[Any]
+    states: Sequence[Any]  # as the caller passed them (a list); the Agent validates them
     questions: Any
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     results: list[dict] | None = None

@@ -39,8 +39,8 @@ import warnings
 from typing import Any, Callable, Iterable, Iterator
 
 from .base import HOOK_EVENTS, RegisteredHook, check_callable, register_hook
-from .errors import InvalidHookError
 from .context import aggregate_usage
+from .errors import InvalidHookError
 
 
 def check_timeout(value: Any, name: str = "hooks_timeout") -> float | None:

@@ -107,10 +107,10 @@ class EventRecorder(BaseHook):
         routed = decision.get("model") if isinstance(decision, dict) else None
         self._from_ctx("on_route", ctx, model=routed)
 
-    def on_load(self, name: str, agent: Any) -> None:
+    def on_load(self, name: str, agent: Any) -> None:  # type: ignore[override]  # the seed's form
         self._add(HookEvent("on_load", None, name, time.perf_counter(), "router", threading.get_ident()))
 
-    def on_evict(self, name: str, agent: Any) -> None:
+    def on_evict(self, name: str, agent: Any) -> None:  # type: ignore[override]  # the seed's form
         self._add(HookEvent("on_evict", None, name, time.perf_counter(), "router", threading.get_ident()))
 
     def on_predict_start(self, ctx: Any) -> None:

@@ -106,7 +106,7 @@ class PostgreSQLStore(Store):
                 f"source={self.location!r}: not a valid PostgreSQL URL "
                 f"({self._detail(exc)}); write it as "
                 "postgresql://user@host:5432/dbname[?options=-csearch_path%3Dschema]") from None
-        self._secrets += [v for k, v in params.items() if k == "password" and v]
+        self._secrets += [str(v) for k, v in params.items() if k == "password" and v]
         ports = [p for p in str(params.get("port") or "").split(",") if p and not p.isdigit()]
         if ports:
             raise UnsupportedSourceError(
@@ -314,8 +314,8 @@ class PostgreSQLStore(Store):
                  newest_first: bool = False) -> list[dict[str, Any]]:
         where, args = attempt_filters("%s", call_id=call_id, trace_id=trace_id, llm_name=llm_name,
                                       operation=operation, scope=scope, status=status, since=since)
-        return self._select("attempts", ATTEMPT_FIELDS, where, args, "called_at DESC, seq DESC" if newest_first else "called_at, seq",
-                            limit)
+        order = "called_at DESC, seq DESC" if newest_first else "called_at, seq"
+        return self._select("attempts", ATTEMPT_FIELDS, where, args, order, limit)
 
     def ratings(self, *, call_id: str | None = None, trace_id: str | None = None,
                 limit: int | None = None) -> list[dict[str, Any]]:

@@ -124,10 +124,10 @@ class DeferredStore(Store):
                 timeout_s: float | None = None, block_id: str | None = None, retry: bool = False) -> bool:
         return self._store()._insert(attempts, ratings, timeout_s=timeout_s, block_id=block_id, retry=retry)
 
-    def attempts(self, **filters: Any) -> list[dict[str, Any]]:  # type: ignore[override]
+    def attempts(self, **filters: Any) -> list[dict[str, Any]]:
         return self._store().attempts(**filters)
 
-    def ratings(self, **filters: Any) -> list[dict[str, Any]]:  # type: ignore[override]
+    def ratings(self, **filters: Any) -> list[dict[str, Any]]:
         return self._store().ratings(**filters)
 
     def rating_totals(self) -> dict[tuple[str, str], tuple[int, float]]:

@@ -212,8 +212,8 @@ class SQLiteStore(Store):
                  newest_first: bool = False) -> list[dict[str, Any]]:
         where, args = attempt_filters("?", call_id=call_id, trace_id=trace_id, llm_name=llm_name,
                                       operation=operation, scope=scope, status=status, since=since)
-        return self._select("attempts", where, args, "called_at DESC, rowid DESC" if newest_first else "called_at, rowid",
-                            limit)
+        order = "called_at DESC, rowid DESC" if newest_first else "called_at, rowid"
+        return self._select("attempts", where, args, order, limit)
 
     def ratings(self, *, call_id: str | None = None, trace_id: str | None = None,
                 limit: int | None = None) -> list[dict[str, Any]]:

@@ -6,7 +6,8 @@ for long, a PostgreSQL server is down), the rows stay in memory and the writer r
 growing pause (``RETRY_FIRST_S`` doubling to ``RETRY_MAX_S``); each try waits at most
 ``append_timeout_s`` for locks, so the thread keeps coming back to its queue. The rows held in
 memory are bounded by ``max_backlog``: beyond it the oldest rows are saved to the store's spill
-file (JSON lines beside the SQLite file, or under the cache folder for PostgreSQL). ``close()``
+file (JSON lines beside the SQLite file, or under the cache folder for PostgreSQL) and written
+back as soon as the database takes writes again. ``close()``
 keeps trying for ``close_wait_s``, then saves what is left to the spill file and raises
 :class:`~jevlaya_lab.journal.errors.JournalWriteError` naming the file and the count. The next
 writer on the same journal writes ("replays") the spill file first, exactly once per saved block
@@ -69,7 +70,8 @@ class JournalWriter:
         self._queued = 0  # rows handed in so far (the last sequence number)
         self.written = 0  # sequence number of the last settled row
         self.stored = 0  # rows in the database
-        self.spilled = 0  # rows saved to the spill file for the next writer
+        self.spilled = 0  # this writer's rows now in the spill file (not written back yet)
+        self._own_blocks: dict[str, int] = {}  # block id -> rows, for blocks this writer saved
         self.replayed = 0  # rows of earlier spill files written by this writer
         self.lost = 0  # rows neither written nor saved (each logged at ERROR)
         self.retries = 0
@@ -97,8 +99,8 @@ class JournalWriter:
     # state ----------------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
         """Counters: rows ``waiting`` (queued or held for a retry), ``written`` to the database,
-        ``failed`` (could not be written by this writer: ``spilled`` to the spill file for the
-        next one, or ``lost``), ``replayed`` from earlier spill files, write ``retries``, the
+        ``failed`` (not in the database: ``spilled`` to the spill file and not written back yet,
+        or ``lost``), ``replayed`` from earlier runs' spill files, write ``retries``, the
         ``last_error`` (None once writes succeed again) and the ``spill_file``."""
         spill = self.store.spill_path
         return {"waiting": self._queued - self.stored - self.spilled - self.lost,
@@ -146,7 +148,8 @@ class JournalWriter:
                     self._spill(len(self._pending), "the broker closed while the journal refused writes")
                     return
                 self._overflow()
-                self._sleep(pause, stopping_at)
+                if self._pause(pause, stopping_at) and stopping_at is None:
+                    stopping_at = time.monotonic() + self._close_wait_s
                 pause = min(pause * 2, RETRY_MAX_S)
             elif stopping_at is not None:
                 return
@@ -195,13 +198,21 @@ class JournalWriter:
             self.written = max(self.written, seq)
             self._settled.notify_all()
 
-    def _sleep(self, seconds: float, stopping_at: float | None) -> None:
-        """Pause before the next try, draining new rows meanwhile (a stop shortens the pause)."""
+    def _pause(self, seconds: float, stopping_at: float | None) -> bool:
+        """Wait before the next try, moving rows that arrive to ``_pending`` meanwhile; True if
+        the stop signal came (closing then keeps trying for ``close_wait_s``)."""
         until = time.monotonic() + seconds
         if stopping_at is not None:
             until = min(until, stopping_at)
-        while time.monotonic() < until:
-            time.sleep(min(0.05, max(0.0, until - time.monotonic())))
+        while (left := until - time.monotonic()) > 0:
+            try:
+                item = self._queue.get(timeout=left)
+            except queue.Empty:
+                break
+            if item is _STOP:
+                return True
+            self._pending.append(item)
+        return False
 
     def _overflow(self) -> None:
         extra = len(self._pending) - self._max_backlog
@@ -215,7 +226,8 @@ class JournalWriter:
         if not rows:
             return
         path = self.store.spill_path
-        block = {"block": uuid.uuid4().hex, "journal": self.store.location, "why": why,
+        block_id = uuid.uuid4().hex
+        block = {"block": block_id, "journal": self.store.location, "why": why,
                  "error": self.last_error, "rows": [[kind, row] for _, kind, row in rows]}
         try:
             if path is None:
@@ -234,6 +246,8 @@ class JournalWriter:
                           json.dumps(row, default=str))
         else:
             self.spilled += len(rows)
+            self._own_blocks[block_id] = len(rows)
+            self._replay_again = True  # written back once the database takes writes again
             log.warning("journal %s: %d row(s) saved to %s (%s); the next broker on this journal "
                         "writes them", self.store.location, len(rows), path, why)
         self._settle(rows[-1][0])
@@ -286,9 +300,14 @@ class JournalWriter:
                 damaged.append(line)
                 continue
             try:
-                if self.store.append_spilled(block_id, [r for k, r in rows if k == "a"],
-                                             [r for k, r in rows if k == "r"],
-                                             timeout_s=self._append_timeout_s):
+                written = self.store.append_spilled(block_id, [r for k, r in rows if k == "a"],
+                                                    [r for k, r in rows if k == "r"],
+                                                    timeout_s=self._append_timeout_s)
+                own = self._own_blocks.pop(block_id, None)
+                if own is not None:  # this writer's overflow, back in the database
+                    self.spilled -= own
+                    self.stored += own
+                elif written:
                     self.replayed += len(rows)
             except Exception as exc:  # noqa: BLE001 - the block goes back to the file for the next try
                 log.warning("journal %s: could not write %d saved row(s) yet (%s); they stay in %s",

@@ -48,7 +48,7 @@ class ChatModel:
         if not isinstance(name, str) or not name.strip():
             raise ChatRequestError("name", name, "give the model a non-empty name")
         self.name = name
-        self.model = model.eval()
+        self.model: Any = model.eval()  # a transformers causal LM (nn.Module types its attributes loosely)
         self.tokenizer = tokenizer
         self._logits_processor = logits_processor
         self._lock = FairLock()

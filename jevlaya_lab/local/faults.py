@@ -14,6 +14,7 @@ import math
 import random
 import threading
 from dataclasses import dataclass, fields, replace
+from typing import Any
 
 from jevlaya_lab.local.errors import FaultProfileError
 
@@ -109,7 +110,7 @@ class FaultProfile:
                                         f"{', '.join(FAULT_PRESETS)} or key=value pairs")
             base = FAULT_PRESETS[preset]
         types = {f.name: f.type for f in fields(cls)}
-        changes: dict[str, object] = {}
+        changes: dict[str, Any] = {}
         for part in parts:
             key, _, raw = part.partition("=")
             key = key.strip().replace("-", "_")

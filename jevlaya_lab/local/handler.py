@@ -312,7 +312,7 @@ class ChatHandler(BaseHTTPRequestHandler):
             return
         name = request.get("model")
         model = self.app.model_for(name) if isinstance(name, str) else None
-        if model is None:
+        if model is None or not isinstance(name, str):
             self._model_not_found(name)
             return
         fault = self.app.next_call(name)

@@ -86,7 +86,7 @@ def _convert(gguf: Path, scratch: Path) -> None:
 
     with quiet_loading():
         tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name,
+        model: Any = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name,
                                                      dtype=torch.float32)
         # The de-quantised weights are plain tensors; drop the GGUF marker so they can be saved.
         model.hf_quantizer = None

@@ -293,10 +293,10 @@ def serve(models: Mapping[str, ChatModel] | Sequence[ChatModel], *,
 
 
 def _named(models: Mapping[str, ChatModel] | Sequence[ChatModel]) -> dict[str, ChatModel]:
+    named: dict[Any, ChatModel] = {}  # a name that is not a non-empty str is refused below
     if isinstance(models, Mapping):
         named = dict(models)
     elif isinstance(models, Sequence) and not isinstance(models, (str, bytes)):
-        named = {}
         for model in models:
             name = getattr(model, "name", None)
             if name in named:

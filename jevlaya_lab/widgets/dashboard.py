@@ -22,6 +22,7 @@ fresh journal's few milliseconds are not one dot per model.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from html import escape
 from typing import Any
 
@@ -32,8 +33,10 @@ from jevlaya_lab import analysis
 from jevlaya_lab.widgets.assets import css
 from jevlaya_lab.widgets.render import jsonable
 
-FIGURES = {"tokens": analysis.tokens_figure, "latency": analysis.latency_figure,
-           "races": analysis.race_figure, "quality": analysis.quality_figure}
+FIGURES: dict[str, Callable[..., Any]] = {
+    "tokens": analysis.tokens_figure, "latency": analysis.latency_figure,
+    "races": analysis.race_figure, "quality": analysis.quality_figure,
+}
 HEADINGS = {"calls": "calls per model", "latency": "latency per model (ms, ok attempts)",
             "errors": "failures by cause", "races": "race wins",
             "recent_failures": "recent failures (newest first)"}

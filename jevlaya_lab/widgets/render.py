@@ -36,8 +36,8 @@ from jevlaya_lab.display import (
 )
 from jevlaya_lab.display import card as box
 
-__all__ = ["MIME", "answer_rows", "answer_text", "answers_html", "gate_text", "model_label", "bars_html", "box", "decision_card",
-           "decision_html", "escape", "jsonable", "kind_of", "llm_card", "llm_html",
+__all__ = ["MIME", "answer_rows", "answer_text", "answers_html", "gate_text", "model_label", "bars_html", "box",
+           "decision_card", "decision_html", "escape", "jsonable", "kind_of", "llm_card", "llm_html",
            "mimebundle", "rich"]
 
 

@@ -381,10 +381,11 @@ class StreamView(anywidget.AnyWidget):
         the stream's closing is scheduled on its loop (``await view.aclose()`` waits for it)."""
         stream = getattr(self, "stream", None)  # close() also runs from __del__
         if stream is not None and not getattr(self.broker, "closed", False):
-            if getattr(self, "_loop", None) is None:
+            loop = getattr(self, "_loop", None)
+            if loop is None:
                 stream.close()
             else:  # if the loop is gone, the stream's own finalizer cleans up
-                submit(stream.aclose(), self._loop)
+                submit(stream.aclose(), loop)
         super().close()
 
     async def aclose(self) -> None:
@@ -444,7 +445,7 @@ def run_blocking(coro: Coroutine[Any, Any, T]) -> T:
     try:
         coro.send(None)
     except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
+        return stop.value
     coro.close()
     raise RuntimeError("a StreamView operation over a sync Broker waited on an event loop; "
                        "this is a bug in jevlaya_lab.widgets.stream")

@@ -68,10 +68,10 @@ class HookTimeline(anywidget.AnyWidget, BaseHook):
     def on_predict_end(self, ctx: Any) -> None:
         self._record("on_predict_end", ctx)
 
-    def on_load(self, name: str, agent: Any) -> None:
+    def on_load(self, name: str, agent: Any) -> None:  # type: ignore[override]  # the seed's form
         self._add({"event": "on_load", "run_id": None, "model": name}, time.perf_counter())
 
-    def on_evict(self, name: str, agent: Any) -> None:
+    def on_evict(self, name: str, agent: Any) -> None:  # type: ignore[override]  # the seed's form
         self._add({"event": "on_evict", "run_id": None, "model": name}, time.perf_counter())
 
     def _record(self, event: str, ctx: Any, *, model: str | None = None) -> None:

@@ -43,6 +43,8 @@ class Outcome:
     reason: str | None = None
     parts: list[str] = field(default_factory=list)
     replacement: str | None = None
+    streamed: str | None = None  # StreamReplacementError.streamed_llm_name
+    broken: str | None = None  # StreamInterruptedError.llm_name
 
 
 def outcome_of(run: Callable[[], Any]) -> Outcome:
@@ -52,7 +54,10 @@ def outcome_of(run: Callable[[], Any]) -> Outcome:
         replacement = getattr(exc, "replacement", None)
         return Outcome(type(exc).__name__, status=getattr(exc, "status", None),
                        reason=getattr(exc, "reason", None),
-                       replacement=getattr(replacement, "llm_name", None))
+                       replacement=getattr(replacement, "llm_name", None),
+                       streamed=getattr(exc, "streamed_llm_name", None),
+                       broken=getattr(exc, "llm_name", None)
+                       if type(exc).__name__ == "StreamInterruptedError" else None)
     return result if isinstance(result, Outcome) else Outcome("answer", result.llm_name)
 
 
@@ -209,6 +214,14 @@ def test_every_model_rejecting_raises_the_providers_error(pair, server) -> None:
     assert both(sides, lambda s: (s.cooling("a"), s.cooling("b"))) == (False, False)
 
 
+def test_a_stream_every_model_rejects_raises_the_providers_error(pair, server) -> None:
+    sides = pair("a", "b")
+    for name in ("a", "b"):
+        server.set_fault(name, FaultProfile(status=400))
+    assert same(*((o.kind, o.status) for o in (s.stream("hi") for s in sides))) == \
+        ("ProviderError", 400)
+
+
 def test_a_refused_key_fails_over_to_a_model_with_another_key(pair, locked) -> None:
     configs = [{"name": n, "base_url": locked.base_url, "model": n, "api_key_ref": ref}
                for n, ref in (("k1", "BAD_KEY"), ("k2", "GOOD_KEY"))]
@@ -240,8 +253,8 @@ def test_a_stream_fails_over_before_its_first_delta(pair, server) -> None:
 def test_a_stream_broken_after_its_first_delta_raises_and_the_parts_stand(pair, server) -> None:
     sides = pair("a", "b")
     server.set_fault("a", FaultProfile(cut_after=2))
-    got = same(*((o.kind, len(o.parts)) for o in (s.stream("hi") for s in sides)))
-    assert got == ("StreamInterruptedError", 2)
+    got = same(*((o.kind, len(o.parts), o.broken) for o in (s.stream("hi") for s in sides)))
+    assert got == ("StreamInterruptedError", 2, "a")
     assert both(sides, lambda s: [r[0] for r in s.rows()]) == ["a"]  # b is not asked
     # (the status of that row differs on purpose: test_deliberate_differences)
 
@@ -253,8 +266,8 @@ def test_a_race_won_by_the_lane_not_shown_raises_the_replacement(pair, server) -
     for name in ("b", "d"):
         server.set_fault(name, FaultProfile(first_token_delay=0.5))  # later, finishes first
     got = [s.stream("hi", fastest_of=2, stream_selection_window=0) for s in sides]
-    assert same(*((o.kind, o.replacement, bool(o.parts)) for o in got)) == \
-        ("StreamReplacementError", "b", True)
+    assert same(*((o.kind, o.replacement, o.streamed, bool(o.parts)) for o in got)) == \
+        ("StreamReplacementError", "b", "a", True)
     more = both(sides, lambda s: getattr(s.last_stream.another(), "llm_name", None))
     assert more == "a"  # the retained lane is the next complete answer
     assert both(sides, lambda s: sorted(r[:2] for r in s.rows())) == [("a", "ok"), ("b", "ok")]

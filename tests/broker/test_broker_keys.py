@@ -91,11 +91,11 @@ def test_keys_never_reach_rows_reprs_exceptions_or_logs(locked, db: Path, caplog
             b.ask("x")
         scoped = b.for_scope("s")  # a fresh caller: its stream tries the key once more
         stream = scoped.stream("x")
-        with pytest.raises(NoLLMAvailableError) as streamed:
+        with pytest.raises(AuthError) as streamed:  # every model refused the key
             "".join(stream)
         texts = [str(info.value), repr(info.value), repr(b), repr(b.engine.keys),
                  repr(keyed(locked)), str(b.calls()), str(b.snapshot()), str(b.stats()),
-                 str(streamed.value), repr(streamed.value.errors), repr(stream),
+                 str(streamed.value), repr(streamed.value.detail), repr(stream),
                  repr(stream.lanes), caplog.text]
         assert [r["http_status"] for r in b.calls()] == [401, 401]
     texts.append("\n".join(sqlite3.connect(db).iterdump()))

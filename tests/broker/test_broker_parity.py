@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 
 from jevlaya_lab.broker import Broker
-from jevlaya_lab.broker.errors import BrokerClosedError, LLMTimeoutError
+from jevlaya_lab.broker.errors import (
+    BrokerClosedError,
+    LLMTimeoutError,
+    ProviderError,
+    StreamInterruptedError,
+    UnknownCallError,
+)
 from jevlaya_lab.broker.quality import WINDOW
 from jevlaya_lab.local import FaultProfile
 
@@ -149,3 +155,56 @@ def test_direct_validates_like_the_pool_and_applies_wait(broker, server) -> None
             time.sleep(0.3)  # the consumer's time is not the provider's: the clock pauses
     assert len(parts) >= 4 and stream.text == "".join(parts)  # >= 1.2 s held > wait=1.0
     assert b.calls() == []  # direct calls write no journal row
+
+
+# -- 8. streams and errors: one reader at a time, llmbroker's attributes ----------------------
+def test_two_concurrent_readers_of_one_stream_are_refused(abroker, server) -> None:
+    import asyncio
+
+    server.set_fault("a", FaultProfile(token_delay=0.05))
+
+    async def main() -> None:
+        async with abroker("a") as broker:
+            stream = broker.stream("hi", max_tokens=6)
+
+            async def read() -> str:
+                return "".join([part async for part in stream])
+            first, second = await asyncio.gather(read(), read(), return_exceptions=True)
+            assert isinstance(second, RuntimeError) and "one place at a time" in str(second)
+            assert first == stream.text and first
+            assert (await broker.calls())[0]["status"] == "ok"  # the answer was read whole
+    asyncio.run(main())
+
+
+def test_errors_carry_the_provider_detail_and_the_models_involved(broker, server) -> None:
+    b = broker("a", "b")
+    server.set_fault("a", FaultProfile(status=400))
+    server.set_fault("b", FaultProfile(status=400))
+    with pytest.raises(ProviderError) as info:
+        b.ask("x")
+    assert info.value.status == 400 and "simulated HTTP 400" in info.value.detail
+    server.set_fault("a", FaultProfile(cut_after=2))
+    server.set_fault("b", None)
+    with pytest.raises(StreamInterruptedError) as broken:
+        with b.stream("x") as stream:
+            list(stream)
+    assert broken.value.llm_name == "a"
+    with pytest.raises(UnknownCallError, match="no journaled answer"):
+        b.record_quality(0.5, call_id="no-such-call")
+    assert issubclass(UnknownCallError, ValueError)  # what older code caught
+
+
+# -- 7. pool administration: count() and the degraded flag -------------------------------------
+def test_snapshot_says_when_the_pool_is_degraded(broker, server) -> None:
+    """The pool is degraded when no model could take a call now (cooling, refused, disabled)."""
+    b = broker("a", "b")
+    assert b.count() == 2
+    snap = b.snapshot()
+    assert snap.usable == ["a", "b"] and not snap.degraded
+    server.set_fault("a", FaultProfile(status=429, retry_after=30))
+    server.set_fault("b", FaultProfile(status=403))
+    with pytest.raises(Exception):  # noqa: B017 - a cools, b's key is refused
+        b.ask("x", wait=0)
+    snap = b.snapshot()
+    assert snap.usable == [] and snap.degraded
+    assert snap["a"]["cooldown_until"] is not None and b.count() == 2

@@ -14,6 +14,7 @@ from jevlaya_lab.broker.errors import (
     LLMRequestError,
     LLMTimeoutError,
     NoLLMAvailableError,
+    ProviderError,
     StreamInterruptedError,
     StreamReplacementError,
 )
@@ -98,18 +99,20 @@ def test_seed_stream_never_tries_a_model_twice_and_reports_timeout_with_retry_at
     assert (server.request_count("a") - before[0], server.request_count("b") - before[1]) == (1, 1)
 
 
-def test_seed_excluded_means_no_model_can_serve(abroker, server):
-    """Rule: reason="excluded" still means that no model can serve the request."""
+def test_seed_no_model_can_serve_when_every_model_rejects(abroker, server):
+    """Rule: when no model can serve the request the stream ends at once (not "come back
+    later"); when every model rejected it, the caller gets the last provider error, as from
+    ask() (spec §3, issue 14, as llmbroker does)."""
     server.set_fault("a", FaultProfile(status=400))
     server.set_fault("b", FaultProfile(status=404))
 
     async def main() -> None:
         async with abroker("a", "b") as broker:
-            with pytest.raises(NoLLMAvailableError) as info:
+            with pytest.raises(ProviderError) as info:
                 async for _ in broker.stream("write"):
                     pass
-            assert info.value.reason == "excluded" and info.value.retry_at is None
-            assert [e.status for e in info.value.errors] == [400, 404]
+            assert info.value.status == 404 and info.value.llm_name == "b"
+            assert statuses(await broker.calls()) == [("b", "error"), ("a", "error")]
     asyncio.run(main())
 
 
@@ -131,10 +134,10 @@ def test_seed_timeout_counts_only_models_that_could_serve_this_caller(abroker, s
                 async for _ in broker.for_scope("team").stream("write"):
                     pass
             assert info.value.reason == "timeout" and info.value.retry_at is not None
-            with pytest.raises(NoLLMAvailableError) as info:  # root: only a, which rejects
+            with pytest.raises(ProviderError) as rejected:  # root: only a, which rejects
                 async for _ in broker.stream("write"):
                     pass
-            assert info.value.reason == "excluded" and info.value.retry_at is None
+            assert rejected.value.status == 400  # not "timeout": k is not this caller's
     asyncio.run(main())
 
 

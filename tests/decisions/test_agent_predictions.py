@@ -326,3 +326,17 @@ def test_property_states_are_answered_or_raise_type_error_naming_the_index(tiny_
         assert str(exc).startswith("state 1 ")
     else:
         assert len(result) == 2 and isinstance(state, (str, dict, list))
+
+
+def test_quantize_int8_is_opt_in_and_moves_answers_only_a_little(tiny_checkpoint_dir, questions, states):
+    """Issue 13 item 3: a fast mode off by default; its deviation is small and measured."""
+    exact = Agent(tiny_checkpoint_dir)
+    fast = Agent(tiny_checkpoint_dir, quantize="int8")
+    assert exact.quantize is None and fast.quantize == "int8"
+    assert not isinstance(fast.decision_model.encoder.encoder.layer[0].attention.self.query, torch.nn.Linear)
+    for ours, theirs in zip(fast.predict_batch(states, questions), exact.predict_batch(states, questions)):
+        for qid, answer in ours["answers"].items():
+            reference = theirs["answers"][qid]
+            assert abs(answer["answer_confidence"] - reference["answer_confidence"]) < 0.05
+    with pytest.raises(ValueError, match="quantize='int4': use 'int8'"):
+        Agent(tiny_checkpoint_dir, quantize="int4")

@@ -121,13 +121,46 @@ def watch_store_calls(store: Any, loop_thread: int, on_loop: list[str]) -> None:
         setattr(store, name, watched)
 
 
+def write_into_locked(store: Any, seconds: float) -> None:
+    """Try to append a row for ``seconds`` while another process holds the database."""
+    try:
+        store.append([{"call_id": "probe", "trace_id": "probe", "llm_name": "a", "status": "ok",
+                       "called_at": datetime.now(UTC).isoformat()}], timeout_s=seconds)
+    except sqlite3.OperationalError:
+        pass
+    else:
+        raise AssertionError("the database was not locked by the other process")
+
+
+def cpu_waits() -> dict[str, int]:
+    """Nanoseconds each thread of this process has waited for a CPU so far (Linux schedstat;
+    empty elsewhere)."""
+    waits = {}
+    for tid in os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else ():
+        try:
+            waits[tid] = int(Path(f"/proc/self/task/{tid}/schedstat").read_text().split()[1])
+        except (OSError, IndexError, ValueError):
+            pass
+    return waits
+
+
 async def worst_lateness(stop: asyncio.Event) -> float:
-    """The event loop's worst lateness while ``stop`` is not set: ticks every 5 ms."""
+    """The event loop's worst lateness while ``stop`` is not set (ticks every 5 ms), less the
+    longest time any thread of this process waited for a CPU during that tick.
+
+    On a loaded machine the scheduler may pause the loop's thread, or the thread holding the
+    interpreter lock, for longer than 50 ms; that is not the loop waiting for the database. A
+    wait for a database lock is not a wait for a CPU, so it still counts in full.
+    """
     worst = 0.0
     while not stop.is_set():
+        before = cpu_waits()
         started = time.perf_counter()
         await asyncio.sleep(0.005)
-        worst = max(worst, time.perf_counter() - started - 0.005)
+        late = time.perf_counter() - started - 0.005
+        after = cpu_waits()
+        starved = max((after[t] - before.get(t, after[t]) for t in after), default=0) / 1e9
+        worst = max(worst, late - starved)
     return worst
 
 
@@ -144,11 +177,16 @@ def test_the_event_loop_never_waits_for_a_locked_database(server: Any, tmp_path:
         async with broker:
             await broker.store_key("STORED_A", "k-a")
             assert (await broker.ask("warm up")).llm_name == "a"
-            holder = LockHolder(db, 3.0)  # from here on every write waits for another process
+            holder = LockHolder(db, 120.0)  # until stopped, every write waits for another process
             try:
                 stop = asyncio.Event()
                 ticker = asyncio.ensure_future(worst_lateness(stop))
                 journals = []
+                # a writer waiting 2 s for the database in another thread, as the journal's own
+                # writer does when refused: whatever it holds, the loop must not wait for it
+                waiting_writer = threading.Thread(target=write_into_locked, args=(broker.store, 2.0))
+                waiting_writer.start()
+                await asyncio.sleep(0.1)
                 for round_ in range(6):
                     result = await broker.ask(f"question {round_}", fastest_of=2)
                     await result.record_quality(0.8)
@@ -160,8 +198,13 @@ def test_the_event_loop_never_waits_for_a_locked_database(server: Any, tmp_path:
                     await asyncio.sleep(0.05)
                 stop.set()
                 worst = await ticker
+                waiting_writer.join()
             finally:
-                holder.wait()
+                holder.stop()
+            for _ in range(300):  # the writer's next try, once the lock is gone, writes them all
+                if (await broker.snapshot()).journal["waiting"] == 0:
+                    break
+                await asyncio.sleep(0.05)
             rows = await broker.calls()
         return worst, journals, len(rows)
 
@@ -212,18 +255,23 @@ def again_ratings(db: Path) -> list[Any]:
     return sqlite3.connect(db).execute("SELECT call_id, score FROM ratings").fetchall()
 
 
+def queue_rows_until_spilled(writer: JournalWriter, rows: int, spilled: int) -> dict[str, Any]:
+    """Queue ``rows`` attempt rows; wait (10 s at most) until ``spilled`` went to the spill file."""
+    for i in range(rows):
+        writer.attempt({"call_id": f"c{i}", "trace_id": "t", "llm_name": "m", "status": "ok",
+                        "called_at": datetime.now(UTC).isoformat()})
+    deadline = time.monotonic() + 10
+    while writer.status()["spilled"] < spilled and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return writer.status()
+
+
 def test_a_backlog_beyond_its_bound_is_spilled_not_kept_in_memory(tmp_path: Path) -> None:
     store = open_store(tmp_path / "j.db")
     holder = LockHolder(tmp_path / "j.db", 60.0)
     try:
         writer = JournalWriter(store, max_backlog=10, append_timeout_s=0.05, close_wait_s=0.2)
-        for i in range(50):
-            writer.attempt({"call_id": f"c{i}", "trace_id": "t", "llm_name": "m", "status": "ok",
-                            "called_at": datetime.now(UTC).isoformat()})
-        deadline = time.monotonic() + 10
-        while writer.status()["spilled"] < 40 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        status = writer.status()
+        status = queue_rows_until_spilled(writer, 50, 40)
         assert status["spilled"] == 40 and status["waiting"] == 10 and status["failed"] == 40, status
         with pytest.raises(JournalWriteError, match="50 row"):
             writer.close()
@@ -337,4 +385,19 @@ def test_saved_rows_wait_out_a_locked_start_and_are_written_once_writes_pass_aga
     writer.close()
     assert sorted(r["call_id"] for r in store.attempts()) == ["new", "saved0", "saved1", "saved2"]
     assert writer.status()["replayed"] == 3 and not spill.exists()
+    store.close()
+
+
+def test_overflow_saved_while_running_is_written_back_when_the_database_recovers(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "j.db")
+    holder = LockHolder(tmp_path / "j.db", 1.5)
+    writer = JournalWriter(store, max_backlog=5, append_timeout_s=0.05)
+    assert queue_rows_until_spilled(writer, 20, 15)["spilled"] == 15  # the bound held meanwhile
+    holder.wait()
+    writer.attempt({"call_id": "after", "trace_id": "t", "llm_name": "m", "status": "ok",
+                    "called_at": datetime.now(UTC).isoformat()})
+    writer.close()  # nothing left unwritten: no error
+    status = writer.status()
+    assert status["written"] == 21 and status["failed"] == 0 and status["waiting"] == 0, status
+    assert len(store.attempts()) == 21 and not Path(str(tmp_path / "j.db") + ".spill.jsonl").exists()
     store.close()
