@@ -335,8 +335,8 @@ class Agent(HookHost):
             picked = order[start:start + chunk]
             chunk_tokens = [tokens[i] for i in picked]
             batch = build_batch(self._rows, chunk_tokens, heads, max_len=max_len)
-            prior = self._prior and self._prior.inputs(chunk_tokens, batch.questions, max_len,
-                                                       batch.option_mask.shape[1])
+            prior = None if self._prior is None else self._prior.inputs(
+                chunk_tokens, batch.questions, max_len, batch.option_mask.shape[1])
             for index, result in zip(picked, self._decode(batch, self._forward(batch, prior))):
                 results[index] = result
         return results

@@ -148,9 +148,10 @@ class SimilarityPrior(nn.Module):
 
     def gate(self, option_vectors: torch.Tensor) -> torch.Tensor:
         """``[..., k]`` how near each option text is to the training texts (1 with no anchors)."""
-        if not len(self.anchors):
+        anchors: torch.Tensor = self.anchors  # type: ignore[assignment]  # a registered buffer
+        if not len(anchors):
             return torch.ones(option_vectors.shape[:-1], dtype=option_vectors.dtype, device=option_vectors.device)
-        nearest = (option_vectors @ self.anchors.T).amax(dim=-1)
+        nearest = (option_vectors @ anchors.T).amax(dim=-1)
         threshold, sharpness = self.config.gate
         return torch.sigmoid(sharpness * (nearest - threshold))
 
@@ -253,7 +254,8 @@ class PriorBuilder:
         """Unit pooled vectors of states given as ``StateTokens`` (what a forward pass computes)."""
         return self._pooled([self._wrap(s.ids, max_len) for s in states], progress=progress)
 
-    def question_vectors(self, questions: tuple[Any, ...], max_k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def question_vectors(self, questions: tuple[Any, ...],
+                         max_k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``([q, max_k, d], [q, max_k], [q, max_k])`` slot vectors, true-slot flags and gates of a question set."""
         key = (questions, max_k)
         with self._lock:

@@ -93,7 +93,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"jevlaya-lab train: {exc}", file=sys.stderr)
         return 1
     from jevlaya_lab.decisions.training.datasets import DatasetError
-
     from jevlaya_lab.decisions.training.trainer import load_memo, save_memo
 
     memo = load_memo(args.pool_cache) if args.pool_cache else None

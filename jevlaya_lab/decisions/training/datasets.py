@@ -73,11 +73,15 @@ def load_dataset(name: str, data_dir: str | os.PathLike[str] | None = None) -> d
         assert isinstance(data, dict)
         return {"train": rows(data["train"] + data["val"]), "test": rows(data["test"])}
     if name == "banking77":
-        return {split: rows([(r["text"], r["category"]) for r in _read(folder / f"{split}.csv")])  # type: ignore[union-attr]
-                for split in ("train", "test")}
+        out = {}
+        for split in ("train", "test"):
+            records = _read(folder / f"{split}.csv")
+            assert isinstance(records, list)
+            out[split] = rows([(r["text"], r["category"]) for r in records])
+        return out
     out = {}
     for split in ("train", "test"):
-        data = _read(folder / f"{split}_kfold1.json")
+        data = _read(folder / f"{split}_kfold1.json")  # hwu64
         examples = data["rasa_nlu_data"]["common_examples"]  # type: ignore[index]
         out[split] = rows([(e["text"], e["intent"]) for e in examples])
     return out

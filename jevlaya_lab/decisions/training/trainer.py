@@ -177,8 +177,9 @@ def encode_rows(builder: PriorBuilder, tokenizer: Any, examples: Sequence[Exampl
     for r, (ex, q, row) in enumerate(zip(examples, questions, per_row)):
         for slot, caller in enumerate(q.option_order):
             option_mask[r, slot] = True
-            if row[caller] is not None:
-                text_index[r, slot] = texts[row[caller]]
+            text = row[caller]
+            if text is not None:
+                text_index[r, slot] = texts[text]
             if q.type == "noul" and caller == 1:
                 true_slot[r, slot] = True
         gold[r] = q.option_order.index(gold_index(ex))
@@ -270,7 +271,7 @@ def _fit_act_head(model: DecisionModel, logits: torch.Tensor, mask: torch.Tensor
     torch.manual_seed(seed)
     features = option_features(logits, mask)
     target = (logits.argmax(dim=-1) == gold).long()
-    act = model.act_head
+    act: Any = model.act_head
     with torch.no_grad():
         act[0].weight[:, :model.hidden_size].zero_()
     first = torch.zeros((len(features), model.hidden_size))
