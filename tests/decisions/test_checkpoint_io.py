@@ -243,13 +243,14 @@ def test_head_activation_is_a_declared_key_relu_by_default(tmp_path):
     assert same and differs
 
 
-def test_bundled_heads_declare_the_gelu_they_were_trained_with():
+def test_bundled_heads_declare_the_activation_they_were_trained_with():
+    """The trainer writes the activation of the model it trained (the Laya default, relu)."""
     from jevlaya_lab.decisions.bundled import BUNDLED, HEADS_DIR
 
     configs = sorted(HEADS_DIR.glob("*/config.json"))
     assert [c.parent.name for c in configs] == sorted(BUNDLED)  # an empty glob must not pass
     for config in configs:
-        assert json.loads(config.read_text())["head_activation"] == "gelu", config
+        assert json.loads(config.read_text())["head_activation"] == "relu", config
 
 
 def test_transformers5_rope_fields_map_to_the_4x_attributes():

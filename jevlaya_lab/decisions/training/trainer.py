@@ -229,22 +229,40 @@ def _examples(cfg: TrainConfig, log: Callable[[str], None]) -> tuple[list[Exampl
 
 
 def _optimise(model: DecisionModel, rows: EncodedRows, cfg: TrainConfig, log: Callable[[str], None]) -> int:
+    """Two phases over ``cfg.steps``: the calibrated cosine first (``scale``, ``bias``; a third of
+    the steps), then the correction alone with those fixed. Trained together, the scale and bias
+    leaned on the correction and were off wherever the gate switches it off: unseen yes/no
+    statements fell to 0.52-0.61 balanced accuracy (leave-one-dataset-out) against 0.63-0.80 for
+    the calibrated cosine alone."""
+    prior = model.prior
+    assert prior is not None
+    calibration = [prior.scale, prior.bias]
+    correction = [prior.state_proj, prior.option_proj]
+    first = max(1, cfg.steps // 3) if cfg.rank else cfg.steps
+    step = _phase(model, rows, cfg, log, calibration, 0, first)
+    if cfg.rank and step == first and first < cfg.steps:
+        step = _phase(model, rows, cfg, log, correction, first, cfg.steps)
+    return step
+
+
+def _phase(model: DecisionModel, rows: EncodedRows, cfg: TrainConfig, log: Callable[[str], None],
+           params: list[nn.Parameter], begin: int, end: int) -> int:
     from tqdm.auto import tqdm
 
     prior = model.prior
     assert prior is not None
-    params = [p for p in prior.parameters() if p.requires_grad]
     opt = torch.optim.Adam(params, lr=cfg.lr)
-    generator = torch.Generator().manual_seed(cfg.seed)
+    generator = torch.Generator().manual_seed(cfg.seed + begin)
     with torch.no_grad():  # anchors and texts are fixed: each text's gate once, not every step
         text_gate = prior.gate(rows.texts)
     started = time.perf_counter()
-    step = 0
-    with tqdm(total=cfg.steps, desc="training the prior", unit="step", leave=False) as bar:
-        for step in range(1, cfg.steps + 1):
-            done = step / cfg.steps
-            if cfg.time_budget is not None:
-                done = max(done, (time.perf_counter() - started) / cfg.time_budget)
+    step = begin
+    budget = None if cfg.time_budget is None else cfg.time_budget * (end - begin) / cfg.steps
+    with tqdm(total=end - begin, desc="training the prior", unit="step", leave=False) as bar:
+        for step in range(begin + 1, end + 1):
+            done = (step - begin) / (end - begin)
+            if budget is not None:
+                done = max(done, (time.perf_counter() - started) / budget)
             for group in opt.param_groups:  # cosine decay over steps or time, whichever runs out first
                 group["lr"] = cfg.lr * 0.5 * (1 + math.cos(math.pi * min(done, 1.0)))
             index = torch.randint(0, len(rows), (cfg.batch_size,), generator=generator)
@@ -257,8 +275,8 @@ def _optimise(model: DecisionModel, rows: EncodedRows, cfg: TrainConfig, log: Ca
                 bar.set_postfix(loss=f"{loss.item():.3f}")
                 log(f"step {step}: loss {loss.item():.4f}")
             if done >= 1.0:
-                if step < cfg.steps:
-                    log(f"time budget of {cfg.time_budget}s reached after {step} of {cfg.steps} steps")
+                if step < end:
+                    log(f"time budget reached after {step} of {cfg.steps} steps")
                 break
     return step
 
@@ -360,6 +378,7 @@ def train(encoder: nn.Module, tokenizer: Any, cfg: TrainConfig, *, encoder_id: s
     config = {
         "encoder": encoder_id,
         "head_layers": 0,
+        "head_activation": model.activation,
         "act_costs": list(ACT_COSTS),
         "max_len": cfg.max_len,
         "head_max_len": cfg.head_max_len,
