@@ -296,7 +296,7 @@ class StreamCore:
                 + (f"; the first cooling model returns at {utc(retry_at):%H:%M:%S} UTC"
                    if retry_at else f"; wait={self.budget.wait:g} s ran out"),
                 reason="timeout", retry_at=utc(retry_at), errors=errors)
-        rejections = [e for e in errors if is_rejection(e)]
+        rejections = [e for e in errors if isinstance(e, ProviderError) and is_rejection(e)]
         if rejections:
             return rejections[-1]
         last = f"; last error: {errors[-1]}" if errors else ""

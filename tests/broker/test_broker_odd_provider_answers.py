@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from jevlaya_lab.broker import LLMConfig
+from jevlaya_lab.local import FaultProfile
 
 # model name -> (stream chunks, non-streaming body): JSON, but not a chat completion
 ODD_ANSWERS: dict[str, tuple[list[Any], Any]] = {
@@ -75,11 +76,14 @@ def odd_url() -> Iterator[str]:
 
 @pytest.mark.parametrize("odd", sorted(ODD_ANSWERS))
 def test_a_wrongly_shaped_200_is_invalid_and_every_call_fails_over(abroker, cfg, odd_url,
-                                                                    odd) -> None:
+                                                                    odd, server) -> None:
     models = [LLMConfig(name="odd", base_url=odd_url, model=odd), *cfg("b")]
 
     async def main() -> None:
         for how in ("ask", "stream", "race"):
+            # in the race b starts late, so the odd lane surely fails before b wins (a lane
+            # still running when the race is won is superseded, with no verdict on it)
+            server.set_fault("b", FaultProfile(first_token_delay=0.5) if how == "race" else None)
             async with abroker(models=models) as broker:
                 if how == "ask":
                     name = (await broker.ask("hello")).llm_name
@@ -91,7 +95,7 @@ def test_a_wrongly_shaped_200_is_invalid_and_every_call_fails_over(abroker, cfg,
                     name = stream.llm_name
                     assert text == stream.text
                 assert name == "b", how
-                row = (await broker.calls(llm_name="odd"))[-1]
+                row = (await broker.calls(llm_name="odd"))[0]  # this broker's (the newest)
                 assert (row["status"], row["http_status"]) == ("error", 200), how
                 assert "chat completion" in row["error_detail"], how
                 assert (await broker.snapshot())["odd"]["cooldown_until"] is not None, how

@@ -53,3 +53,28 @@ def test_bad_recent_is_refused_with_the_fix(broker: Any) -> None:
 def test_numbers_show_three_significant_digits_and_whole_thousands() -> None:
     assert [number_text(x) for x in (0.1234, 12.345, 999.4, 999.6, 12345.6)] == [
         "0.123", "12.3", "999", "1000", "12346"]
+
+
+def test_the_quality_bucket_follows_the_ratings_span(broker: Any) -> None:
+    """Issue 16 item 5: a fresh journal's ratings span milliseconds, so the quality chart's
+    bucket is milliseconds too (several points per model), not one dot per model per hour;
+    numeric table cells are right-aligned (class jv-n)."""
+    import pandas as pd
+
+    from jevlaya_lab.widgets.dashboard import TARGET_BUCKETS, quality_bucket
+
+    b = broker("a")
+    for _ in range(4):
+        b.ask("hi", max_tokens=4).record_quality(0.5)
+    dash = JournalDashboard(b)
+    rated = dash.journal.ratings["rated_at"]
+    bucket = pd.Timedelta(dash.quality_bucket)
+    assert (rated.max() - rated.min()) / bucket <= TARGET_BUCKETS
+    assert bucket < pd.Timedelta("1min")
+    points = sum(len(trace.x) for trace in dash.figures["quality"].data)
+    assert points >= 2 or rated.max() == rated.min()
+    assert "<td class='jv-n'>" in dash.tables_html.value
+    week = analysis.Journal(dash.journal.attempts, dash.journal.ratings.assign(
+        rated_at=pd.to_datetime(["2026-01-01", "2026-01-03", "2026-01-05", "2026-01-08"],
+                                utc=True)))
+    assert quality_bucket(week) == "1D"
