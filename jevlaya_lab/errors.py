@@ -15,6 +15,7 @@ Each area keeps its exceptions in its own ``errors.py``; every class there deriv
     ├── CheckpointError (ValueError)
     │   └── CheckpointNotFoundError (FileNotFoundError)
     ├── BundledCheckpointError (RuntimeError)
+    ├── DatasetError (FileNotFoundError)  training data missing (jevlaya-lab train)
     ├── InvalidHookError (TypeError)        jevlaya_lab.hooks.errors
     ├── JournalSchemaError (RuntimeError)   jevlaya_lab.journal.errors
     ├── UnsupportedSourceError (ValueError)

@@ -31,6 +31,7 @@ BUILTIN_BASES = {
     "CheckpointError": ValueError,
     "CheckpointNotFoundError": FileNotFoundError,
     "BundledCheckpointError": RuntimeError,
+    "DatasetError": FileNotFoundError,
     "InvalidHookError": TypeError,
     "JournalSchemaError": RuntimeError,
     "UnsupportedSourceError": ValueError,

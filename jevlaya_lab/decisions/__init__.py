@@ -29,6 +29,7 @@ _EXPORTS: dict[str, str] = {
     "BundledCheckpointError": "jevlaya_lab.decisions.errors",
     "CheckpointError": "jevlaya_lab.decisions.errors",
     "CheckpointNotFoundError": "jevlaya_lab.decisions.errors",
+    "DatasetError": "jevlaya_lab.decisions.errors",
     "NearTypoWarning": "jevlaya_lab.decisions.errors",
     "QuestionError": "jevlaya_lab.decisions.errors",
     "TokenizerError": "jevlaya_lab.decisions.errors",

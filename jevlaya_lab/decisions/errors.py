@@ -9,7 +9,7 @@ from __future__ import annotations
 from jevlaya_lab.errors import JevlayaError
 
 __all__ = ["BudgetError", "BundledCheckpointError", "CheckpointError", "CheckpointNotFoundError",
-           "NearTypoWarning", "QuestionError", "TokenizerError"]
+           "DatasetError", "NearTypoWarning", "QuestionError", "TokenizerError"]
 
 
 class QuestionError(JevlayaError, ValueError):
@@ -34,6 +34,10 @@ class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
 
 class BundledCheckpointError(JevlayaError, RuntimeError):
     """A bundled checkpoint cannot be assembled (missing or altered encoder wheel, missing head)."""
+
+
+class DatasetError(JevlayaError, FileNotFoundError):
+    """A training dataset folder or file is missing or unreadable; the message names the path and the fix."""
 
 
 class NearTypoWarning(UserWarning):

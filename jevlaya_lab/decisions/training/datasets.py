@@ -15,13 +15,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from jevlaya_lab.decisions.errors import DatasetError
+
 __all__ = ["DATASETS", "DatasetError", "Utterance", "default_data_dir", "load_dataset"]
 
 DATASETS: tuple[str, ...] = ("clinc150", "banking77", "hwu64")
-
-
-class DatasetError(FileNotFoundError):
-    """A dataset folder or file is missing or unreadable; the message names the path and the fix."""
 
 
 @dataclass(frozen=True, slots=True)
