@@ -384,18 +384,6 @@ def verify_digests(path: Path, expected_sha256: Any) -> None:
                                   "is not the one that was pinned, so it is not loaded")
 
 
-def _skipped_init() -> Any:
-    """transformers 5's switch that builds a model without initialising its weights (random
-    init of a 22 M-parameter encoder is most of a load); a no-op where it does not exist."""
-    try:
-        from transformers.initialization import no_init_weights
-    except ImportError:
-        from contextlib import nullcontext
-
-        return nullcontext()
-    return no_init_weights()
-
-
 def load_checkpoint(source: Any, *, subfolder: str | None = None, revision: str | None = None,
                     token: str | None = None, expected_sha256: dict[str, str] | None = None) -> Checkpoint:
     """Load ``(model, tokenizer, config)`` from a checkpoint source (see the module docstring).
@@ -418,8 +406,11 @@ def load_checkpoint(source: Any, *, subfolder: str | None = None, revision: str 
         verify_digests(path, expected_sha256)
     config = CheckpointConfig.from_file(path / CONFIG_FILE)
     encoder_config = _encoder_config(path)
-    with _skipped_init():  # every weight is overwritten from the file just below
-        encoder = AutoModel.from_config(encoder_config)
+    # Built with the normal random init, though the file overwrites every weight: transformers'
+    # no_init_weights patches torch.nn.init process-wide, and two loads in two threads (a Router
+    # loading checkpoints concurrently) left it patched for good, so every model built later in
+    # the process had uninitialised (NaN) weights.
+    encoder = AutoModel.from_config(encoder_config)
     model = DecisionModel(encoder, head_layers=config.head_layers, n_act=config.n_act,
                           activation=config.head_activation, prior=prior_config(config, path / CONFIG_FILE))
     weights = path / WEIGHTS_FILE
