@@ -32,15 +32,14 @@ Decisions the spec leaves open:
 from __future__ import annotations
 
 import os
-import threading
 import warnings
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import nullcontext
 from typing import Any
 
 import torch
 
+from jevlaya_lab._lru import LockedLRU
 from jevlaya_lab.decisions.budget import check_positions
 from jevlaya_lab.decisions.calibration import (
     CALIBRATION_VERSION,
@@ -192,8 +191,7 @@ class Agent(HookHost):
             self.load_calibration(calibration)
         self._rows = row_tokenizer(tokenizer)
         self._amp = _autocast_dtype(config, self.device)
-        self._heads: OrderedDict[tuple, tuple[QuestionHead, ...]] = OrderedDict()
-        self._heads_lock = threading.Lock()
+        self._heads: LockedLRU[tuple, tuple[QuestionHead, ...]] = LockedLRU(_HEAD_CACHE_SIZE)
         self._prior = PriorBuilder(network, self._rows) if network.prior is not None else None
 
     def __repr__(self) -> str:
@@ -343,16 +341,9 @@ class Agent(HookHost):
 
     def _question_heads(self, parsed: tuple[Question, ...], head_max_len: int) -> tuple[QuestionHead, ...]:
         key = (parsed, head_max_len)
-        with self._heads_lock:
-            heads = self._heads.get(key)
-            if heads is not None:
-                self._heads.move_to_end(key)
-                return heads
-        heads = encode_questions(self._rows, parsed, head_max_len=head_max_len)
-        with self._heads_lock:
-            self._heads[key] = heads
-            while len(self._heads) > _HEAD_CACHE_SIZE:
-                self._heads.popitem(last=False)
+        heads = self._heads.get(key)
+        if heads is None:
+            heads = self._heads.put(key, encode_questions(self._rows, parsed, head_max_len=head_max_len))
         return heads
 
     def _forward(self, batch: EncodedBatch, prior: PriorInputs | None = None) -> DecisionOutput:

@@ -33,14 +33,14 @@ A checkpoint without the key (every Laya checkpoint) has no prior and answers ex
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import torch
 from torch import nn
+
+from jevlaya_lab._lru import LockedLRU
 
 __all__ = ["PRIOR_KEY", "PriorBuilder", "PriorConfig", "PriorInputs", "SimilarityPrior", "mean_pool", "option_texts"]
 
@@ -202,8 +202,7 @@ class PriorBuilder:
         """Optional: pooled vectors by exact token row, shared by training runs over one frozen encoder."""
         prefix = model.prior.config.prefix
         self._prefix = tuple(rows.encode([prefix])[0].ids) if prefix else ()
-        self._cache: OrderedDict[tuple, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._cache: LockedLRU[tuple, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = LockedLRU(self.CACHE_SIZE)
 
     def _wrap(self, ids: Sequence[int], max_len: int) -> list[int]:
         room = max(0, max_len - 2 - len(self._prefix))
@@ -258,11 +257,9 @@ class PriorBuilder:
                          max_k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``([q, max_k, d], [q, max_k], [q, max_k])`` slot vectors, true-slot flags and gates of a question set."""
         key = (questions, max_k)
-        with self._lock:
-            hit = self._cache.get(key)
-            if hit is not None:
-                self._cache.move_to_end(key)
-                return hit
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
         per_question = [option_texts(q) for q in questions]
         flat = [t for texts in per_question for t in texts if t is not None]
         found = iter(self.vectors(flat)) if flat else iter(())
@@ -270,12 +267,7 @@ class PriorBuilder:
         slots, true_slot = slot_layout(questions, vectors, self.model.hidden_size, max_k)
         with torch.inference_mode():
             gate = self.model.prior.gate(slots.to(self.model.prior.anchors.device)).cpu()
-        hit = (slots, true_slot, gate)
-        with self._lock:
-            self._cache[key] = hit
-            while len(self._cache) > self.CACHE_SIZE:
-                self._cache.popitem(last=False)
-        return hit
+        return self._cache.put(key, (slots, true_slot, gate))
 
     def inputs(self, states: Sequence[Any], questions: tuple[Any, ...], max_len: int, max_k: int) -> PriorInputs:
         """The prior's inputs for ``states`` (``StateTokens``) x ``questions``, rows state-major."""
