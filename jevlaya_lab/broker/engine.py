@@ -47,7 +47,8 @@ from jevlaya_lab.broker.catalog import CatalogSource
 from jevlaya_lab.broker.config import LLMConfig
 from jevlaya_lab.broker.direct import AsyncDirect
 from jevlaya_lab.broker.keys import KeyResolver
-from jevlaya_lab.broker.report import PoolSnapshot, pool_snapshot, summarize
+from jevlaya_lab.broker.pool import empty_pool_error
+from jevlaya_lab.broker.report import LLMInfo, PoolSnapshot, pool_snapshot, summarize
 from jevlaya_lab.broker.runtime import Runtime
 from jevlaya_lab.broker.scoped import AsyncCalls, AsyncScopedBroker
 from jevlaya_lab.broker.validation import check_grace, check_limit, check_local, check_scope
@@ -168,17 +169,37 @@ class AsyncBroker(AsyncCalls):
         """How many models are in the pool (for this broker's own keys), usable or not."""
         return len((await self._rt.ready()).members(self._rt.caller()))
 
+    async def ensure_pool(self) -> None:
+        """Fill the registry and build the pool now (instead of on the first call); raise
+        ``NoLLMAvailableError(reason="empty_pool")`` when this broker's pool has no model at
+        all. A pool whose models are all cooling, disabled or without a key is not an error
+        here (``snapshot().degraded`` says so)."""
+        pool = await self._rt.ready()
+        if not pool.members(self._rt.caller()):
+            raise empty_pool_error(pool)
+
+    async def get(self, name: str) -> LLMInfo:
+        """One registry model by name: its ``config`` and its live ``disabled`` flag and
+        ``state()``; a ``KeyError`` naming the known models for an unknown name."""
+        pool = await self._rt.ready()
+        return LLMInfo(self._rt.state(name), pool, self._rt.caller())
+
     async def disable_llm(self, name: str) -> None:
+        """Take ``name`` out of every caller's pool, in this broker and in every broker that
+        opens this database later (the mark is stored), until ``enable_llm(name)``."""
         await self._rt.ready()
         self._rt.state(name).disabled = True
+        await asyncio.to_thread(self._rt.store.set_disabled, name, True)
 
     async def enable_llm(self, name: str) -> None:
-        """Enable ``name`` again; for a model marked unavailable (it could not start) this
-        also clears the mark, so the next call tries to start it once more."""
+        """Enable ``name`` again (here and in the database); for a model marked unavailable
+        (it could not start) this also clears the mark, so the next call tries to start it
+        once more."""
         await self._rt.ready()
         state = self._rt.state(name)
         state.disabled = False
         state.unavailable = None
+        await asyncio.to_thread(self._rt.store.set_disabled, name, False)
 
     async def store_key(self, ref: str, value: str | None) -> None:
         """Keep a key in this broker's database (``None`` deletes it)."""

@@ -72,6 +72,13 @@ class Pick:
     retry_at: float | None  # earliest cooldown end among the cooling ones (time.time())
 
 
+def empty_pool_error(pool: Pool) -> NoLLMAvailableError:
+    return NoLLMAvailableError(
+        "the pool is empty: add models (models=[...]) or use the packaged catalog"
+        + (" (local=False keeps the embedded local models out)"
+           if pool.local is False and pool.states else ""), reason="empty_pool")
+
+
 def utc(ts: float | None) -> datetime | None:
     return datetime.fromtimestamp(ts, UTC) if ts else None
 
@@ -135,10 +142,7 @@ class Pool:
         """Rank what may serve this call; raise ``NoLLMAvailableError`` when nothing ever can."""
         states = self.members(caller)
         if not states:
-            raise NoLLMAvailableError(
-                "the pool is empty: add models (models=[...]) or use the packaged catalog"
-                + (" (local=False keeps the embedded local models out)"
-                   if self.local is False and self.states else ""), reason="empty_pool")
+            raise empty_pool_error(self)
         enabled = [s for s in states if not s.disabled]
         if not enabled:
             raise NoLLMAvailableError(f"every model is disabled ({', '.join(s.entry.name for s in states)}); "

@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from jevlaya_lab.broker.pool import Caller, Pool, utc
+from jevlaya_lab.broker.config import LLMConfig
+from jevlaya_lab.broker.pool import Caller, ModelState, Pool, utc
 
 
 def _percentile(values: list[float], q: float) -> float | None:
@@ -42,6 +43,40 @@ def summarize(rows: list[dict[str, Any]], pool: Pool,
     return out
 
 
+class LLMInfo:
+    """``get(name)``: one registry model, read live (it follows ``disable_llm``, cooldowns and
+    refusals as they happen). ``config`` is its entry; ``state()`` says where it stands now."""
+
+    def __init__(self, state: ModelState, pool: Pool, caller: Caller) -> None:
+        self._state = state
+        self._pool = pool
+        self._caller = caller
+
+    @property
+    def name(self) -> str:
+        return self._state.entry.name
+
+    @property
+    def config(self) -> LLMConfig:
+        return self._state.entry
+
+    @property
+    def disabled(self) -> bool:
+        return self._state.disabled
+
+    def state(self) -> dict[str, Any]:
+        """``phase`` (``available``, ``cooling``, ``disabled`` or ``unavailable``: it cannot
+        start), ``cooldown_until`` (UTC, while cooling), ``consecutive_failures``, ``key``
+        (``present``/``missing``/``refused``/``not needed``), ``in_pool`` and the rest of
+        the model's ``snapshot()`` row."""
+        return model_row(self._pool, self._state, self._caller, time.time(),
+                         {s.entry.name for s in self._pool.members(self._caller)})
+
+    def __repr__(self) -> str:
+        state = self.state()
+        return f"<LLM {self.name} {state['phase']}, key {state['key']}>"
+
+
 class PoolSnapshot(dict[str, dict[str, Any]]):
     """``snapshot()``: model name -> its state, plus ``.journal``, the journal writer's counters
     (rows ``waiting``, ``written``, ``failed``, ...), and the pool's health: ``.usable`` (the
@@ -66,22 +101,28 @@ def pool_snapshot(pool: Pool, caller: Caller) -> dict[str, dict[str, Any]]:
     caller without other models) and ``unavailable`` (why it cannot start, or ``None``)."""
     now = time.time()
     members = {s.entry.name for s in pool.members(caller)}
-    out = {}
-    for name, s in pool.states.items():
-        usable, _ = pool.key_for(s, caller)
-        cooling = s.cooling(now)
-        out[name] = {
-            "model": s.entry.model, "base_url": s.entry.base_url,
-            "api_key_ref": s.entry.api_key_ref,
-            "cooldown_until": utc(s.cooldown_until) if cooling else None,
-            "consecutive_failures": s.consecutive,
-            "in_flight": s.in_flight, "parallel": s.entry.parallel,
-            "disabled": s.disabled,
-            "key": "not needed" if s.entry.api_key_ref is None else (
-                "present" if usable else ("refused" if pool.refused(s, caller) else "missing")),
-            "demoted_for": [op for op in pool.quality.operations(name)
-                            if pool.quality.demoted(name, op)],
-            "missed_waits": sorted({w for w, _ in s.missed_waits}),
-            "in_pool": name in members, "fallback": s.fallback, "unavailable": s.unavailable,
-        }
-    return out
+    return {name: model_row(pool, s, caller, now, members) for name, s in pool.states.items()}
+
+
+def model_row(pool: Pool, s: ModelState, caller: Caller, now: float,
+              members: set[str]) -> dict[str, Any]:
+    """One model's row of ``snapshot()`` (and ``get(name).state()``)."""
+    usable, _ = pool.key_for(s, caller)
+    cooling = s.cooling(now)
+    phase = ("disabled" if s.disabled else "unavailable" if s.unavailable is not None
+             else "cooling" if cooling else "available")
+    return {
+        "phase": phase, "model": s.entry.model, "base_url": s.entry.base_url,
+        "api_key_ref": s.entry.api_key_ref,
+        "cooldown_until": utc(s.cooldown_until) if cooling else None,
+        "consecutive_failures": s.consecutive,
+        "in_flight": s.in_flight, "parallel": s.entry.parallel,
+        "disabled": s.disabled,
+        "key": "not needed" if s.entry.api_key_ref is None else (
+            "present" if usable else ("refused" if pool.refused(s, caller) else "missing")),
+        "demoted_for": [op for op in pool.quality.operations(s.entry.name)
+                        if pool.quality.demoted(s.entry.name, op)],
+        "missed_waits": sorted({w for w, _ in s.missed_waits}),
+        "in_pool": s.entry.name in members, "fallback": s.fallback,
+        "unavailable": s.unavailable,
+    }

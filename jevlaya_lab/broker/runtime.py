@@ -163,8 +163,11 @@ class Runtime:
         # this broker's own entries first, in the order given; the rest keep registry order
         mine = {m.name: i for i, m in enumerate(self.user_models)}
         entries.sort(key=lambda e: mine.get(e.name, len(mine)))
-        return Pool(entries, self.keys, Quality(self.store.ratings()),
+        pool = Pool(entries, self.keys, Quality(self.store.ratings()),
                     optimize=self._optimize, fallback=fallback, local=self._local)
+        for name in self.store.disabled_models() & pool.states.keys():  # disable_llm persists
+            pool.states[name].disabled = True
+        return pool
 
     def state(self, name: str) -> ModelState:
         pool = self.pool

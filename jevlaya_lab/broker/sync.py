@@ -29,7 +29,7 @@ from jevlaya_lab.broker.direct import AsyncDirect
 from jevlaya_lab.broker.engine import AsyncBroker
 from jevlaya_lab.broker.errors import closed_error
 from jevlaya_lab.broker.lanes import LaneView
-from jevlaya_lab.broker.report import PoolSnapshot
+from jevlaya_lab.broker.report import LLMInfo, PoolSnapshot
 from jevlaya_lab.broker.results import LLMResult, StreamProtocol, SyncLLMResult
 from jevlaya_lab.broker.scoped import AsyncCalls, AsyncScopedBroker
 from jevlaya_lab.broker.streaming import AsyncStream, stream_mimebundle
@@ -253,6 +253,12 @@ class Broker(SyncCalls):
 
     def count(self) -> int:
         return self._run(self._engine.count())
+
+    def ensure_pool(self) -> None:
+        self._run(self._engine.ensure_pool())
+
+    def get(self, name: str) -> LLMInfo:
+        return self._run(self._engine.get(name))
 
     def disable_llm(self, name: str) -> None:
         self._run(self._engine.disable_llm(name))

@@ -52,7 +52,7 @@ from jevlaya_lab.journal.rows import (
     scores_query,
     utc_now,
 )
-from jevlaya_lab.journal.store import SCHEMA_VERSION, Store, split_password
+from jevlaya_lab.journal.store import DISABLED_PREFIX, SCHEMA_VERSION, Store, split_password
 
 DEFAULT_SCHEMA = "jevlaya_lab"
 # pg_advisory_xact_lock key for registry/meta/retention writes ("jevl").
@@ -263,6 +263,17 @@ class PostgreSQLStore(Store):
 
     def catalog_filled(self) -> bool:
         return bool(self._read("SELECT 1 FROM meta WHERE key = 'catalog_at'"))
+
+    def disabled_models(self) -> set[str]:
+        rows = self._read("SELECT key FROM meta WHERE key LIKE %s", (DISABLED_PREFIX + "%",))
+        return {r["key"][len(DISABLED_PREFIX):] for r in rows}
+
+    def set_disabled(self, name: str, disabled: bool) -> None:
+        with self._write() as conn:
+            if disabled:
+                _put_meta(conn, DISABLED_PREFIX + name, utc_now())
+            else:
+                conn.execute("DELETE FROM meta WHERE key = %s", (DISABLED_PREFIX + name,))
 
     # keys -----------------------------------------------------------------------------------
     def get_key(self, ref: str) -> str | None:

@@ -111,6 +111,12 @@ class DeferredStore(Store):
     def catalog_filled(self) -> bool:
         return self._store().catalog_filled()
 
+    def disabled_models(self) -> set[str]:
+        return self._store().disabled_models()
+
+    def set_disabled(self, name: str, disabled: bool) -> None:
+        self._store().set_disabled(name, disabled)
+
     def get_key(self, ref: str) -> str | None:
         return self._store().get_key(ref)
 

@@ -23,7 +23,7 @@ from jevlaya_lab.journal.rows import (
     scores_query,
     utc_now,
 )
-from jevlaya_lab.journal.store import SCHEMA_VERSION, Store
+from jevlaya_lab.journal.store import DISABLED_PREFIX, SCHEMA_VERSION, Store
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -161,6 +161,20 @@ class SQLiteStore(Store):
         with self._lock:
             return self._db.execute(
                 "SELECT 1 FROM meta WHERE key = 'catalog_at'").fetchone() is not None
+
+    def disabled_models(self) -> set[str]:
+        with self._lock:
+            rows = self._db.execute("SELECT key FROM meta WHERE key LIKE ?",
+                                    (DISABLED_PREFIX + "%",)).fetchall()
+        return {r[0][len(DISABLED_PREFIX):] for r in rows}
+
+    def set_disabled(self, name: str, disabled: bool) -> None:
+        with self._tx():
+            if disabled:
+                self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                                 (DISABLED_PREFIX + name, utc_now()))
+            else:
+                self._db.execute("DELETE FROM meta WHERE key = ?", (DISABLED_PREFIX + name,))
 
     # keys -----------------------------------------------------------------------------------
     def get_key(self, ref: str) -> str | None:

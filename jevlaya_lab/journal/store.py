@@ -17,6 +17,9 @@ from typing import Any
 SCHEMA_VERSION = 1
 
 
+DISABLED_PREFIX = "disabled:"  # meta keys marking a model disabled
+
+
 def redact_url(url: str) -> str:
     """``url`` without its password (in the user part or a ``password=`` query parameter)."""
     return split_password(url)[0]
@@ -72,6 +75,16 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def catalog_filled(self) -> bool:
         """Whether a catalog was ever written here (even an empty one)."""
+
+    # models switched off with disable_llm(): kept as ``disabled:<name>`` rows of the meta
+    # table, so the mark needs no schema change and survives the broker that set it
+    @abc.abstractmethod
+    def disabled_models(self) -> set[str]:
+        """The names marked disabled (a name need not be in the registry any more)."""
+
+    @abc.abstractmethod
+    def set_disabled(self, name: str, disabled: bool) -> None:
+        """Mark ``name`` disabled (or clear the mark)."""
 
     # keys the user chose to store here (never copied from the environment)
     @abc.abstractmethod

@@ -96,12 +96,18 @@ class Side:
     def close(self) -> None:
         self.broker.close()
 
+    def reopen(self) -> Side:
+        """Close this broker and open a new one of the same kind on the same database."""
+        self.close()
+        return type(self)(*self.args)
+
 
 class Ours(Side):
     name = "jevlaya_lab"
 
     def __init__(self, configs: list[dict[str, str]], secrets: dict[str, str],
                  tmp: Path) -> None:
+        self.args = (configs, secrets, tmp)
         super().__init__(Broker(tmp / "ours.db", models=[LLMConfig(**c) for c in configs],
                                 secrets=secrets, catalog=[], dotenv=tmp / "none.env"))
 
@@ -119,6 +125,8 @@ class Theirs(Side):
 
     def __init__(self, configs: list[dict[str, str]], secrets: dict[str, str],
                  tmp: Path) -> None:
+        self.args = (configs, secrets, tmp)
+
         class Registry:
             async def load(self) -> list[Any]:
                 return [llmbroker.LLMConfig(**c) for c in configs]
@@ -288,6 +296,27 @@ def test_calls_are_newest_first_with_the_latest_rating_as_score(pair) -> None:
     assert both(sides, lambda s: [r[3] for r in s.rows()]) == [None, 0.9, None]
 
 
+# -- pool administration -----------------------------------------------------------------------
+def test_disable_llm_persists_in_the_database_until_enable_llm(pair) -> None:
+    sides = pair("a", "b")
+    both(sides, lambda s: s.broker.disable_llm("a"))
+    assert both(sides, lambda s: s.ask("hi")) == Outcome("answer", "b")
+    sides = tuple(s.reopen() for s in sides)
+    try:
+        assert both(sides, lambda s: (s.broker.get("a").disabled, s.broker.count())) == \
+            (True, 2)
+        assert both(sides, lambda s: s.ask("again")) == Outcome("answer", "b")
+        both(sides, lambda s: s.broker.enable_llm("a"))
+        sides = tuple(s.reopen() for s in sides)
+        assert both(sides, lambda s: s.broker.get("a").disabled) is False
+        assert both(sides, lambda s: s.ask("and again")) == Outcome("answer", "a")
+        assert both(sides, lambda s: outcome_of(lambda: s.broker.get("zzz")).kind) == "KeyError"
+        assert both(sides, lambda s: s.broker.ensure_pool()) is None
+    finally:
+        for side in sides:
+            side.close()
+
+
 # -- validation --------------------------------------------------------------------------------
 @pytest.mark.parametrize("kwargs", [{"wait": math.nan}, {"bogus": 1}, {"fastest_of": 0}],
                          ids=["nan-wait", "unknown-keyword", "fastest_of-0"])
@@ -348,6 +377,18 @@ def _early_another(sides: tuple[Side, Side], server: Any) -> list[str]:
 @difference("provider parameters by keyword", "answer", "TypeError")
 def _max_tokens(sides: tuple[Side, Side], server: Any) -> list[str]:
     return [s.ask("hi", max_tokens=4).kind for s in sides]
+
+
+@difference("disable_llm of an unknown name", "KeyError", "answer")
+def _disable_unknown(sides: tuple[Side, Side], server: Any) -> list[str]:
+    return [outcome_of(lambda s=s: s.broker.disable_llm("zzz") or Outcome("answer")).kind
+            for s in sides]
+
+
+@difference("degraded", False, True)
+def _degraded_with_one_usable_model(sides: tuple[Side, Side], server: Any) -> list[bool]:
+    server.set_fault("a", FaultProfile(status=429, retry_after=30))
+    return [(s.ask("hi"), s.broker.snapshot().degraded)[1] for s in sides]
 
 
 @pytest.mark.parametrize("name", sorted(DIFFERENCES))

@@ -113,7 +113,7 @@ def watch_store_calls(store: Any, loop_thread: int, on_loop: list[str]) -> None:
     """Record every store method called from the event loop's thread (the store still runs)."""
     for name in ("registry", "replace_catalog", "put_user_models", "catalog_filled", "get_key",
                  "stored_keys", "set_key", "append", "append_spilled", "attempts", "ratings",
-                 "rating_totals", "purge", "close"):
+                 "rating_totals", "purge", "close", "disabled_models", "set_disabled"):
         def watched(*args: Any, _name: str = name, _method: Any = getattr(store, name), **kwargs: Any) -> Any:
             if threading.get_ident() == loop_thread:
                 on_loop.append(_name)

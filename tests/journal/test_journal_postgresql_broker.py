@@ -129,3 +129,29 @@ def test_analysis_refuses_unknown_urls_without_showing_the_password() -> None:
     with pytest.raises(ValueError, match="not a journal.*postgresql://") as info:
         analysis.load_journal("mysql://me:hunter2@127.0.0.1/j")
     assert "hunter2" not in str(info.value)
+
+
+def test_disable_llm_persists_in_postgresql(llm_server: Any, pg_url: str) -> None:
+    """A model disabled by one broker stays disabled for the next broker on the same
+    PostgreSQL journal (and for another reader of it) until ``enable_llm``."""
+    with Broker(pg_url, models=models(llm_server), catalog=[]) as first:
+        first.disable_llm("a")
+        assert first.ask("x", max_tokens=2).llm_name == "b"
+    assert stored_disabled(pg_url) == {"a"}
+    with Broker(pg_url, models=models(llm_server), catalog=[]) as second:
+        assert second.get("a").disabled and second.snapshot()["a"]["disabled"]
+        assert second.ask("x", max_tokens=2).llm_name == "b"
+        second.enable_llm("a")
+    assert stored_disabled(pg_url) == set()
+    with Broker(pg_url, models=models(llm_server), catalog=[]) as third:
+        assert not third.get("a").disabled
+        assert third.ask("x", max_tokens=2).llm_name == "a"
+
+
+def stored_disabled(source: str) -> set[str]:
+    """The disabled marks as another process reads them."""
+    store = open_store(source)
+    try:
+        return store.disabled_models()
+    finally:
+        store.close()
