@@ -31,6 +31,9 @@ _EXPORTS: dict[str, str] = {
     "LLMResult": "jevlaya_lab.broker.results",
     "SyncLLMResult": "jevlaya_lab.broker.results",
     "Decision": "jevlaya_lab.decisions.routing",
+    "DecisionResult": "jevlaya_lab.decisions.structured",
+    "decide": "jevlaya_lab.decisions.structured",
+    "decide_batch": "jevlaya_lab.decisions.structured",
     # errors: one root, one errors module per area (see jevlaya_lab.errors)
     "JevlayaError": "jevlaya_lab.errors",
     "BrokerError": "jevlaya_lab.broker.errors",
@@ -48,6 +51,7 @@ _EXPORTS: dict[str, str] = {
     "BrokerClosedError": "jevlaya_lab.broker.errors",
     "UnknownCallError": "jevlaya_lab.broker.errors",
     "QuestionError": "jevlaya_lab.decisions.errors",
+    "SchemaError": "jevlaya_lab.decisions.errors",
     "BudgetError": "jevlaya_lab.decisions.errors",
     "TokenizerError": "jevlaya_lab.decisions.errors",
     "CheckpointError": "jevlaya_lab.decisions.errors",
@@ -115,12 +119,14 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         DatasetError,
         NearTypoWarning,
         QuestionError,
+        SchemaError,
         TokenizerError,
     )
     from jevlaya_lab.decisions.router import Router
     from jevlaya_lab.decisions.routing import (
         Decision,
     )
+    from jevlaya_lab.decisions.structured import DecisionResult, decide, decide_batch
     from jevlaya_lab.errors import (
         JevlayaError,
     )

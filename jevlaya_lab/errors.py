@@ -10,6 +10,7 @@ Each area keeps its exceptions in its own ``errors.py``; every class there deriv
     │   ├── CatalogError (ValueError)       a catalog file or URL is not a catalog
     │   └── UnknownCallError (ValueError)   record_quality(call_id=...) names no journaled answer
     ├── QuestionError (ValueError)          jevlaya_lab.decisions.errors
+    ├── SchemaError (ValueError)            a decide() schema that cannot become questions
     ├── BudgetError (ValueError)
     ├── TokenizerError (TypeError)
     ├── CheckpointError (ValueError)

@@ -26,6 +26,7 @@ BUILTIN_BASES = {
     "CatalogError": ValueError,
     "BrokerClosedError": RuntimeError,
     "QuestionError": ValueError,
+    "SchemaError": ValueError,
     "BudgetError": ValueError,
     "TokenizerError": TypeError,
     "CheckpointError": ValueError,

@@ -2,7 +2,8 @@
 
 Modules, in the order a call uses them: ``questions`` (validation, rendering), ``encoding``
 (token rows and budgets), ``model`` (the network), ``calibration`` (temperatures, answers,
-``min_confidence``), ``agent`` (the ``Agent`` and its hook lifecycle), ``checkpoint`` (directory
+``min_confidence``), ``agent`` (the ``Agent`` and its hook lifecycle), ``structured``
+(``decide``: JSON schema / pydantic -> questions -> values), ``checkpoint`` (directory
 IO), ``testing`` (tiny checkpoints) and ``errors`` (every exception of this area). Names below
 load lazily so importing this package does not import torch.
 """
@@ -18,6 +19,10 @@ _EXPORTS: dict[str, str] = {
     "DecisionOutput": "jevlaya_lab.decisions.model",
     "EncodedBatch": "jevlaya_lab.decisions.encoding",
     "encode_requests": "jevlaya_lab.decisions.encoding",
+    "DecisionResult": "jevlaya_lab.decisions.structured",
+    "decide": "jevlaya_lab.decisions.structured",
+    "decide_batch": "jevlaya_lab.decisions.structured",
+    "questions_from_schema": "jevlaya_lab.decisions.structured",
     "Question": "jevlaya_lab.decisions.questions",
     "parse_questions": "jevlaya_lab.decisions.questions",
     "Checkpoint": "jevlaya_lab.decisions.checkpoint",
@@ -32,6 +37,7 @@ _EXPORTS: dict[str, str] = {
     "DatasetError": "jevlaya_lab.decisions.errors",
     "NearTypoWarning": "jevlaya_lab.decisions.errors",
     "QuestionError": "jevlaya_lab.decisions.errors",
+    "SchemaError": "jevlaya_lab.decisions.errors",
     "TokenizerError": "jevlaya_lab.decisions.errors",
 }
 

@@ -234,6 +234,29 @@ class Agent(HookHost):
 
     predict = system_one
 
+    # -- schema-driven decisions (Laya's decide / decide_batch) ----------------------------------
+    def decide(self, state: Any, schema: Any = None, *, questions: Mapping[str, Any] | None = None,
+               return_details: bool = False, min_confidence: Any = None, **predict_kwargs: Any) -> Any:
+        """Answer ``state`` against a JSON schema or pydantic model and return the typed values.
+
+        See :func:`jevlaya_lab.decisions.structured.decide`: pass exactly one of ``schema`` or
+        ``questions``; the other keywords go to :meth:`predict`, so the hook lifecycle runs with
+        the generated questions.
+        """
+        from jevlaya_lab.decisions.structured import decide
+
+        return decide(self, state, schema, questions=questions, return_details=return_details,
+                      min_confidence=min_confidence, **predict_kwargs)
+
+    def decide_batch(self, states: Sequence[Any], schema: Any = None, *,
+                     questions: Mapping[str, Any] | None = None, return_details: bool = False,
+                     min_confidence: Any = None, **predict_kwargs: Any) -> list[Any]:
+        """:meth:`decide` for many states through one :meth:`predict_batch` call, in input order."""
+        from jevlaya_lab.decisions.structured import decide_batch
+
+        return decide_batch(self, states, schema, questions=questions, return_details=return_details,
+                            min_confidence=min_confidence, **predict_kwargs)
+
     # -- calibration (Laya's fit_temperatures / save_calibration / calibration=) ------------------
     def fit_temperatures(self, records: Sequence[Any]) -> dict[str, Any]:
         """Fit temperatures from labelled ``(qtype, logits, target, k)`` records and use them.

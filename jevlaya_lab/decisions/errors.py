@@ -9,11 +9,16 @@ from __future__ import annotations
 from jevlaya_lab.errors import JevlayaError
 
 __all__ = ["BudgetError", "BundledCheckpointError", "CheckpointError", "CheckpointNotFoundError",
-           "DatasetError", "NearTypoWarning", "QuestionError", "TokenizerError"]
+           "DatasetError", "NearTypoWarning", "QuestionError", "SchemaError", "TokenizerError"]
 
 
 class QuestionError(JevlayaError, ValueError):
     """A question definition is malformed; the message starts with ``question '<id>': ``."""
+
+
+class SchemaError(JevlayaError, ValueError):
+    """A schema given to ``decide`` cannot become typed questions; the message names the path
+    (``properties.<name>``) and what to use instead."""
 
 
 class BudgetError(JevlayaError, ValueError):

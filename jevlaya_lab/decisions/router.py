@@ -372,6 +372,28 @@ class Router(HookHost):
                              on_predict_start=on_predict_start, on_predict_end=on_predict_end,
                              hooks_raise=hooks_raise, hooks_timeout=hooks_timeout)
 
+    # -- schema-driven decisions (Laya's decide / decide_batch) ----------------------------------
+    def decide(self, state: Any, schema: Any = None, *, questions: Mapping[str, Any] | None = None,
+               return_details: bool = False, min_confidence: Any = None, **predict_kwargs: Any) -> Any:
+        """Route ``state`` and answer it against a JSON schema or pydantic model; see
+        :func:`jevlaya_lab.decisions.structured.decide`. Other keywords (``model=``, ``task=``,
+        ``lang=``, ``hooks=``, budgets) go to :meth:`predict`; the details carry ``routing``."""
+        from jevlaya_lab.decisions.structured import decide
+
+        return decide(self, state, schema, questions=questions, return_details=return_details,
+                      min_confidence=min_confidence, **predict_kwargs)
+
+    def decide_batch(self, states: Sequence[Any], schema: Any = None, *,
+                     questions: Mapping[str, Any] | None = None, return_details: bool = False,
+                     min_confidence: Any = None, **predict_kwargs: Any) -> list[Any]:
+        """:meth:`decide` for many states through one :meth:`predict_batch` call: each state is a
+        request, so states may route to different checkpoints; ``model=``, ``task=``, ``lang=``,
+        ``lang_guess=``, ``max_len=`` and ``head_max_len=`` are copied onto every request."""
+        from jevlaya_lab.decisions.structured import decide_batch
+
+        return decide_batch(self, states, schema, questions=questions, return_details=return_details,
+                            min_confidence=min_confidence, **predict_kwargs)
+
     def _predict(self, requests: Sequence[Mapping[str, Any]], *, hooks: Any, on_predict_start: Any,
                  on_predict_end: Any, hooks_raise: bool | None, hooks_timeout: float | None,
                  **call: Any) -> list[dict]:

@@ -326,3 +326,121 @@ def test_fit_temperatures_and_calibration_files_as_laya(pair, tmp_path):
 
 def tiny_dir_of(agent) -> Path:
     return Path(agent.model_id)
+
+
+# ---------------------------------------------------------------- decide / decide_batch (issue 12 item 6)
+DECIDE_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "department": {"enum": ["billing", "support", "sales"], "description": "Which team should answer?"},
+        "urgency": {"type": "integer", "minimum": 1, "maximum": 4},
+        "needs_human": {"type": "boolean"},
+        "tone": {"$ref": "#/$defs/Tone"},
+        "code": {"anyOf": [{"type": "integer", "enum": [3, 7, 11]}, {"type": "null"}],
+                 "description": "Which code applies?"},
+        "flag": {"type": ["boolean", "null"], "description": "The user mentions a refund."},
+        "only": {"const": None},
+        "levels": {"type": "number", "minimum": -2, "maximum": 7},
+    },
+    "$defs": {"Tone": {"enum": ["calm", "angry", True, 1.5], "description": "the type's own text"}},
+}
+DECIDE_STATES = STATES[:5]
+
+
+def assert_same_details(reference, ours) -> None:
+    """Two DecisionResults: values equal, every other field as assert_same_answers compares."""
+    assert ours.values == reference.values and \
+        [type(v) for v in ours.values.values()] == [type(v) for v in reference.values.values()]
+    for name in ("confidence", "probabilities", "answers", "usage", "answer_confidence"):
+        assert_same_answers([{"x": getattr(reference, name)}], [{"x": getattr(ours, name)}])
+    assert (ours.routing is None) == (reference.routing is None)
+
+
+def test_the_questions_decide_asks_are_laya_s(tiny_dir):
+    from jevlaya_lab.decisions.structured import questions_from_schema
+
+    assert questions_from_schema(DECIDE_SCHEMA) == laya.structured.questions_from_json_schema(DECIDE_SCHEMA)
+
+
+@pytest.mark.parametrize("pair", ["tiny_dir", "minilm_dir"], indirect=True)
+@pytest.mark.parametrize("min_confidence", [None, 0.4, {"choice:3-5": 0.5, "default": 0.3}])
+def test_decide_gives_laya_s_values_and_details(pair, min_confidence):
+    reference, agent = pair
+    for state in DECIDE_STATES:
+        assert agent.decide(state, DECIDE_SCHEMA, min_confidence=min_confidence) == \
+            reference.decide(state, DECIDE_SCHEMA, min_confidence=min_confidence)
+        assert_same_details(reference.decide(state, DECIDE_SCHEMA, return_details=True, min_confidence=min_confidence),
+                            agent.decide(state, DECIDE_SCHEMA, return_details=True, min_confidence=min_confidence))
+    gated = [agent.decide(s, DECIDE_SCHEMA, min_confidence=0.99) for s in DECIDE_STATES]
+    assert any(v is None for values in gated for v in values.values())
+
+
+@pytest.mark.parametrize("pair", ["tiny_dir", "minilm_dir"], indirect=True)
+def test_decide_batch_matches_laya_and_decide(pair):
+    reference, agent = pair
+    kwargs = {"batch_size": 2, "sort_by_length": True, "max_len": 96, "min_confidence": 0.45}
+    theirs = reference.decide_batch(DECIDE_STATES, DECIDE_SCHEMA, return_details=True, **kwargs)
+    ours = agent.decide_batch(DECIDE_STATES, DECIDE_SCHEMA, return_details=True, **kwargs)
+    for expected, got in zip(theirs, ours, strict=True):
+        assert_same_details(expected, got)
+    assert [d.values for d in ours] == \
+        [agent.decide(s, DECIDE_SCHEMA, max_len=96, min_confidence=0.45) for s in DECIDE_STATES]
+
+
+@pytest.mark.parametrize("pair", ["tiny_dir"], indirect=True)
+def test_decide_with_questions_and_with_a_pydantic_model_as_laya(pair):
+    import enum
+    from typing import Literal, Optional
+
+    from pydantic import BaseModel, Field
+
+    class Colour(enum.Enum):
+        RED = "red"
+        BLUE = "blue"
+
+    class Ticket(BaseModel):
+        department: Literal["billing", "support", "sales"]
+        colour: Colour = Field(description="Which colour is mentioned?")
+        level: int = Field(ge=0, le=3)
+        maybe: Optional[bool] = None
+
+    reference, agent = pair
+    for state in DECIDE_STATES:
+        assert agent.decide(state, Ticket) == reference.decide(state, Ticket)
+        assert_same_details(reference.decide(state, questions=MIXED, return_details=True),
+                            agent.decide(state, questions=MIXED, return_details=True))
+    assert agent.decide(STATES[0], Ticket(department="sales", colour=Colour.RED, level=1)) == \
+        reference.decide(STATES[0], Ticket)
+
+
+def test_router_decide_and_decide_batch_as_laya(tiny_dir, minilm_dir):
+    """Routing pins are copied onto each request; the details carry the routing decision."""
+    from jevlaya_lab.decisions.router import Router
+
+    models = {"a": str(tiny_dir), "b": str(minilm_dir)}
+    theirs = laya.Router(models=models, default="a", device="cpu")
+    ours = Router(models, default="a", device="cpu")
+    for model in ("a", "b"):
+        expected = theirs.decide_batch(DECIDE_STATES, DECIDE_SCHEMA, model=model, max_len=96, return_details=True)
+        got = ours.decide_batch(DECIDE_STATES, DECIDE_SCHEMA, model=model, max_len=96, return_details=True)
+        for e, g in zip(expected, got, strict=True):
+            assert_same_details(e, g)
+            assert g.routing["model"] == e.routing["model"] == model
+        single = ours.decide(DECIDE_STATES[0], DECIDE_SCHEMA, model=model, max_len=96, return_details=True)
+        assert_same_details(expected[0], single)
+
+
+@pytest.mark.parametrize("prop", [
+    {"type": "string"}, {"type": "array"}, {"type": "object"}, {"type": "integer"},
+    {"type": "integer", "minimum": 0, "maximum": 10}, {"type": "integer", "minimum": 2, "maximum": 1},
+    {"enum": []}, {"enum": [1, "1"]}, {"enum": list(range(33))}, {"anyOf": [{"type": "boolean"}, {"enum": [1]}]},
+    {"type": ["boolean", "integer"]}, {"$ref": "#/$defs/Missing"}, {}, {"type": "null"},
+])
+def test_schemas_laya_refuses_are_refused_here(prop):
+    from jevlaya_lab.decisions.structured import SchemaError, plan_schema
+
+    schema = {"properties": {"f": prop}}
+    with pytest.raises(laya.structured.SchemaError, match="properties.f"):
+        laya.structured.plan_from_json_schema(schema)
+    with pytest.raises(SchemaError, match="properties.f"):
+        plan_schema(schema)
