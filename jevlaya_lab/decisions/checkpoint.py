@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import urlparse
 
-from jevlaya_lab._hub import hub_offline, is_hub_id
+from jevlaya_lab._hub import check_revision, check_token, hub_offline, is_hub_id
 from jevlaya_lab.decisions.errors import CheckpointError, CheckpointNotFoundError
 
 CONFIG_FILE = "rl_agent_config.json"
@@ -225,8 +225,10 @@ def resolve_source(source: Any, *, subfolder: str | None = None, revision: str |
     """Turn a source into a local checkpoint directory (downloading a hub id when online).
 
     ``subfolder`` makes ``source`` the ``(directory_or_repo, subfolder)`` pair; ``revision`` (a
-    branch, tag or commit) and ``token`` are used for hub downloads only, as in Laya.
+    branch, tag or commit) and ``token`` are used for hub downloads only, as in Laya; a blank one
+    counts as not given and a non-string is a ``TypeError`` naming it.
     """
+    revision, token = check_revision(revision), check_token(token)
     if subfolder is not None:
         if isinstance(source, tuple) or not isinstance(source, (str, os.PathLike)):
             raise TypeError(f"subfolder={subfolder!r} needs a directory or hub id as the source, "

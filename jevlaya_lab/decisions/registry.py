@@ -47,6 +47,7 @@ __all__ = [
     "Registry",
     "RegistryEntry",
     "agent_source",
+    "laya_standalone_repo",
 ]
 
 
@@ -336,6 +337,17 @@ LAYA_MODELS: dict[str, dict[str, Any]] = {
 default: one bundle repo, the English checkpoint at its root, the others in subfolders (the
 alias ``default`` names the English one, as in Laya). Loading them needs the hub."""
 
+def laya_standalone_repo(source: Any) -> str | None:
+    """The standalone hub repo of a checkpoint of the Laya bundle (``Router(standalone_repos=True)``):
+    the bundle root is ``convaiinnovations/laya`` itself, a subfolder ``x`` is ``convaiinnovations/laya-x``.
+    ``None`` for any other source."""
+    if source == LAYA_REPO:
+        return LAYA_REPO
+    if isinstance(source, tuple) and source[0] == LAYA_REPO:
+        return f"{LAYA_REPO}-{source[1]}"
+    return None
+
+
 LAYA_WORKFLOWS: dict[str, frozenset[str]] = {
     "agent_trace_observability": frozenset({"action", "needs_review", "outcome", "risk", "urgency"}),
     "customer_service": frozenset({"action", "category", "churn_risk", "needs_human", "urgency"}),
@@ -365,8 +377,9 @@ class LoadedAgents:
         self._agents: OrderedDict[str, Any] = OrderedDict()
         self._building: dict[str, Future] = {}
 
-    def get(self, name: str) -> tuple[Any, bool, list[tuple[str, Any]]]:
-        """``(agent, built_now, evicted)`` for ``name``, building it if it is not resident."""
+    def get(self, name: str, build: Callable[[str], Any] | None = None) -> tuple[Any, bool, list[tuple[str, Any]]]:
+        """``(agent, built_now, evicted)`` for ``name``, building it (with ``build`` when given)
+        if it is not resident."""
         with self._lock:
             if name in self._agents:
                 self._agents.move_to_end(name)
@@ -380,7 +393,7 @@ class LoadedAgents:
         if not owner:
             return pending.result(), False, []  # a failed build raises here in every waiter
         try:
-            agent = self._build(name)
+            agent = (build or self._build)(name)
         except BaseException as exc:
             with self._lock:
                 del self._building[name]

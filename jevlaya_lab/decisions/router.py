@@ -28,6 +28,25 @@ Decisions the spec leaves open, written down here:
 - A hook on ``on_route`` may replace ``ctx.decision`` with a new decision, a plain dict with a
   ``model`` key, or just a name/alias; aliases are resolved to the canonical name at once, so
   requests pinned through an alias share the forward pass of that checkpoint.
+
+Hub options (Laya 0.4.15's constructor keywords; they matter only for hub sources):
+- ``token`` is used for every hub download; ``revision`` pins every checkpoint to one branch, tag
+  or commit; ``revisions={name: rev}`` overrides it per checkpoint (a ``None`` or blank entry
+  inherits ``revision``, as in Laya); ``register(..., revision=, token=)`` overrides both for that
+  checkpoint; ``load(name, revision=, token=)`` overrides everything for that build. A blank
+  string counts as not given; a non-string is a ``TypeError`` naming the field.
+- ``sha256_digests={name: {file: sha256}}`` pins one checkpoint's files; it is merged file by
+  file over ``agent_kwargs["expected_sha256"]`` (shared by every checkpoint), and
+  ``register(..., expected_sha256=)`` is merged over both; a ``None`` or ``{}`` entry adds nothing.
+  (Laya also reads ``LAYA_SHA256_DIGESTS`` / ``LAYA_REVISION`` from the environment; this Router
+  reads only its arguments.)
+- ``agent_kwargs`` may not set what the Router sets itself (``token``, ``revision``,
+  ``subfolder``, ``model_id``): a ``ValueError`` says where to put it instead.
+- ``preload=True`` loads every registered checkpoint at construction, raising ``max_loaded`` to
+  fit them all (as Laya); ``preload(names)`` later still refuses more names than ``max_loaded``.
+- ``standalone_repos=True`` loads the public Laya checkpoints from their standalone repos
+  (``convaiinnovations/laya-multilingual``, ...) instead of the bundle's subfolders; a registry
+  without them refuses it, since it would change nothing.
 """
 
 from __future__ import annotations
@@ -39,6 +58,7 @@ import threading
 import time
 from typing import Any, Callable, Iterable, Mapping, Sequence, cast
 
+from jevlaya_lab._hub import check_revision, check_token
 from jevlaya_lab.decisions import detect as detection
 from jevlaya_lab.decisions.budget import check_budget
 from jevlaya_lab.decisions.registry import (
@@ -50,6 +70,7 @@ from jevlaya_lab.decisions.registry import (
     Registry,
     RegistryEntry,
     agent_source,
+    laya_standalone_repo,
 )
 from jevlaya_lab.decisions.routing import REQUEST_KEYS, Decision, RoutingPolicy
 from jevlaya_lab.hooks import CallHooks, HookHost, HookRunner, PredictContext, aggregate_usage
@@ -87,6 +108,12 @@ class Router(HookHost):
         auto_task_detection: bool = False,
         device: Any = None,
         agent_kwargs: Mapping[str, Any] | None = None,
+        token: str | None = None,
+        revision: str | None = None,
+        revisions: Mapping[str, str | None] | None = None,
+        sha256_digests: Mapping[str, Mapping[str, str] | None] | None = None,
+        standalone_repos: bool = False,
+        preload: bool = False,
     ):
         self._registry = Registry(DEFAULT_MODELS if models is None else models)
         if not self._registry.names:
@@ -94,6 +121,16 @@ class Router(HookHost):
         if max_loaded is not None and (isinstance(max_loaded, bool) or not isinstance(max_loaded, int)
                                        or max_loaded < 1):
             raise ValueError(f"max_loaded: expected a positive int or None (no limit), got {max_loaded!r}")
+        if standalone_repos:
+            self._use_standalone_repos()
+        self.token = check_token(token)
+        self.revision = check_revision(revision)
+        self.revisions = self._per_checkpoint("revisions", revisions, check_revision)
+        self.sha256_digests = self._per_checkpoint("sha256_digests", sha256_digests, _check_digests)
+        reserved = sorted({"token", "revision", "subfolder", "model_id"} & set(agent_kwargs or {}))
+        if reserved:
+            raise ValueError(f"agent_kwargs: the Router sets {', '.join(map(repr, reserved))} itself; pass "
+                             "Router(token=..., revision=...) or register(name, source, subfolder=...) instead")
         self.policy = RoutingPolicy(
             self._registry, default=default, english=english, multilingual=multilingual, tasks=tasks,
             workflows=workflows, lang_guess=lang_guess, auto_task_detection=auto_task_detection,
@@ -106,6 +143,40 @@ class Router(HookHost):
         )
         self._agents = LoadedAgents(self._build, max_loaded)
         self._attach_lock = threading.Lock()
+        self._built_revision: dict[str, str | None] = {}
+        if preload:
+            wanted = len(self._registry.names)
+            if self._agents.max_loaded is not None and self._agents.max_loaded < wanted:
+                self._agents.max_loaded = wanted  # every checkpoint resident, as Laya's preload=True
+            self.preload()
+
+    def _use_standalone_repos(self) -> None:
+        moved = 0
+        for name, entry in self._registry.registered.items():
+            repo = laya_standalone_repo(entry.source)
+            if repo is not None:
+                moved += 1
+                self._registry.register(name, repo, entry.description, aliases=entry.aliases,
+                                        load_options=entry.load_options)
+        if not moved:
+            raise ValueError("standalone_repos=True: no checkpoint of the public Laya bundle is registered, "
+                             "so it would change nothing; use Router.laya(standalone_repos=True)")
+
+    def _per_checkpoint(self, field: str, given: Mapping[str, Any] | None,
+                        check: Callable[[Any, str], Any]) -> dict[str, Any]:
+        """``{canonical name: checked value}`` from a per-checkpoint map keyed by names or aliases."""
+        if given is None:
+            return {}
+        if not isinstance(given, Mapping):
+            raise TypeError(f"{field}: expected a dict {{checkpoint name: value}}, got {type(given).__name__}")
+        checked = {}
+        for name, value in given.items():
+            try:
+                canonical = self._registry.resolve(name)
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(f"{field}: {exc}") from None
+            checked[canonical] = check(value, f"{field}[{name!r}]")
+        return checked
 
     @classmethod
     def laya(cls, **kwargs: Any) -> Router:
@@ -152,8 +223,9 @@ class Router(HookHost):
         """
         if subfolder is not None:
             source = (source, subfolder)
-        options = {k: v for k, v in (("revision", revision), ("token", token),
-                                     ("expected_sha256", expected_sha256)) if v is not None}
+        options = {k: v for k, v in (("revision", check_revision(revision)), ("token", check_token(token)),
+                                     ("expected_sha256", _check_digests(expected_sha256, "expected_sha256")))
+                   if v is not None}
         return self._registry.register(name, source, description, aliases=aliases, load_options=options)
 
     def unregister(self, name: str) -> RegistryEntry:
@@ -225,24 +297,58 @@ class Router(HookHost):
         return self.policy.settle(ctx.decision, decision)
 
     # -- loading -------------------------------------------------------------------------------
-    def _build(self, name: str) -> Any:
+    def load_options(self, name: str, **overrides: Any) -> dict[str, Any]:
+        """The keywords the loader gets for checkpoint ``name`` (see the module docstring for
+        the precedence of ``token``, ``revision`` and ``expected_sha256``); ``overrides`` are
+        ``load()``'s own ``revision`` / ``token``."""
+        canonical = self._registry.resolve(name)
+        entry = self._registry.entry(canonical)
+        explicit = dict(entry.load_options)
+        options: dict[str, Any] = {}
+        token = overrides.get("token") or explicit.get("token") or self.token
+        revision = (overrides.get("revision") or explicit.get("revision")
+                    or self.revisions.get(canonical) or self.revision)
+        digests = {**(self.agent_kwargs.get("expected_sha256") or {}),
+                   **(self.sha256_digests.get(canonical) or {}), **(explicit.get("expected_sha256") or {})}
+        if token:
+            options["token"] = token
+        if revision:
+            options["revision"] = revision
+        if digests:
+            options["expected_sha256"] = digests
+        return options
+
+    def _build(self, name: str, **overrides: Any) -> Any:
         from jevlaya_lab.decisions import agent as agent_module  # torch is imported on first load
 
-        entry = self._registry.entry(name)
-        source = agent_source(entry)
-        kwargs = {"device": self.device, **self.agent_kwargs, **entry.load_options, "model_id": name}
-        return agent_module.load(source, **kwargs)
+        source = agent_source(self._registry.entry(name))
+        options = self.load_options(name, **overrides)
+        kwargs = {"device": self.device, **self.agent_kwargs, **options, "model_id": name}
+        agent = agent_module.load(source, **kwargs)
+        self._built_revision[name] = options.get("revision")
+        return agent
 
-    def load(self, name: str, *, hooks: Sequence[Any] | None = None, hooks_raise: bool | None = None) -> Any:
+    def load(self, name: str, *, revision: str | None = None, token: str | None = None,
+             hooks: Sequence[Any] | None = None, hooks_raise: bool | None = None) -> Any:
         """The resident Agent for ``name`` (or an alias), building it on first use.
 
-        Building may evict the least recently used checkpoint; ``on_evict`` then ``on_load``
-        fire after the Router's lock is released. Concurrent callers share one build.
+        ``revision`` / ``token`` override the Router's and the registration's for this build
+        (hub sources only); asking for another revision than the resident one is a
+        ``ValueError`` (``unload(name)`` first). Building may evict the least recently used
+        checkpoint; ``on_evict`` then ``on_load`` fire after the Router's lock is released.
+        Concurrent callers share one build.
         """
-        return self._load(self._registry.resolve(name), self._hooks.call(hooks, hooks_raise=hooks_raise))
+        overrides = {k: v for k, v in (("revision", check_revision(revision)), ("token", check_token(token))) if v}
+        return self._load(self._registry.resolve(name), self._hooks.call(hooks, hooks_raise=hooks_raise),
+                          overrides)
 
-    def _load(self, name: str, calls: CallHooks) -> Any:
-        agent, built, evicted = self._agents.get(name)
+    def _load(self, name: str, calls: CallHooks, overrides: dict[str, Any] | None = None) -> Any:
+        build = (lambda n: self._build(n, **overrides)) if overrides else None
+        agent, built, evicted = self._agents.get(name, build)
+        wanted = (overrides or {}).get("revision")
+        if wanted and not built and self._built_revision.get(name) != wanted:
+            raise ValueError(f"load({name!r}, revision={wanted!r}): {name!r} is resident from revision "
+                             f"{self._built_revision.get(name)!r}; unload({name!r}) first to load another revision")
         first = self._fire_evicted(evicted, calls)
         if built:  # on_load fires even when an on_evict hook failed; the first failure is raised
             failure = calls.emit_each("on_load", self._model_context(name, agent))
@@ -286,6 +392,7 @@ class Router(HookHost):
                 self._registry.register(name, None, "attached Agent")
             canonical = self._registry.resolve(name)
         evicted = self._agents.attach(canonical, agent)
+        self._built_revision[canonical] = None
         first = self._fire_evicted(evicted, self._hooks.call(hooks, hooks_raise=hooks_raise))
         if first is not None:
             raise first
@@ -470,6 +577,14 @@ class _CheckpointGroup:
             for ctx, result in zip(members, outputs):
                 result["routing"] = ctx.decision
                 ctx.results = [result]
+
+
+def _check_digests(value: Any, field: str) -> dict[str, str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise TypeError(f"{field}: expected a dict {{file in the checkpoint: sha256 hex}} or None, got {value!r}")
+    return dict(value)
 
 
 def _check_skipped(ctx: PredictContext) -> list[dict]:

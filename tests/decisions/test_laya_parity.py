@@ -347,6 +347,13 @@ DECIDE_SCHEMA = {
 DECIDE_STATES = STATES[:5]
 
 
+@pytest.fixture(scope="module")
+def fresh_pair(request):
+    """Like ``pair``, but its own instances: the calibration test fits temperatures on ``pair``'s."""
+    path = request.getfixturevalue(request.param)
+    return laya.load(str(path), device="cpu"), Agent(path, device="cpu")
+
+
 def assert_same_details(reference, ours) -> None:
     """Two DecisionResults: values equal, every other field as assert_same_answers compares."""
     assert ours.values == reference.values and \
@@ -362,10 +369,10 @@ def test_the_questions_decide_asks_are_laya_s(tiny_dir):
     assert questions_from_schema(DECIDE_SCHEMA) == laya.structured.questions_from_json_schema(DECIDE_SCHEMA)
 
 
-@pytest.mark.parametrize("pair", ["tiny_dir", "minilm_dir"], indirect=True)
+@pytest.mark.parametrize("fresh_pair", ["tiny_dir", "minilm_dir"], indirect=True)
 @pytest.mark.parametrize("min_confidence", [None, 0.4, {"choice:3-5": 0.5, "default": 0.3}])
-def test_decide_gives_laya_s_values_and_details(pair, min_confidence):
-    reference, agent = pair
+def test_decide_gives_laya_s_values_and_details(fresh_pair, min_confidence):
+    reference, agent = fresh_pair
     for state in DECIDE_STATES:
         assert agent.decide(state, DECIDE_SCHEMA, min_confidence=min_confidence) == \
             reference.decide(state, DECIDE_SCHEMA, min_confidence=min_confidence)
@@ -375,9 +382,9 @@ def test_decide_gives_laya_s_values_and_details(pair, min_confidence):
     assert any(v is None for values in gated for v in values.values())
 
 
-@pytest.mark.parametrize("pair", ["tiny_dir", "minilm_dir"], indirect=True)
-def test_decide_batch_matches_laya_and_decide(pair):
-    reference, agent = pair
+@pytest.mark.parametrize("fresh_pair", ["tiny_dir", "minilm_dir"], indirect=True)
+def test_decide_batch_matches_laya_and_decide(fresh_pair):
+    reference, agent = fresh_pair
     kwargs = {"batch_size": 2, "sort_by_length": True, "max_len": 96, "min_confidence": 0.45}
     theirs = reference.decide_batch(DECIDE_STATES, DECIDE_SCHEMA, return_details=True, **kwargs)
     ours = agent.decide_batch(DECIDE_STATES, DECIDE_SCHEMA, return_details=True, **kwargs)
@@ -387,8 +394,8 @@ def test_decide_batch_matches_laya_and_decide(pair):
         [agent.decide(s, DECIDE_SCHEMA, max_len=96, min_confidence=0.45) for s in DECIDE_STATES]
 
 
-@pytest.mark.parametrize("pair", ["tiny_dir"], indirect=True)
-def test_decide_with_questions_and_with_a_pydantic_model_as_laya(pair):
+@pytest.mark.parametrize("fresh_pair", ["tiny_dir"], indirect=True)
+def test_decide_with_questions_and_with_a_pydantic_model_as_laya(fresh_pair):
     import enum
     from typing import Literal, Optional
 
@@ -404,7 +411,7 @@ def test_decide_with_questions_and_with_a_pydantic_model_as_laya(pair):
         level: int = Field(ge=0, le=3)
         maybe: Optional[bool] = None
 
-    reference, agent = pair
+    reference, agent = fresh_pair
     for state in DECIDE_STATES:
         assert agent.decide(state, Ticket) == reference.decide(state, Ticket)
         assert_same_details(reference.decide(state, questions=MIXED, return_details=True),
@@ -444,3 +451,18 @@ def test_schemas_laya_refuses_are_refused_here(prop):
         laya.structured.plan_from_json_schema(schema)
     with pytest.raises(SchemaError, match="properties.f"):
         plan_schema(schema)
+
+
+def test_router_constructor_accepts_every_keyword_laya_s_does():
+    """Issue 12 item 5: no laya Router keyword is missing here; standalone repos route as laya's."""
+    import inspect
+
+    from jevlaya_lab.decisions.router import Router
+
+    theirs = set(inspect.signature(laya.Router).parameters)
+    assert theirs - set(inspect.signature(Router).parameters) == set()
+    laya_router, ours = laya.Router(standalone_repos=True), Router.laya(standalone_repos=True)
+    for model in ("english", "ml", "typed_decisions", "default"):
+        for state in ROUTED_STATES[:3]:
+            expected, got = laya_router.route(state, model=model), ours.route(state, model=model)
+            assert (got["model"], got["repo"]) == (expected["model"], expected["repo"])
