@@ -50,6 +50,7 @@ _EXPORTS: dict[str, str] = {
     "ToolLoopLimitError": "jevlaya_lab.broker.errors",
     "BrokerClosedError": "jevlaya_lab.broker.errors",
     "UnknownCallError": "jevlaya_lab.broker.errors",
+    "UnknownLLMError": "jevlaya_lab.broker.errors",
     "QuestionError": "jevlaya_lab.decisions.errors",
     "SchemaError": "jevlaya_lab.decisions.errors",
     "BudgetError": "jevlaya_lab.decisions.errors",
@@ -105,6 +106,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         StreamReplacementError,
         ToolLoopLimitError,
         UnknownCallError,
+        UnknownLLMError,
     )
     from jevlaya_lab.broker.results import (
         LLMResult,

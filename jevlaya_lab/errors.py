@@ -8,7 +8,8 @@ Each area keeps its exceptions in its own ``errors.py``; every class there deriv
     ├── BrokerError                         jevlaya_lab.broker.errors
     │   ├── LLMRequestError                 a call ended without an answer (its own tree)
     │   ├── CatalogError (ValueError)       a catalog file or URL is not a catalog
-    │   └── UnknownCallError (ValueError)   record_quality(call_id=...) names no journaled answer
+    │   ├── UnknownCallError (ValueError)   record_quality(call_id=...) names no journaled answer
+    │   └── UnknownLLMError (KeyError)      direct(alias) / direct(name=...) names no known model
     ├── QuestionError (ValueError)          jevlaya_lab.decisions.errors
     ├── SchemaError (ValueError)            a decide() schema that cannot become questions
     ├── BudgetError (ValueError)

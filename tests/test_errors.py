@@ -41,6 +41,7 @@ BUILTIN_BASES = {
     "ChatRequestError": ValueError,
     "FaultProfileError": ValueError,
     "UnknownModelError": LookupError,
+    "UnknownLLMError": KeyError,
     "NotebookCheckError": AssertionError,
 }
 

@@ -7,11 +7,11 @@ at call time (see :mod:`jevlaya_lab.broker.keys`), so entries are safe to print 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-_FIELDS = ("name", "base_url", "model", "api_key_ref", "parallel", "weight", "labels")
+_FIELDS = ("name", "base_url", "model", "api_key_ref", "parallel", "weight", "labels", "alias")
 
 
 @dataclass(frozen=True)
@@ -19,7 +19,9 @@ class LLMConfig:
     """A model in the pool.
 
     ``parallel`` caps concurrent requests to it; ``weight`` (0..1) is the curated prior quality
-    that host ratings are blended with; ``labels`` are free-form tags (e.g. ``"local"``).
+    that host ratings are blended with; ``labels`` are free-form tags (e.g. ``"local"``);
+    ``alias`` is a second name for ``direct(alias)`` (as in llmbroker). The alias belongs to the
+    broker it is given to (``models=``, ``direct=``): it is not stored in the database.
     """
 
     name: str
@@ -29,6 +31,7 @@ class LLMConfig:
     parallel: int = 4
     weight: float = 0.5
     labels: tuple[str, ...] = field(default_factory=tuple)
+    alias: str | None = None
 
     def __post_init__(self) -> None:
         for key in ("name", "base_url", "model"):
@@ -53,6 +56,9 @@ class LLMConfig:
         if isinstance(self.labels, str):
             raise ValueError(f"LLMConfig.labels={self.labels!r} (model {self.name!r}): must be a "
                              "list of strings, e.g. ['local']")
+        if self.alias is not None and (not isinstance(self.alias, str) or not self.alias.strip()):
+            raise ValueError(f"LLMConfig.alias={self.alias!r} (model {self.name!r}): must be a "
+                             "non-empty string (a second name for direct(alias)) or None")
         object.__setattr__(self, "labels", tuple(self.labels))
         object.__setattr__(self, "weight", float(self.weight))
 
@@ -79,3 +85,30 @@ class LLMConfig:
     @property
     def is_local(self) -> bool:
         return self.base_url.startswith("local://")
+
+
+def check_direct(models: list[LLMConfig], direct: Any) -> list[LLMConfig]:
+    """The ``direct=`` entries of a broker, checked against its ``models=``: models reached
+    only with ``direct()`` (never pool members, never stored). Names must be new, and an alias
+    names exactly one entry among ``models=`` and ``direct=``."""
+    if isinstance(direct, (str, bytes, Mapping, LLMConfig)) or not isinstance(direct, Sequence):
+        raise TypeError(f"direct={direct!r:.80}: must be a list of LLMConfig entries or dicts "
+                        "(the models to reach only with direct(alias) / direct(name=...))")
+    entries = []
+    for entry in direct:
+        if isinstance(entry, str):
+            raise TypeError(f"direct=[{entry!r}]: give an LLMConfig or a dict (name, base_url, "
+                            "model, api_key_ref, alias); every model of the registry is "
+                            "reachable already with direct(name=...)")
+        entries.append(LLMConfig.coerce(entry))
+    names = [m.name for m in models] + [e.name for e in entries]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise ValueError(f"direct=: {dup} named twice (in models= or direct=); give each entry "
+                         "its own name")
+    aliases = [m.alias for m in (*models, *entries) if m.alias is not None]
+    dup = sorted({a for a in aliases if aliases.count(a) > 1})
+    if dup:
+        raise ValueError(f"alias {dup[0]!r} is given to several entries; an alias names exactly "
+                         "one model")
+    return entries

@@ -1,7 +1,17 @@
-"""``direct(name)``: one model, no pool, no failover, no journal row.
+"""``direct(alias)`` / ``direct(name=...)``: one model, no pool, no failover, no journal row.
 
 Errors surface as they happen (``ProviderError`` and subclasses); results cannot be rated
 because nothing was journaled. Useful to compare one model with the pool, or to debug it.
+
+Which models (as llmbroker 1.11, with one extension): ``direct(name=...)`` reaches a model of
+the broker's ``direct=[...]`` entries (models reached only this way: never pool members, never
+stored) or of its registry; ``direct(alias)`` reaches the entry whose ``alias`` it is (an
+``LLMConfig.alias`` of ``models=`` or ``direct=``), and, when no alias matches, the model of
+that name (llmbroker keeps the two keyspaces apart; here ``direct("a")`` keeps working for
+registry model ``a``). Exactly one of the two; an unknown one is ``UnknownLLMError`` (a
+``KeyError``) listing the aliases and names; a model whose key does not resolve is
+``NoLLMAvailableError(reason="no_keys")`` before any request. Calls take the pool's
+validation (unknown keywords, reserved fields) and ``wait`` bounds the whole answer.
 """
 
 from __future__ import annotations
@@ -12,8 +22,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from jevlaya_lab.broker.budget import Budget
-from jevlaya_lab.broker.errors import LLMTimeoutError, StreamInterruptedError
+from jevlaya_lab.broker.errors import LLMTimeoutError, NoLLMAvailableError, StreamInterruptedError
 from jevlaya_lab.broker.http import Failure, build_body, open_stream, post_chat, read_deltas
+from jevlaya_lab.broker.pool import ModelState
 from jevlaya_lab.broker.results import LLMResult
 from jevlaya_lab.broker.runtime import Runtime
 from jevlaya_lab.broker.validation import (
@@ -27,13 +38,44 @@ from jevlaya_lab.broker.validation import (
 
 
 class AsyncDirect:
-    def __init__(self, rt: Runtime, name: str) -> None:
+    """``direct(alias)`` or ``direct(name=...)``: calls to one model (see the module
+    docstring). The model is looked up when the pool is ready: at once when it is, else on the
+    first call (the sync ``Broker.direct`` always looks it up at once)."""
+
+    def __init__(self, rt: Runtime, alias: str | None = None, *,
+                 name: str | None = None) -> None:
+        if (alias is None) == (name is None):
+            raise ValueError("direct() takes exactly one of an alias (positional) or name=...; "
+                             "e.g. direct('fast') or direct(name='openai/gpt-4o-mini')")
+        for field, value in (("alias", alias), ("name", name)):
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ValueError(f"direct({field}={value!r}): must be a non-empty string")
         self._rt = rt
-        self.name = name
+        self._alias = alias
+        self._name = name
+        self._state: ModelState | None = None
+        self.name: str = name or alias  # type: ignore[assignment]  # the model's name once known
+        if rt.built:
+            self._resolve()
+
+    def _resolve(self) -> ModelState:
+        if self._state is None:
+            self._state = self._rt.direct_state(self._alias, self._name)
+            self.name = self._state.entry.name
+        return self._state
+
+    async def _ready(self) -> ModelState:
+        """The model, once the pool is ready (the sync facade calls this at ``direct()``)."""
+        await self._rt.ready()
+        return self._resolve()
 
     async def _target(self) -> tuple[str, str | None, str]:
-        await self._rt.ready()
-        state = self._rt.state(self.name)
+        state = await self._ready()
+        ref = state.entry.api_key_ref
+        if ref is not None and self._rt.keys.resolve(ref, None) is None:
+            raise NoLLMAvailableError(
+                f"direct({self.name!r}): no key for {ref}; set it in the environment, a .env "
+                "file, secrets= or the database (store_key)", reason="no_keys")
         try:
             url, key = await self._rt.endpoint(state, self._rt.caller())
         except Failure as failure:  # an embedded model that cannot start

@@ -68,7 +68,8 @@ class AsyncBroker(AsyncCalls):
     environment. ``catalog``: see :mod:`jevlaya_lab.broker.catalog`. ``local``: whether the
     catalog's embedded local models (``local/smollm2``) are in the pool: ``None`` (default)
     only for a caller with no model of its own and no provider key, ``True`` always,
-    ``False`` never (see :mod:`jevlaya_lab.broker.pool`). Use it as
+    ``False`` never (see :mod:`jevlaya_lab.broker.pool`). ``direct``: models reached only with
+    ``direct(alias)`` / ``direct(name=...)`` (:mod:`jevlaya_lab.broker.direct`). Use it as
     ``async with AsyncBroker() as broker:``.
     """
 
@@ -77,10 +78,12 @@ class AsyncBroker(AsyncCalls):
                  secrets: Mapping[str, str] | None = None, optimize: bool = True,
                  home: str | Path | None = None, catalog: CatalogSource = None,
                  retention_days: float = 90.0, store_text: bool = False,
-                 dotenv: str | Path | None = None, local: bool | None = None) -> None:
+                 dotenv: str | Path | None = None, local: bool | None = None,
+                 direct: Sequence[LLMConfig | Mapping[str, Any]] = ()) -> None:
         self._rt = Runtime(source, models=models, secrets=secrets, optimize=optimize,
                            home=home, catalog=catalog, retention_days=retention_days,
-                           store_text=store_text, dotenv=dotenv, local=check_local(local))
+                           store_text=store_text, dotenv=dotenv, local=check_local(local),
+                           direct=direct)
         self._caller = self._rt.caller()
 
     @property
@@ -116,9 +119,10 @@ class AsyncBroker(AsyncCalls):
         ratings carry ``scope``."""
         return AsyncScopedBroker(self._rt, self._rt.caller(check_scope(scope)))
 
-    def direct(self, name: str) -> AsyncDirect:
-        """One model by name: no pool, no failover, no journal row."""
-        return AsyncDirect(self._rt, name)
+    def direct(self, alias: str | None = None, *, name: str | None = None) -> AsyncDirect:
+        """One model by alias or ``name=``: no pool, no failover, no journal row
+        (:mod:`jevlaya_lab.broker.direct` says which models each reaches)."""
+        return AsyncDirect(self._rt, alias, name=name)
 
     # the journal -------------------------------------------------------------------------------
     async def calls(self, *, call_id: str | None = None, trace_id: str | None = None,

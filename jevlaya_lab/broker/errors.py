@@ -2,6 +2,8 @@
 
     BrokerError                          (a JevlayaError) anything the broker raises on purpose
     ├── CatalogError                     a catalog file or URL is not a catalog (also a ValueError)
+    ├── UnknownCallError                 record_quality names no journaled answer (a ValueError)
+    ├── UnknownLLMError                  direct() names no known model (also a KeyError)
     └── LLMRequestError                  anything that kept a call from giving an answer
         ├── NoLLMAvailableError(reason, retry_at)
         ├── LLMTimeoutError              ``wait`` ran out after the first delta
@@ -143,7 +145,15 @@ class UnknownCallError(BrokerError, ValueError):
     """``record_quality(call_id=...)`` names no journaled answer (a ``ValueError`` too)."""
 
 
-__all__ = ["UnknownCallError",
+class UnknownLLMError(BrokerError, KeyError):
+    """``direct(alias)`` / ``direct(name=...)`` names no model this broker knows (a
+    ``KeyError`` too, as an unknown registry name always was)."""
+
+    def __str__(self) -> str:  # KeyError would quote the whole message
+        return str(self.args[0]) if self.args else ""
+
+
+__all__ = ["UnknownCallError", "UnknownLLMError",
     "NO_LLM_REASONS", "AuthError", "BrokerClosedError", "BrokerError", "CatalogError",
     "InvalidProviderResponseError", "LLMRequestError", "LLMTimeoutError", "NoLLMAvailableError",
     "ProviderError", "RateLimitError", "StreamInterruptedError", "StreamReplacementError",

@@ -28,9 +28,14 @@ import httpx
 from jevlaya_lab.broker.attempt import Attempt
 from jevlaya_lab.broker.budget import ATTEMPT_TIMEOUT_S, Budget
 from jevlaya_lab.broker.catalog import CatalogSource, fill_store
-from jevlaya_lab.broker.config import LLMConfig
+from jevlaya_lab.broker.config import LLMConfig, check_direct
 from jevlaya_lab.broker.embedded import EmbeddedServer
-from jevlaya_lab.broker.errors import ProviderError, UnknownCallError, closed_error
+from jevlaya_lab.broker.errors import (
+    ProviderError,
+    UnknownCallError,
+    UnknownLLMError,
+    closed_error,
+)
 from jevlaya_lab.broker.http import Failure, Reply, post_chat
 from jevlaya_lab.broker.keys import KeyResolver, redact
 from jevlaya_lab.broker.limits import AttemptLimit
@@ -68,12 +73,16 @@ class Runtime:
                  models: Sequence[LLMConfig | Mapping[str, Any]] | None,
                  secrets: Mapping[str, str] | None, optimize: bool,
                  home: str | Path | None, catalog: CatalogSource, retention_days: float,
-                 store_text: bool, dotenv: str | Path | None, local: bool | None) -> None:
+                 store_text: bool, dotenv: str | Path | None, local: bool | None,
+                 direct: Sequence[LLMConfig | Mapping[str, Any]] = ()) -> None:
         self.user_models = [LLMConfig.coerce(m) for m in models or []]
         names = [m.name for m in self.user_models]
         if len(set(names)) != len(names):
             dup = sorted({n for n in names if names.count(n) > 1})
             raise ValueError(f"models: duplicate name(s) {dup}; each entry needs its own name")
+        # models reached only with direct(): never pool members, never stored
+        self.direct_states = {e.name: ModelState(e, -1)
+                              for e in check_direct(self.user_models, direct)}
         if retention_days <= 0:
             raise ValueError(f"retention_days={retention_days!r}: must be a positive number")
         # made inside a running event loop, the store opens on first use, from a worker thread,
@@ -156,8 +165,15 @@ class Runtime:
         self.store.purge(self._retention_days)
         self._next_purge = time.monotonic() + PURGE_INTERVAL_S
         rows = self.store.registry()
-        entries = [LLMConfig.coerce({k: v for k, v in row.items() if k != "origin"})
+        mine_cfg = {m.name: m for m in self.user_models}  # with their aliases (not stored)
+        entries = [mine_cfg.get(row["name"]) or
+                   LLMConfig.coerce({k: v for k, v in row.items() if k != "origin"})
                    for row in rows]
+        clash = sorted(self.direct_states.keys() & {e.name for e in entries})
+        if clash:
+            raise ValueError(f"direct= declares {clash[0]!r}, and the registry has a model of "
+                             "that name already; drop one of the two (every registry model is "
+                             "reachable with direct(name=...))")
         fallback = frozenset(row["name"] for row, entry in zip(rows, entries, strict=True)
                              if row.get("origin") == "catalog" and entry.is_local)
         # this broker's own entries first, in the order given; the rest keep registry order
@@ -168,6 +184,29 @@ class Runtime:
         for name in self.store.disabled_models() & pool.states.keys():  # disable_llm persists
             pool.states[name].disabled = True
         return pool
+
+    def direct_state(self, alias: str | None, name: str | None) -> ModelState:
+        """The model ``direct(alias)`` / ``direct(name=...)`` means (after :meth:`ready`).
+
+        ``name=`` looks in the ``direct=`` entries, then the registry. An alias looks in the
+        aliases of this broker's entries; when none matches, a name (so ``direct("a")``
+        reaches registry model ``a``, as this package always did)."""
+        pool = self.pool
+        known = {**pool.states, **self.direct_states}
+        if name is not None:
+            state = known.get(name)
+            if state is None:
+                raise UnknownLLMError(f"direct(name={name!r}): no model of that name; known: "
+                                      f"{', '.join(known) or '(none)'}")
+            return state
+        aliases = {s.entry.alias: s for s in known.values() if s.entry.alias is not None}
+        state = aliases.get(alias) or known.get(alias)  # type: ignore[arg-type]
+        if state is None:
+            raise UnknownLLMError(
+                f"direct({alias!r}): no model has this alias or name; aliases: "
+                f"{', '.join(sorted(aliases)) or '(none)'}; names: {', '.join(known) or '(none)'}"
+                " (declare one with direct=[LLMConfig(..., alias=...)])")
+        return state
 
     def state(self, name: str) -> ModelState:
         pool = self.pool

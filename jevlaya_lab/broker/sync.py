@@ -179,10 +179,12 @@ class Broker(SyncCalls):
                  secrets: Mapping[str, str] | None = None, optimize: bool = True,
                  home: str | Path | None = None, catalog: CatalogSource = None,
                  retention_days: float = 90.0, store_text: bool = False,
-                 dotenv: str | Path | None = None, local: bool | None = None) -> None:
+                 dotenv: str | Path | None = None, local: bool | None = None,
+                 direct: Sequence[LLMConfig | Mapping[str, Any]] = ()) -> None:
         self._engine = AsyncBroker(source, models=models, secrets=secrets, optimize=optimize,
                                    home=home, catalog=catalog, retention_days=retention_days,
-                                   store_text=store_text, dotenv=dotenv, local=local)
+                                   store_text=store_text, dotenv=dotenv, local=local,
+                                   direct=direct)
         self._async = self._engine
         self._runner = LoopThread()
         self._closed = False
@@ -229,8 +231,11 @@ class Broker(SyncCalls):
     def for_scope(self, scope: str) -> ScopedBroker:
         return ScopedBroker(self, self._engine.for_scope(scope))
 
-    def direct(self, name: str) -> Direct:
-        return Direct(self, self._engine.direct(name))
+    def direct(self, alias: str | None = None, *, name: str | None = None) -> Direct:
+        """The model is looked up now: an unknown alias or name raises here."""
+        direct = self._engine.direct(alias, name=name)
+        self._run(direct._ready())
+        return Direct(self, direct)
 
     def calls(self, *, call_id: str | None = None, trace_id: str | None = None,
               llm_name: str | None = None, operation: str | None = None,
@@ -387,7 +392,8 @@ class ScopedBroker(SyncCalls):
 
 
 class Direct:
-    """``Broker.direct(name)``: one model, no pool, no failover, no journal row."""
+    """``Broker.direct(alias)`` / ``direct(name=...)``: one model, no pool, no failover, no
+    journal row."""
 
     def __init__(self, broker: Broker, direct: AsyncDirect) -> None:
         self._broker = broker

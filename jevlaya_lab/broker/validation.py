@@ -60,6 +60,14 @@ PROVIDER_PARAMS = frozenset({
 })
 
 
+# Keywords of llmbroker's direct clients, with what to write here instead (a clearer TypeError).
+FOREIGN_KEYWORDS = {
+    "timeout": "wait= here (seconds for the whole answer)",
+    "params": "keywords here (max_tokens=..., temperature=...) or extra_body={...}",
+    "messages": "chat(messages) or stream(messages) here",
+}
+
+
 def check_params(params: Mapping[str, Any]) -> dict[str, Any]:
     """The provider parameters of a call, checked, with ``extra_body`` merged in.
 
@@ -70,6 +78,10 @@ def check_params(params: Mapping[str, Any]) -> dict[str, Any]:
         raise ValueError(f"{clash[0]}=...: the broker sets this request field itself; pass the "
                          "prompt, messages or tools as arguments and let the pool pick the model")
     unknown = sorted(set(params) - PROVIDER_PARAMS)
+    ported = [f"{k}= (llmbroker's) is {FOREIGN_KEYWORDS[k]}" for k in unknown
+              if k in FOREIGN_KEYWORDS]
+    if ported:
+        raise TypeError(f"unexpected keyword: {'; '.join(ported)}")
     if unknown:
         raise TypeError(f"unexpected keyword(s) {', '.join(unknown)}; provider "
                         f"parameters accepted by name: {', '.join(sorted(PROVIDER_PARAMS))} "

@@ -106,10 +106,11 @@ class Ours(Side):
     name = "jevlaya_lab"
 
     def __init__(self, configs: list[dict[str, str]], secrets: dict[str, str],
-                 tmp: Path) -> None:
-        self.args = (configs, secrets, tmp)
+                 tmp: Path, direct: tuple[dict[str, str], ...] = ()) -> None:
+        self.args = (configs, secrets, tmp, direct)
         super().__init__(Broker(tmp / "ours.db", models=[LLMConfig(**c) for c in configs],
-                                secrets=secrets, catalog=[], dotenv=tmp / "none.env"))
+                                secrets=secrets, catalog=[], dotenv=tmp / "none.env",
+                                direct=[LLMConfig(**c) for c in direct]))
 
     def rows(self, limit: int = 20) -> list[tuple[str, str, int | None, float | None]]:
         return [(r["llm_name"], r["status"], r["http_status"], r["score"])
@@ -124,15 +125,16 @@ class Theirs(Side):
     call_kwargs = {"parallel_recovery": False}
 
     def __init__(self, configs: list[dict[str, str]], secrets: dict[str, str],
-                 tmp: Path) -> None:
-        self.args = (configs, secrets, tmp)
+                 tmp: Path, direct: tuple[dict[str, str], ...] = ()) -> None:
+        self.args = (configs, secrets, tmp, direct)
 
         class Registry:
             async def load(self) -> list[Any]:
                 return [llmbroker.LLMConfig(**c) for c in configs]
         super().__init__(llmbroker.Broker(
             Registry(), secrets=llmbroker.DictSecrets(secrets),
-            store=llmbroker_sqlite.Store(tmp / "theirs.db"), sync=None, home=tmp / "home"))
+            store=llmbroker_sqlite.Store(tmp / "theirs.db"), sync=None, home=tmp / "home",
+            direct=[llmbroker.LLMConfig(**c) for c in direct]))
 
     def rows(self, limit: int = 20) -> list[tuple[str, str, int | None, float | None]]:
         return [(c.llm_name, str(getattr(c.status, "value", c.status)), c.http_status, c.score)
@@ -157,7 +159,8 @@ def pair(server: Any, tmp_path: Path) -> Iterator[Callable[..., tuple[Side, Side
 
     def make(*names: str, configs: list[dict[str, str]] | None = None,
              secrets: dict[str, str] | None = None,
-             theirs_serve: dict[str, str] | None = None) -> tuple[Side, Side]:
+             theirs_serve: dict[str, str] | None = None,
+             direct: tuple[dict[str, str], ...] = ()) -> tuple[Side, Side]:
         """``theirs_serve`` maps a name to another served model for llmbroker's side, so
         lanes still running for one side never queue the other's requests."""
         configs = configs or [{"name": n, "base_url": server.base_url, "model": n,
@@ -165,8 +168,8 @@ def pair(server: Any, tmp_path: Path) -> Iterator[Callable[..., tuple[Side, Side
         theirs = [{**c, "model": (theirs_serve or {}).get(c["name"], c["model"])}
                   for c in configs]
         secrets = secrets or {"KEY": "sk-local-0123456789"}
-        sides = (Ours(configs, secrets, tmp_path / f"o{len(made)}"),
-                 Theirs(theirs, secrets, tmp_path / f"t{len(made)}"))
+        sides = (Ours(configs, secrets, tmp_path / f"o{len(made)}", direct),
+                 Theirs(theirs, secrets, tmp_path / f"t{len(made)}", direct))
         made.extend(sides)
         return sides
     for n in range(8):
@@ -317,6 +320,45 @@ def test_disable_llm_persists_in_the_database_until_enable_llm(pair) -> None:
             side.close()
 
 
+# -- direct(): aliases, names, direct-only entries ---------------------------------------------
+def direct_entry(server: Any) -> dict[str, str]:
+    return {"name": "dx", "base_url": server.base_url, "model": "c", "api_key_ref": "KEY",
+            "alias": "fast"}
+
+
+def test_direct_reaches_a_declared_model_by_alias_or_name_outside_the_pool(pair, server) -> None:
+    sides = pair("a", "b", direct=(direct_entry(server),))
+    before = server.request_count("c")
+    assert both(sides, lambda s: bool(s.broker.direct("fast").ask("hi").text)) is True
+    assert both(sides, lambda s: bool(s.broker.direct(name="dx").ask("hi").text)) is True
+    assert both(sides, lambda s: len("".join(s.broker.direct("fast").stream("hi"))) > 0)
+    assert server.request_count("c") == before + 6  # three requests per side
+    assert both(sides, lambda s: (s.broker.count(), "dx" in s.broker.snapshot())) == (2, False)
+    assert both(sides, lambda s: s.ask("pooled")) == Outcome("answer", "a")
+    assert both(sides, lambda s: [r[0] for r in s.rows()]) == ["a"]  # direct: no journal row
+
+
+@pytest.mark.parametrize(("args", "kwargs", "kind"), [
+    ((), {}, "ValueError"), (("fast",), {"name": "dx"}, "ValueError"),
+    (("zzz",), {}, "Unknown"), ((), {"name": "zzz"}, "Unknown"), ((), {"name": "fast"}, "Unknown"),
+], ids=["neither", "both", "unknown-alias", "unknown-name", "alias-as-name"])
+def test_direct_refuses_what_names_no_declared_model(pair, server, args, kwargs, kind) -> None:
+    sides = pair("a", direct=(direct_entry(server),))
+    kinds = both(sides, lambda s: outcome_of(lambda: s.broker.direct(*args, **kwargs)).kind
+                 .replace("UnknownLLMError", "Unknown").replace("UnknownModelError", "Unknown"))
+    assert kinds == kind
+
+
+def test_an_alias_names_one_entry(pair, server, tmp_path) -> None:
+    twice = ({**direct_entry(server), "name": "d1"}, {**direct_entry(server), "name": "d2"})
+    kinds = []
+    for side in (Ours, Theirs):
+        (tmp_path / side.name).mkdir()
+        kinds.append(outcome_of(lambda side=side: side(  # llmbroker refuses on first use
+            [], {"KEY": "k"}, tmp_path / side.name, twice).broker.direct("fast")).kind)
+    assert same(*kinds) == "ValueError"
+
+
 # -- validation --------------------------------------------------------------------------------
 @pytest.mark.parametrize("kwargs", [{"wait": math.nan}, {"bogus": 1}, {"fastest_of": 0}],
                          ids=["nan-wait", "unknown-keyword", "fastest_of-0"])
@@ -391,10 +433,20 @@ def _degraded_with_one_usable_model(sides: tuple[Side, Side], server: Any) -> li
     return [(s.ask("hi"), s.broker.snapshot().degraded)[1] for s in sides]
 
 
+@difference("direct() of a registry model", "answer", "PoolModelError")
+def _direct_pool_model(sides: tuple[Side, Side], server: Any) -> list[str]:
+    return [outcome_of(lambda s=s: s.broker.direct(name="a").ask("hi")).kind for s in sides]
+
+
+@difference("direct(name) without name=", "answer", "UnknownModelError")
+def _direct_name_positionally(sides: tuple[Side, Side], server: Any) -> list[str]:
+    return [outcome_of(lambda s=s: s.broker.direct("dx").ask("hi")).kind for s in sides]
+
+
 @pytest.mark.parametrize("name", sorted(DIFFERENCES))
 def test_deliberate_differences(pair, server, name: str) -> None:
     scenario, ours, theirs = DIFFERENCES[name]
-    assert scenario(pair("a", "b"), server) == [ours, theirs]
+    assert scenario(pair("a", "b", direct=(direct_entry(server),)), server) == [ours, theirs]
 
 
 def test_the_readme_lists_every_deliberate_difference() -> None:
