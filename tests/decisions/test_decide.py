@@ -123,6 +123,9 @@ def test_decide_answers_through_the_agent_lifecycle(agent):
     assert set(values) == {"team", "urgency", "spam"}
     assert values["team"] in ("billing", "support", 3, None) and values["urgency"] in (1, 2, 3)
     assert isinstance(values["spam"], bool)
+    import jevlaya_lab
+
+    assert jevlaya_lab.decide(agent, STATE, SCHEMA) == values  # Laya's module-level form
     details = agent.decide(STATE, SCHEMA, return_details=True)
     assert isinstance(details, DecisionResult) and details.values == values
     assert details.routing is None and details.usage["input_tokens"] > 0

@@ -466,3 +466,32 @@ def test_router_constructor_accepts_every_keyword_laya_s_does():
         for state in ROUTED_STATES[:3]:
             expected, got = laya_router.route(state, model=model), ours.route(state, model=model)
             assert (got["model"], got["repo"]) == (expected["model"], expected["repo"])
+
+
+def test_edge_temperatures_in_a_laya_written_config_give_laya_s_answers(tmp_path):
+    """Issue 12 items 1-2: temperature edge values (bool, 'nan', <= 0, numeric strings, > 5, inf)
+    and extra keys laya writes (cost_wrong_act, amp_dtype, option_layout, training), run by both."""
+    from transformers import BertConfig, BertModel
+
+    tokenizer = make_tiny_tokenizer()
+    torch.manual_seed(3)
+    encoder = BertModel(BertConfig(vocab_size=len(tokenizer), hidden_size=64, num_hidden_layers=2,
+                                   num_attention_heads=2, intermediate_size=128,
+                                   max_position_embeddings=256, pad_token_id=tokenizer.pad_token_id))
+    torch.manual_seed(4)
+    model = laya.common.DecisionModel(encoder, head_layers=1, n_act=2)
+    torch.nn.init.normal_(model.scorer[-1].weight, std=1.0)
+    config = {"encoder": "random-for-parity", "head_layers": 1, "act_costs": {"escalate": 0.5},
+              "cost_wrong_act": 1.0, "amp_dtype": "bf16", "option_layout": "sequential",
+              "training": {"epochs": 2}, "max_len": 128, "head_max_len": 64, "made_up_key": 1,
+              "temperature": [True, "nan", -1],
+              "temperature_by_options": {"choice:2": "0", "choice:3-5": 9, "score:3-5": float("inf"),
+                                         "noul:2": "2.5"}}
+    laya.train.save_checkpoint(model.eval(), tokenizer, config, str(tmp_path / "edge"))
+    with pytest.warns(RuntimeWarning):
+        reference = laya.load(str(tmp_path / "edge"), device="cpu")
+    with pytest.warns(RuntimeWarning, match="temperature\\[0\\] \\(choice\\)=True -> 1"):
+        agent = Agent(tmp_path / "edge", device="cpu")
+    questions = {**{f"pick{k}": CHOICES[k] for k in (2, 3)}, **MIXED}
+    assert assert_same_answers(reference.predict_batch(STATES, questions),
+                               agent.predict_batch(STATES, questions)) > 100

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from jevlaya_lab.decisions.agent import Agent
-from jevlaya_lab.decisions.errors import CheckpointError
+from jevlaya_lab.decisions.errors import CheckpointError, CheckpointNotFoundError
 from jevlaya_lab.decisions.router import Router
 from jevlaya_lab.decisions.testing import make_tiny_checkpoint
 from jevlaya_lab.hooks import BaseHook
@@ -43,6 +43,8 @@ def hub_cache(sources, tmp_path, monkeypatch):
     repo = cache / "models--acme--decider"
     for sha, which in ((SHA_MAIN, "main"), (SHA_V2, "v2")):
         shutil.copytree(sources[which], repo / "snapshots" / sha)
+    # a bundle layout too: at commit main the subfolder "inner" holds the seed-1 checkpoint
+    shutil.copytree(sources["v2"], repo / "snapshots" / SHA_MAIN / "inner")
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text(SHA_MAIN)
     (repo / "refs" / "v2").write_text(SHA_V2)
@@ -69,6 +71,17 @@ def test_a_hub_id_loads_the_revision_asked_for_from_the_local_cache(hub_cache, e
     assert which(Agent(REPO, revision="v2"), expected) == "v2"
     assert which(Agent(REPO, revision=SHA_V2), expected) == "v2"
     assert which(Agent(REPO, revision="  "), expected) == "main"  # blank counts as not given
+
+
+def test_a_subfolder_of_a_hub_repo_loads_from_the_cache_through_agent_register_and_router(hub_cache, expected):
+    assert which(Agent(REPO, subfolder="inner"), expected) == "v2"
+    router = Router({"x": REPO}, default="x", revision="main")
+    router.register("bundled", REPO, subfolder="inner")
+    assert router.registered["bundled"].source == (REPO, "inner")
+    assert which(router.load("bundled"), expected) == "v2" and which(router.load("x"), expected) == "main"
+    router = Router({"x": (REPO, "inner")}, default="x", revision="v2")  # v2 has no "inner"
+    with pytest.raises(CheckpointNotFoundError, match="subfolder 'inner'"):
+        router.load("x")
 
 
 def test_router_revision_revisions_register_and_load_take_precedence_in_that_order(hub_cache, expected):
