@@ -479,6 +479,60 @@ class Router(HookHost):
                              on_predict_start=on_predict_start, on_predict_end=on_predict_end,
                              hooks_raise=hooks_raise, hooks_timeout=hooks_timeout)
 
+    predict_many = predict_batch
+    """Laya's other name for :meth:`predict_batch`."""
+
+    def predict_long(
+        self,
+        state: Any,
+        questions: Mapping[str, Any],
+        *,
+        model: str | None = None,
+        task: str | None = None,
+        lang: str | None = None,
+        lang_guess: str | Callable[[Any], str | None] | None = None,
+        window: int | None = None,
+        stride: int | None = None,
+        aggregate: str = "auto",
+        batch_size: int | None = None,
+        hooks: Sequence[Any] | None = None,
+        on_predict_start: Callable[[PredictContext], Any] | None = None,
+        on_predict_end: Callable[[PredictContext], Any] | None = None,
+        hooks_raise: bool | None = None,
+        hooks_timeout: float | None = None,
+    ) -> dict:
+        """Route ``state`` as :meth:`predict` does, then read all of it in token windows with the
+        chosen Agent's ``predict_long`` (see :mod:`jevlaya_lab.decisions.long`), as in Laya.
+
+        The Router's hooks wrap the whole call like :meth:`predict`'s (a start hook may rewrite
+        the state or ``skip()``); the result carries ``routing`` and ``usage["windows"]``. There
+        is no ``max_len`` / ``head_max_len``: ``window`` sizes what is read at once.
+        """
+        request = {"state": state, "questions": questions, "model": model, "task": task,
+                   "lang": lang, "lang_guess": lang_guess}
+        self.policy.check_request(request, "predict_long", need_questions=True)
+        calls = self._hooks.call(hooks, on_predict_start, on_predict_end, hooks_raise=hooks_raise,
+                                 hooks_timeout=hooks_timeout)
+        decision = self._route(request, calls, False)
+        agent = self._load(decision.model, calls)
+        scan = getattr(agent, "predict_long", None)
+        if not callable(scan):
+            raise TypeError(f"predict_long: the Agent attached as {decision.model!r} "
+                            f"({type(agent).__name__}) has no predict_long; attach a jevlaya_lab Agent")
+        ctx = PredictContext(states=[state], questions=questions, decision=decision, model=decision.model,
+                             agent=agent, router=self)
+        with calls.lifecycle(ctx):
+            if ctx.results is None:
+                _check_rewritten(ctx)
+                result = scan(ctx.states[0], ctx.questions, window=window, stride=stride,
+                              aggregate=aggregate, batch_size=batch_size)
+                result["routing"] = decision
+                ctx.results = [result]
+            else:
+                for skipped in _check_skipped(ctx):
+                    skipped.setdefault("routing", ctx.decision)
+        return cast(list, ctx.results)[0]
+
     # -- schema-driven decisions (Laya's decide / decide_batch) ----------------------------------
     def decide(self, state: Any, schema: Any = None, *, questions: Mapping[str, Any] | None = None,
                return_details: bool = False, min_confidence: Any = None, **predict_kwargs: Any) -> Any:

@@ -495,3 +495,21 @@ def test_edge_temperatures_in_a_laya_written_config_give_laya_s_answers(tmp_path
     questions = {**{f"pick{k}": CHOICES[k] for k in (2, 3)}, **MIXED}
     assert assert_same_answers(reference.predict_batch(STATES, questions),
                                agent.predict_batch(STATES, questions)) > 100
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"window": 40, "stride": 20}])
+def test_router_predict_long_routes_then_reads_every_window_as_laya(tiny_dir, kwargs):
+    """Issue 12 item 6: laya's Router has predict_long (and predict_many) too."""
+    from jevlaya_lab.decisions.router import Router
+
+    theirs = laya.Router(models={"a": str(tiny_dir)}, default="a", device="cpu")
+    ours = Router({"a": tiny_dir}, default="a", device="cpu")
+    questions = {k: MIXED[k] for k in ("team", "urgency", "spam")}
+    for state in (LONG, [{"role": "user", "content": LONG}]):
+        expected = theirs.predict_long(state, questions, model="a", **kwargs)
+        got = ours.predict_long(state, questions, model="a", **kwargs)
+        assert got["routing"]["model"] == expected["routing"]["model"] == "a"
+        assert got["usage"]["windows"] > 1
+        assert_same_answers([{k: v for k, v in expected.items() if k != "routing"}],
+                            [{k: v for k, v in got.items() if k != "routing"}])
+    assert Router.predict_many is Router.predict_batch

@@ -515,3 +515,19 @@ def test_hooks_installed_context_manager_on_the_router(checkpoints):
         router.predict("inside", QUESTIONS)
     router.predict("outside", QUESTIONS)
     assert timeline.of("start") == [("start", "inside")] and router.hooks == ()
+
+
+def test_predict_long_runs_the_router_lifecycle_once_around_the_window_scan(checkpoints):
+    """Laya's Router.predict_long: route, load, then one start/end around the whole scan."""
+    timeline = Timeline()
+    router = make_router(checkpoints, hooks=[timeline])
+    long_state = " ".join(f"line {i}: my refund is late and nobody answers" for i in range(60))
+    result = router.predict_long(long_state, QUESTIONS, model="b", window=40)
+    assert [e for e, _ in timeline.events] == ["route", "load", "start", "end"]
+    assert result["routing"]["model"] == "b" and result["usage"]["windows"] > 1
+    assert result == {**router.load("b").predict_long(long_state, QUESTIONS, window=40), "routing": result["routing"]}
+    cached = {"model": "b", "answers": {}, "usage": {"input_tokens": 0, "output_tokens": 0}}
+    served = router.predict_long(long_state, QUESTIONS, on_predict_start=lambda ctx: ctx.skip([dict(cached)]))
+    assert served["answers"] == {} and "routing" in served
+    with pytest.raises(ValueError, match="exactly one state"):
+        router.predict_long(long_state, QUESTIONS, on_predict_start=lambda ctx: setattr(ctx, "states", []))
