@@ -12,6 +12,10 @@ back to a 135M local model when they fail or reject a request. ``AsyncBroker(loc
 makes them members always, ``local=False`` never; a ``local://`` entry the user configured
 (``models=``) is an ordinary member. ``snapshot()`` shows ``in_pool`` and ``fallback``.
 
+A model that was cooled down (rate limit, 5xx, transport error, no data in time) is
+``recovering`` once the cooldown ends, until one of its attempts completes; the calls'
+``parallel_recovery`` races such a model with another (:mod:`jevlaya_lab.broker.racing`).
+
 A model that cannot start (an embedded model whose weights are missing or fail to load) is
 marked ``unavailable`` once, with the loader's message (which names the install command); it is
 no candidate from then on, never retried in a loop, until ``enable_llm(name)`` clears the mark.
@@ -45,6 +49,7 @@ class ModelState:
     disabled: bool = False
     fallback: bool = False  # an embedded catalog model: joins only a caller with no other model
     unavailable: str | None = None  # why it cannot start (set once; enable_llm clears it)
+    recovering: bool = False  # cooled down since its last success (parallel_recovery races it)
     missed_waits: list[tuple[float, float]] = field(default_factory=list)  # (wait, monotonic)
 
     def cooling(self, now: float) -> bool:
@@ -196,6 +201,7 @@ class Pool:
     def succeeded(self, name: str) -> None:
         state = self.states[name]
         state.consecutive = 0
+        state.recovering = False
 
     def failed(self, name: str, failure: Failure, caller: Caller) -> float | None:
         """Apply the failure table; returns the cooldown end (time.time()) if one was set."""
@@ -224,6 +230,7 @@ class Pool:
     def cool(self, name: str, seconds: float) -> float:
         state = self.states[name]
         state.cooldown_until = max(state.cooldown_until, time.time() + seconds)
+        state.recovering = True  # until it answers again
         self.notify()
         return state.cooldown_until
 

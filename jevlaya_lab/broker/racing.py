@@ -4,14 +4,21 @@
 attempts on the best ready models, refills a failed lane from models this call has not ruled
 out, waits for a cooling or busy model while ``wait`` allows, and returns the first complete
 answer; the other lanes are cancelled and journaled ``superseded``. With ``fastest_of=1`` this
-is plain failover. A model that rejects the request (4xx other than 408/429) is ruled out for
-the call; when every candidate is, the last provider error is raised (spec §3). Attempts are
-bounded by :mod:`jevlaya_lab.broker.limits`.
+is plain failover, except with ``parallel_recovery`` (the default, as llmbroker 1.11): when the
+model a lane is about to try is *recovering* (it was cooled down and has not answered since),
+the call becomes a race of two from then on, that model and the next best one, so a model
+that may still be broken or slow costs the caller nothing; its first success ends its
+recovery, and a model that keeps losing such races stays recovering (every call races it).
+``parallel_recovery=False`` tries it alone. A model that rejects the request (4xx other than
+408/429) is ruled out for the call; when every candidate is, the last provider error is raised
+(spec §3). Attempts are bounded by :mod:`jevlaya_lab.broker.limits`.
 
 :class:`RaceCore` is the same race for ``stream(fastest_of=N>1)``: every lane reads its answer to
 the end in the background, whatever the reader does; the lane shown is picked by
 ``stream_selection_window``; when another lane completes first the next pull raises
-``StreamReplacementError`` (the streaming page of the seed).
+``StreamReplacementError`` (the streaming page of the seed). :class:`HedgedCore` is a one-lane
+stream with ``parallel_recovery``: the same two-lane race when it meets a recovering model,
+except that the lane whose text is shown first is the answer (as with one lane).
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ from jevlaya_lab.broker.http import Failure, Reply, build_body
 from jevlaya_lab.broker.keys import redact
 from jevlaya_lab.broker.lanes import Lane
 from jevlaya_lab.broker.limits import AttemptLimit
-from jevlaya_lab.broker.pool import Caller, Pick, Pool, utc
+from jevlaya_lab.broker.pool import Caller, ModelState, Pick, Pool, utc
 from jevlaya_lab.broker.results import LLMResult
 from jevlaya_lab.broker.runtime import Runtime
 from jevlaya_lab.broker.streaming import StreamCore
@@ -66,6 +73,7 @@ class _Route:
         self.errors: list[BaseException] = []
         self.last_rejection: ProviderError | None = None
         self.running: dict[asyncio.Task[Reply], Attempt] = {}
+        self.lanes = call.lanes  # 2 from the moment a recovering model is tried (hedged)
 
     async def run(self) -> LLMResult:
         won = False
@@ -96,7 +104,7 @@ class _Route:
     def _start_lanes(self) -> Pick | None:
         """Start lanes on the best ready models up to ``fastest_of``; what the pool offered."""
         pick = None
-        while len(self.running) < self.call.lanes:
+        while len(self.running) < self.lanes:
             if self.limit.spent:
                 if self.running:
                     break
@@ -116,6 +124,8 @@ class _Route:
                 raise
             if not pick.ready or self.budget.too_late_to_start():
                 break
+            if hedges(self.call, pick.ready[0]):
+                self.lanes = 2  # race the recovering model with the next one (sticky)
             attempt = self.rt.attempt(pick.ready[0], self.caller, self.call, self.budget,
                                       self.limit)
             body = build_body(attempt.state.entry.model, self.call.messages, stream=False,
@@ -158,6 +168,11 @@ class _Route:
         await self.pool.changed(min(left, coming) if coming > 0 else left)
 
 
+def hedges(call: Call, state: ModelState) -> bool:
+    """Does starting ``state`` for this call make it a race of two (``parallel_recovery``)?"""
+    return call.parallel_recovery and call.lanes == 1 and state.recovering
+
+
 class RaceCore(StreamCore):
     """``stream(fastest_of=N>1)``: N lanes read in the background; the first complete answer
     wins (see the module docstring and :mod:`jevlaya_lab.broker.streaming`)."""
@@ -168,7 +183,7 @@ class RaceCore(StreamCore):
             self._fill_lanes()
         while True:
             if self.winner is not None and self.shown is not None \
-                    and self.winner is not self.shown:
+                    and self.winner is not self.shown and not self.sticky:
                 self.final = self.winner.attempt
                 self.ended = True
                 self.budget.run_continuously()
@@ -188,6 +203,9 @@ class RaceCore(StreamCore):
                     self.ended = True
                     self.budget.run_continuously()
                     raise StopAsyncIteration
+                if self.sticky and lane.failure is not None:  # no other answer replaces it
+                    self._supersede_others(lane)
+                    raise self._after_first_delta_error(lane, lane.failure)
             if not any(la.alive for la in self.lanes) and self.winner is None:
                 if lane is not None and lane.failure is not None:
                     raise self._after_first_delta_error(lane, lane.failure)
@@ -249,10 +267,18 @@ class RaceCore(StreamCore):
             return None
         return min(with_text, key=lambda la: (la.attempt.first_token_ms or 0.0) + la.attempt.started)
 
+    def _supersede_others(self, lane: Lane) -> None:
+        """Cancel every lane but ``lane`` (journaled ``superseded``)."""
+        for other in self.lanes:
+            if other is not lane and other.alive and other.task is not None:
+                other.attempt.cancel_status = "superseded"
+                other.task.cancel()
+
     def _fill_lanes(self) -> None:
         """Start lanes on distinct untried models until ``fastest_of`` run (no waiting)."""
         pool = self.rt.pool
         while self.winner is None and not self.closed and not self.limit.spent and \
+                not (self.sticky and self.shown is not None) and \
                 sum(la.alive for la in self.lanes) < self.lanes_wanted:
             try:
                 pick = pool.pick(self.caller, self.tried, self.operation, self.budget.wait)
@@ -291,6 +317,46 @@ class RaceCore(StreamCore):
 
 
 
+class _Hedge(Exception):
+    """The next lane of a one-lane stream would be a recovering model: become a hedge."""
+
+
+class HedgedCore(RaceCore):
+    """``stream(parallel_recovery=True)`` with ``fastest_of=1``: one lane read on demand, like
+    :class:`StreamCore`, until the next model to try is *recovering* (cooled down since its
+    last success); from then on a race of two lanes, that model and the next one, in which
+    the first lane to give a delta is shown and kept: it is the answer (``sticky``: no
+    ``StreamReplacementError``, as with one lane), a failure of it after its first delta raises
+    as with one lane and supersedes the other; when it completes, the other lane runs on like a
+    race lane (kept for ``another()``; closing the stream supersedes it). A lane that fails
+    before any delta is shown is refilled from untried models."""
+
+    hedged = False
+
+    async def _read(self) -> str:
+        if not self.hedged:
+            try:
+                return await StreamCore._read(self)
+            except _Hedge:
+                self.hedged = self.sticky = True
+                self.lanes_wanted, self.window = 2, 0.0
+                self._fill_lanes()
+        return await RaceCore._read(self)
+
+    async def _open_next_lane(self) -> Lane:
+        try:
+            pick = self.rt.pool.pick(self.caller, self.tried, self.operation, self.budget.wait)
+        except NoLLMAvailableError:
+            pick = None  # the one-lane path raises it with its own wording
+        if pick is not None and pick.ready and hedges(self.call, pick.ready[0]) \
+                and not self.budget.too_late_to_start() and not self.limit.spent:
+            raise _Hedge
+        return await super()._open_next_lane()
+
+
 def stream_core(rt: Runtime, caller: Caller, call: Call) -> StreamCore:
-    """The state of a new ``stream()`` call: a race for ``fastest_of > 1``, else one lane."""
-    return RaceCore(rt, caller, call) if call.lanes > 1 else StreamCore(rt, caller, call)
+    """The state of a new ``stream()`` call: a race for ``fastest_of > 1``; else one lane,
+    which with ``parallel_recovery`` becomes a hedge when it meets a recovering model."""
+    if call.lanes > 1:
+        return RaceCore(rt, caller, call)
+    return HedgedCore(rt, caller, call) if call.parallel_recovery else StreamCore(rt, caller, call)

@@ -123,6 +123,7 @@ def model_row(pool: Pool, s: ModelState, caller: Caller, now: float,
         "demoted_for": [op for op in pool.quality.operations(s.entry.name)
                         if pool.quality.demoted(s.entry.name, op)],
         "missed_waits": sorted({w for w, _ in s.missed_waits}),
+        "recovering": s.recovering and not cooling,  # parallel_recovery races it
         "in_pool": s.entry.name in members, "fallback": s.fallback,
         "unavailable": s.unavailable,
     }

@@ -32,33 +32,38 @@ class AsyncCalls:
 
     async def ask(self, prompt: str, *, operation: str | None = None,
                   trace_id: str | None = None, wait: float | None = None,
-                  fastest_of: int | None = None, max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+                  fastest_of: int | None = None, parallel_recovery: bool = True,
+                  max_attempts: int = DEFAULT_MAX_ATTEMPTS,
                   max_attempts_per_model: int = DEFAULT_MAX_ATTEMPTS_PER_MODEL,
                   **params: Any) -> LLMResult:
         """One routed answer to ``prompt``; extra keyword args (max_tokens, temperature, ...)
-        go to the provider. ``max_attempts`` / ``max_attempts_per_model`` cap the requests
-        this call may send (:mod:`jevlaya_lab.broker.limits`)."""
+        go to the provider. ``parallel_recovery``: a model back from a cooldown is raced with
+        the next model (:mod:`jevlaya_lab.broker.racing`). ``max_attempts`` /
+        ``max_attempts_per_model`` cap the requests this call may send
+        (:mod:`jevlaya_lab.broker.limits`)."""
         call = check_call(check_prompt(prompt), operation=operation, trace_id=trace_id,
                           wait=wait, fastest_of=fastest_of, max_attempts=max_attempts,
-                          max_attempts_per_model=max_attempts_per_model, params=params)
+                          max_attempts_per_model=max_attempts_per_model, params=params,
+                          parallel_recovery=parallel_recovery)
         return await route(self._rt, self._caller, call)
 
     async def chat(self, messages: Messages, *, tools: list[dict[str, Any]] | None = None,
                    operation: str | None = None, trace_id: str | None = None,
                    wait: float | None = None, fastest_of: int | None = None,
-                   max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+                   parallel_recovery: bool = True, max_attempts: int = DEFAULT_MAX_ATTEMPTS,
                    max_attempts_per_model: int = DEFAULT_MAX_ATTEMPTS_PER_MODEL,
                    **params: Any) -> LLMResult:
         """One routed answer to a conversation; with ``tools`` the answer may be tool calls."""
         call = check_call(check_messages(messages), tools=tools, operation=operation,
                           trace_id=trace_id, wait=wait, fastest_of=fastest_of,
                           max_attempts=max_attempts,
-                          max_attempts_per_model=max_attempts_per_model, params=params)
+                          max_attempts_per_model=max_attempts_per_model, params=params,
+                          parallel_recovery=parallel_recovery)
         return await route(self._rt, self._caller, call)
 
     def stream(self, prompt: str | Messages, *, operation: str | None = None,
                trace_id: str | None = None, wait: float | None = None,
-               fastest_of: int | None = None,
+               fastest_of: int | None = None, parallel_recovery: bool = True,
                stream_selection_window: float = DEFAULT_WINDOW_S,
                max_attempts: int = DEFAULT_MAX_ATTEMPTS,
                max_attempts_per_model: int = DEFAULT_MAX_ATTEMPTS_PER_MODEL,
@@ -69,7 +74,8 @@ class AsyncCalls:
         call = check_call(check_stream_input(prompt), operation=operation, trace_id=trace_id,
                           wait=wait, fastest_of=fastest_of, window=stream_selection_window,
                           max_attempts=max_attempts,
-                          max_attempts_per_model=max_attempts_per_model, params=params)
+                          max_attempts_per_model=max_attempts_per_model, params=params,
+                          parallel_recovery=parallel_recovery)
         return AsyncStream(stream_core(self._rt, self._caller, call))
 
     async def record_quality(self, score: float, *, call_id: str | None = None,

@@ -12,6 +12,9 @@ paused clock. The rules are the streaming page of the Broker's seed:
   N lanes read their answers to completion in the background, whatever the reader does; the
   first *complete* answer wins; if the lane shown is not the winner the next pull raises
   ``StreamReplacementError``; chunks of different lanes are never spliced.
+  With ``parallel_recovery`` (default) a one-lane stream that meets a model back from a
+  cooldown races it with the next model, keeping the lane shown first
+  (:class:`~jevlaya_lab.broker.racing.HedgedCore`).
   ``stream_selection_window`` only picks the lane shown first.
 - ``wait`` bounds the whole answer; the clock pauses while a delta is in the application's hands
   and runs continuously after the first complete answer (validation and ``another()``).
@@ -66,6 +69,8 @@ log = logging.getLogger("jevlaya_lab.broker")
 class StreamCore:
     """The state of one ``stream()`` call; it never references the user-facing object, so that
     object can be garbage collected (which closes the core)."""
+
+    sticky = False  # the lane shown is the answer whatever other lanes do (a hedge)
 
     def __init__(self, rt: Runtime, caller: Caller, call: Call) -> None:
         self.rt = rt
@@ -257,7 +262,7 @@ class StreamCore:
         lane.complete = True
         self.rt.pool.succeeded(lane.attempt.llm_name)
         lane.attempt.succeed()
-        if self.winner is None:
+        if self.winner is None and not (self.sticky and self.shown not in (None, lane)):
             self.winner = lane
             self.returned.add(lane.attempt.call_id)
             if self.shown is None or self.shown is lane or self.lanes_wanted == 1:

@@ -131,34 +131,36 @@ class SyncCalls:
 
     def ask(self, prompt: str, *, operation: str | None = None, trace_id: str | None = None,
             wait: float | None = None, fastest_of: int | None = None,
-            max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+            parallel_recovery: bool = True, max_attempts: int = DEFAULT_MAX_ATTEMPTS,
             max_attempts_per_model: int = DEFAULT_MAX_ATTEMPTS_PER_MODEL,
             **params: Any) -> SyncLLMResult:
         return SyncLLMResult.of(self._run(self._async.ask(
             prompt, operation=operation, trace_id=trace_id, wait=wait, fastest_of=fastest_of,
-            max_attempts=max_attempts, max_attempts_per_model=max_attempts_per_model,
-            **params)))
+            parallel_recovery=parallel_recovery, max_attempts=max_attempts,
+            max_attempts_per_model=max_attempts_per_model, **params)))
 
     def chat(self, messages: Messages, *, tools: list[dict[str, Any]] | None = None,
              operation: str | None = None, trace_id: str | None = None,
              wait: float | None = None, fastest_of: int | None = None,
-             max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+             parallel_recovery: bool = True, max_attempts: int = DEFAULT_MAX_ATTEMPTS,
              max_attempts_per_model: int = DEFAULT_MAX_ATTEMPTS_PER_MODEL,
              **params: Any) -> SyncLLMResult:
         return SyncLLMResult.of(self._run(self._async.chat(
             messages, tools=tools, operation=operation, trace_id=trace_id, wait=wait,
-            fastest_of=fastest_of, max_attempts=max_attempts,
-            max_attempts_per_model=max_attempts_per_model, **params)))
+            fastest_of=fastest_of, parallel_recovery=parallel_recovery,
+            max_attempts=max_attempts, max_attempts_per_model=max_attempts_per_model,
+            **params)))
 
     def stream(self, prompt: str | Messages, *, operation: str | None = None,
                trace_id: str | None = None, wait: float | None = None,
-               fastest_of: int | None = None,
+               fastest_of: int | None = None, parallel_recovery: bool = True,
                stream_selection_window: float = DEFAULT_WINDOW_S,
                max_attempts: int = DEFAULT_MAX_ATTEMPTS,
                max_attempts_per_model: int = DEFAULT_MAX_ATTEMPTS_PER_MODEL,
                **params: Any) -> SyncStream:
         return SyncStream(self._owner, self._async.stream(
             prompt, operation=operation, trace_id=trace_id, wait=wait, fastest_of=fastest_of,
+            parallel_recovery=parallel_recovery,
             stream_selection_window=stream_selection_window, max_attempts=max_attempts,
             max_attempts_per_model=max_attempts_per_model, **params))
 

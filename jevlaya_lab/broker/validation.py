@@ -51,8 +51,8 @@ def check_label(name: str, value: Any) -> str | None:
 
 
 # Chat Completions parameters a call may pass on to the provider by name. Anything else is a
-# TypeError, so a misspelt or foreign keyword (e.g. llmbroker's ``parallel_recovery``) never
-# reaches a provider silently; ``extra_body={...}`` sends other fields on purpose.
+# TypeError, so a misspelt or foreign keyword never reaches a provider silently;
+# ``extra_body={...}`` sends other fields on purpose.
 PROVIDER_PARAMS = frozenset({
     "max_tokens", "max_completion_tokens", "temperature", "top_p", "stop", "seed",
     "presence_penalty", "frequency_penalty", "logit_bias", "logprobs", "top_logprobs", "user",
@@ -131,6 +131,12 @@ def check_window(window: Any) -> float:
     return float(window)
 
 
+def check_flag(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name}={value!r}: must be True or False")
+    return value
+
+
 def check_ceiling(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name}={value!r}: must be an integer >= 1 (a hard ceiling on the "
@@ -186,6 +192,7 @@ class Call:
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     max_attempts_per_model: int = DEFAULT_MAX_ATTEMPTS_PER_MODEL
     params: dict[str, Any] = field(default_factory=dict)
+    parallel_recovery: bool = True
 
 
 def check_call(messages: Messages, *, tools: list[dict[str, Any]] | None = None,
@@ -193,7 +200,7 @@ def check_call(messages: Messages, *, tools: list[dict[str, Any]] | None = None,
                fastest_of: Any = None, window: Any = DEFAULT_WINDOW_S,
                max_attempts: Any = DEFAULT_MAX_ATTEMPTS,
                max_attempts_per_model: Any = DEFAULT_MAX_ATTEMPTS_PER_MODEL,
-               params: Mapping[str, Any] | None = None) -> Call:
+               params: Mapping[str, Any] | None = None, parallel_recovery: Any = True) -> Call:
     """Every keyword of one call, checked (``messages`` already are, by the check_* above)."""
     operation = check_label("operation", operation)
     trace_id = check_label("trace_id", trace_id)
@@ -203,8 +210,9 @@ def check_call(messages: Messages, *, tools: list[dict[str, Any]] | None = None,
     window = check_window(window)
     max_attempts = check_ceiling("max_attempts", max_attempts)
     max_attempts_per_model = check_ceiling("max_attempts_per_model", max_attempts_per_model)
+    parallel_recovery = check_flag("parallel_recovery", parallel_recovery)
     if lanes > max_attempts:
         raise ValueError(f"fastest_of={lanes} races more models than max_attempts={max_attempts} "
                          "allows; raise max_attempts or race fewer")
     return Call(messages, trace_id or uuid.uuid4().hex, operation, tools, wait, lanes, window,
-                max_attempts, max_attempts_per_model, params)
+                max_attempts, max_attempts_per_model, params, parallel_recovery)

@@ -4,15 +4,16 @@ asserting the same observable outcomes: which model answered or which error came
 rows ``calls()`` lists (newest first) and their scores, the stream rules of the seed.
 
 Where the two differ on purpose, ``test_deliberate_differences`` pins both sides, so the README
-list ("Differences from llmbroker") stays true. llmbroker's ``parallel_recovery`` probes are
-switched off on its side (we do not implement them, see the README), so both journal the
-same attempts.
+list ("Differences from llmbroker") stays true. Both run with their defaults
+(``parallel_recovery=True``); its scenarios put a model into recovery with a 429 and
+``Retry-After: 1``.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
 import math
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,7 +88,8 @@ class Side:
         self.last_stream = stream
         return got
 
-    def rows(self, limit: int = 20) -> list[tuple[str, str, int | None, float | None]]:
+    def rows(self, limit: int = 20) -> list[tuple[str, str, int | None, float | None, str]]:
+        """(llm_name, status, http_status, score, trace_id), newest first."""
         raise NotImplementedError
 
     def cooling(self, name: str) -> bool:
@@ -112,8 +114,8 @@ class Ours(Side):
                                 secrets=secrets, catalog=[], dotenv=tmp / "none.env",
                                 direct=[LLMConfig(**c) for c in direct]))
 
-    def rows(self, limit: int = 20) -> list[tuple[str, str, int | None, float | None]]:
-        return [(r["llm_name"], r["status"], r["http_status"], r["score"])
+    def rows(self, limit: int = 20) -> list[tuple[str, str, int | None, float | None, str]]:
+        return [(r["llm_name"], r["status"], r["http_status"], r["score"], r["trace_id"])
                 for r in self.broker.calls(limit=limit)]
 
     def cooling(self, name: str) -> bool:
@@ -122,7 +124,6 @@ class Ours(Side):
 
 class Theirs(Side):
     name = "llmbroker"
-    call_kwargs = {"parallel_recovery": False}
 
     def __init__(self, configs: list[dict[str, str]], secrets: dict[str, str],
                  tmp: Path, direct: tuple[dict[str, str], ...] = ()) -> None:
@@ -136,9 +137,9 @@ class Theirs(Side):
             store=llmbroker_sqlite.Store(tmp / "theirs.db"), sync=None, home=tmp / "home",
             direct=[llmbroker.LLMConfig(**c) for c in direct]))
 
-    def rows(self, limit: int = 20) -> list[tuple[str, str, int | None, float | None]]:
-        return [(c.llm_name, str(getattr(c.status, "value", c.status)), c.http_status, c.score)
-                for c in self.broker.calls(limit=limit)]
+    def rows(self, limit: int = 20) -> list[tuple[str, str, int | None, float | None, str]]:
+        return [(c.llm_name, str(getattr(c.status, "value", c.status)), c.http_status, c.score,
+                 c.trace_id) for c in self.broker.calls(limit=limit)]
 
     def cooling(self, name: str) -> bool:
         return self.broker.snapshot()[name].cooldown_until is not None
@@ -282,6 +283,65 @@ def test_a_race_won_by_the_lane_not_shown_raises_the_replacement(pair, server) -
     more = both(sides, lambda s: getattr(s.last_stream.another(), "llm_name", None))
     assert more == "a"  # the retained lane is the next complete answer
     assert both(sides, lambda s: sorted(r[:2] for r in s.rows())) == [("a", "ok"), ("b", "ok")]
+
+
+# -- parallel_recovery: a model back from a cooldown is raced with the next one --------------
+def into_recovery(sides: tuple[Side, Side], server: Any, then: FaultProfile | None,
+                  *names: str) -> None:
+    """A 429 with Retry-After: 1 on ``names`` (each side fails over), then ``then``."""
+    for name in names:
+        server.set_fault(name, FaultProfile(status=429, retry_after=1))
+    both(sides, lambda s: s.ask("cool", trace_id="cool").kind)
+    for name in names:
+        server.set_fault(name, then)
+    time.sleep(1.2)
+
+
+def traced(side: Side, trace_id: str, rows: int) -> list[tuple[str, str]]:
+    """The (llm_name, status) rows of ``trace_id``, once ``rows`` of them are journaled
+    (llmbroker writes a superseded lane's row in the background; 3 s at most)."""
+    deadline = time.monotonic() + 3.0
+    while True:
+        got = sorted((r[0], r[1]) for r in side.rows(limit=50) if r[4] == trace_id)
+        if len(got) >= rows or time.monotonic() > deadline:
+            return got
+        time.sleep(0.05)
+
+
+def test_a_recovering_model_is_raced_with_the_next_one(pair, server) -> None:
+    sides = pair("a", "b", theirs_serve={"a": "c", "b": "d"})
+    into_recovery(sides, server, FaultProfile(latency=1.0), "a", "c")
+    assert both(sides, lambda s: s.ask("x", trace_id="t1")) == Outcome("answer", "b")
+    assert both(sides, lambda s: traced(s, "t1", 2)) == [("a", "superseded"), ("b", "ok")]
+    assert both(sides, lambda s: s.ask("y", trace_id="t2", parallel_recovery=False)) == \
+        Outcome("answer", "a")
+    assert both(sides, lambda s: traced(s, "t2", 1)) == [("a", "ok")]
+
+
+def test_a_stream_races_a_silent_recovering_model(pair, server) -> None:
+    sides = pair("a", "b", theirs_serve={"a": "c", "b": "d"})
+    into_recovery(sides, server, FaultProfile(first_token_delay=1.0), "a", "c")
+    assert same(*((o.kind, o.llm_name) for o in (s.stream("x", trace_id="s1")
+                                                 for s in sides))) == ("answer", "b")
+    both(sides, lambda s: s.last_stream.close())  # a's lane still runs: closing ends it
+    assert both(sides, lambda s: traced(s, "s1", 2)) == [("a", "superseded"), ("b", "ok")]
+
+
+def test_a_streamed_recovering_model_stays_the_answer(pair, server) -> None:
+    sides = pair("a", "b", theirs_serve={"a": "c", "b": "d"})
+    into_recovery(sides, server, FaultProfile(token_delay=0.1), "a", "c")
+    for name in ("b", "d"):  # starts after a, finishes long before it
+        server.set_fault(name, FaultProfile(first_token_delay=0.3))
+    got = [s.stream("x", trace_id="s1") for s in sides]
+    assert same(*((o.kind, o.llm_name) for o in got)) == ("answer", "a")  # no replacement
+    assert both(sides, lambda s: getattr(s.last_stream.another(), "llm_name", None)) == "b"
+    assert both(sides, lambda s: traced(s, "s1", 2)) == [("a", "ok"), ("b", "ok")]
+
+
+def test_parallel_recovery_must_be_true_or_false(pair, server) -> None:
+    sides = pair("a")
+    assert both(sides, lambda s: [s.ask("x", parallel_recovery=v).kind
+                                  for v in ("yes", None, 1)]) == ["ValueError"] * 3
 
 
 # -- ratings and the journal -------------------------------------------------------------------

@@ -103,7 +103,7 @@ def test_negative_or_nan_wait_is_a_value_error(broker, wait: float) -> None:
 
 
 # -- 5. every keyword is validated; nothing unintended reaches a provider ---------------------
-@pytest.mark.parametrize("kwargs", [{"parallel_recovery": False}, {"maxtokens": 5},
+@pytest.mark.parametrize("kwargs", [{"fastestof": 2}, {"maxtokens": 5},
                                     {"wiat": 3}, {"timeout": 2}])
 def test_unknown_keywords_are_type_errors_before_any_request(broker, server,
                                                              kwargs: dict) -> None:
