@@ -50,7 +50,7 @@ __all__ = [
 ]
 
 DECISION_FIELDS = ("event", "run_id", "model", "t", "level", "thread", "n_states", "elapsed_ms",
-                   "error")
+                   "error", "parent_id")
 LOSER_STATUSES = ("superseded", "cancelled")
 FAILED_STATUSES = ("rate_limited", "unavailable", "error")
 DEFAULT_PERCENTILES = (0.5, 0.9, 0.99)

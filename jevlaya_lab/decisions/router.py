@@ -28,6 +28,11 @@ Decisions the spec leaves open, written down here:
 - A hook on ``on_route`` may replace ``ctx.decision`` with a new decision, a plain dict with a
   ``model`` key, or just a name/alias; aliases are resolved to the canonical name at once, so
   requests pinned through an alias share the forward pass of that checkpoint.
+- One request, one run id: a request's predict context keeps the ``run_id`` of its ``on_route``
+  context (Laya gives them two), so a hook or a trace sees routing, start and end of a request
+  as one run. Every public call (``predict``, ``route``, ``load``, ``unload``, ...) is one
+  :func:`~jevlaya_lab.hooks.context.call_scope`: all contexts it creates, ``on_load`` /
+  ``on_evict`` and the Agent's own included, carry the call's id as ``parent_id``.
 
 Hub options (Laya 0.4.15's constructor keywords; they matter only for hub sources):
 - ``token`` is used for every hub download; ``revision`` pins every checkpoint to one branch, tag
@@ -74,6 +79,7 @@ from jevlaya_lab.decisions.registry import (
 )
 from jevlaya_lab.decisions.routing import REQUEST_KEYS, Decision, RoutingPolicy
 from jevlaya_lab.hooks import CallHooks, HookHost, HookRunner, PredictContext, aggregate_usage
+from jevlaya_lab.hooks.context import call_scope
 
 __all__ = ["REQUEST_KEYS", "Decision", "Router", "route_command"]
 
@@ -246,6 +252,7 @@ class Router(HookHost):
         return self._registry.registered
 
     # -- routing -------------------------------------------------------------------------------
+    @call_scope()
     def route(
         self,
         state: Any,
@@ -263,8 +270,9 @@ class Router(HookHost):
         request = {"state": state, "questions": questions, "model": model, "task": task,
                    "lang": lang, "lang_guess": lang_guess}
         self.policy.check_request(request, "route", need_questions=False)
-        return self._route(request, self._hooks.call(hooks, hooks_raise=hooks_raise), explain)
+        return self._route(request, self._hooks.call(hooks, hooks_raise=hooks_raise), explain)[0]
 
+    @call_scope()
     def route_batch(
         self,
         requests: Sequence[Mapping[str, Any]],
@@ -276,9 +284,10 @@ class Router(HookHost):
         """Route every request (dicts with the keys of :data:`REQUEST_KEYS`); all are checked first."""
         self.policy.check_requests(requests, need_questions=False)
         calls = self._hooks.call(hooks, hooks_raise=hooks_raise)
-        return [self._route(r, calls, explain) for r in requests]
+        return [self._route(r, calls, explain)[0] for r in requests]
 
-    def _route(self, request: Mapping[str, Any], calls: CallHooks, explain: bool) -> Decision:
+    def _route(self, request: Mapping[str, Any], calls: CallHooks, explain: bool) -> tuple[Decision, str]:
+        """The request's decision (``on_route`` fired) and the run id its predict context keeps."""
         started = time.perf_counter()
         state, questions = request["state"], request.get("questions")
         decision, steps = self.policy.decide(request)
@@ -294,7 +303,7 @@ class Router(HookHost):
         ctx = PredictContext(states=[state], questions=questions, decision=decision,
                              model=decision.model, router=self)
         calls.emit("on_route", ctx)
-        return self.policy.settle(ctx.decision, decision)
+        return self.policy.settle(ctx.decision, decision), ctx.run_id
 
     # -- loading -------------------------------------------------------------------------------
     def load_options(self, name: str, **overrides: Any) -> dict[str, Any]:
@@ -328,6 +337,7 @@ class Router(HookHost):
         self._built_revision[name] = options.get("revision")
         return agent
 
+    @call_scope()
     def load(self, name: str, *, revision: str | None = None, token: str | None = None,
              hooks: Sequence[Any] | None = None, hooks_raise: bool | None = None) -> Any:
         """The resident Agent for ``name`` (or an alias), building it on first use.
@@ -368,6 +378,7 @@ class Router(HookHost):
             first = first or failure
         return first
 
+    @call_scope()
     def unload(self, name: str | None = None, *, hooks: Sequence[Any] | None = None,
                hooks_raise: bool | None = None) -> list[str]:
         """Free ``name`` (or every resident checkpoint); fires ``on_evict``; returns the names freed."""
@@ -378,6 +389,7 @@ class Router(HookHost):
             raise first
         return [n for n, _ in dropped]
 
+    @call_scope()
     def attach(self, name: str, agent: Any, *, hooks: Sequence[Any] | None = None,
                hooks_raise: bool | None = None) -> None:
         """Make an existing ``agent`` resident as ``name`` (registered on the fly if unknown).
@@ -397,6 +409,7 @@ class Router(HookHost):
         if first is not None:
             raise first
 
+    @call_scope()
     def preload(self, names: Iterable[str] | None = None) -> list[str]:
         """Load ``names`` (default: every registered checkpoint) now; returns the canonical names."""
         wanted = list(self._registry.names if names is None else [self._registry.resolve(n) for n in names])
@@ -482,6 +495,7 @@ class Router(HookHost):
     predict_many = predict_batch
     """Laya's other name for :meth:`predict_batch`."""
 
+    @call_scope()
     def predict_long(
         self,
         state: Any,
@@ -513,14 +527,14 @@ class Router(HookHost):
         self.policy.check_request(request, "predict_long", need_questions=True)
         calls = self._hooks.call(hooks, on_predict_start, on_predict_end, hooks_raise=hooks_raise,
                                  hooks_timeout=hooks_timeout)
-        decision = self._route(request, calls, False)
+        decision, run_id = self._route(request, calls, False)
         agent = self._load(decision.model, calls)
         scan = getattr(agent, "predict_long", None)
         if not callable(scan):
             raise TypeError(f"predict_long: the Agent attached as {decision.model!r} "
                             f"({type(agent).__name__}) has no predict_long; attach a jevlaya_lab Agent")
-        ctx = PredictContext(states=[state], questions=questions, decision=decision, model=decision.model,
-                             agent=agent, router=self)
+        ctx = PredictContext(states=[state], questions=questions, run_id=run_id, decision=decision,
+                             model=decision.model, agent=agent, router=self)
         with calls.lifecycle(ctx):
             if ctx.results is None:
                 _check_rewritten(ctx)
@@ -555,21 +569,22 @@ class Router(HookHost):
         return decide_batch(self, states, schema, questions=questions, return_details=return_details,
                             min_confidence=min_confidence, **predict_kwargs)
 
+    @call_scope()
     def _predict(self, requests: Sequence[Mapping[str, Any]], *, hooks: Any, on_predict_start: Any,
                  on_predict_end: Any, hooks_raise: bool | None, hooks_timeout: float | None,
                  **call: Any) -> list[dict]:
         calls = self._hooks.call(hooks, on_predict_start, on_predict_end, hooks_raise=hooks_raise,
                                  hooks_timeout=hooks_timeout)
-        decisions = [self._route(r, calls, False) for r in requests]
+        routed = [self._route(r, calls, False) for r in requests]
         by_model: dict[str, list[int]] = {}
-        for i, decision in enumerate(decisions):
+        for i, (decision, _) in enumerate(routed):
             by_model.setdefault(decision.model, []).append(i)
         results: list[Any] = [None] * len(requests)
         for name, indices in by_model.items():
             agent = self._load(name, calls)
             group = _CheckpointGroup(self, name, agent, calls, call)
             for i, result in zip(indices, group.run([requests[i] for i in indices],
-                                                   [decisions[i] for i in indices])):
+                                                   [routed[i] for i in indices])):
                 results[i] = result
         return results
 
@@ -584,12 +599,13 @@ class _CheckpointGroup:
     def __init__(self, router: Router, name: str, agent: Any, calls: CallHooks, call: dict[str, Any]):
         self.router, self.name, self.agent, self.calls, self.call = router, name, agent, calls, call
 
-    def run(self, requests: list[Mapping[str, Any]], decisions: list[Decision]) -> list[dict]:
+    def run(self, requests: list[Mapping[str, Any]], routed: list[tuple[Decision, str]]) -> list[dict]:
         started: list[PredictContext] = []
         try:
-            for request, decision in zip(requests, decisions):
+            for request, (decision, run_id) in zip(requests, routed):
                 ctx = PredictContext(
                     states=[request["state"]], questions=request["questions"], decision=decision,
+                    run_id=run_id,
                     model=self.name, agent=self.agent, router=self.router,
                     max_len=_first_given(request.get("max_len"), self.call.get("max_len")),
                     head_max_len=_first_given(request.get("head_max_len"), self.call.get("head_max_len")),

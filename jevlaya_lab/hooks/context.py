@@ -2,16 +2,52 @@
 
 The field order is part of the public contract (the lifecycle page lists it); equality and
 hashing are by identity, so a hook may keep contexts in a set or as dict keys even though
-their fields change during the call.
+their fields change during the call. ``parent_id`` comes last, after the fields Laya's
+context has, so positional construction and Laya hooks see what they always saw.
+
+Nesting: a Router call (``predict``, ``predict_batch``, ``route``, ``load``, ...) runs inside
+:func:`call_scope`, and every context created meanwhile in that thread or task (its
+``on_route``, ``on_load`` / ``on_evict`` and predict contexts, and those of the Agent calls it
+makes) gets the call's id as ``parent_id``; a trace view nests them under that call. The lifecycle
+page leaves this out; it is written down here.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+_CALL: contextvars.ContextVar[str | None] = contextvars.ContextVar("jevlaya_call", default=None)
+
+
+def new_run_id() -> str:
+    return uuid.uuid4().hex
+
+
+@contextlib.contextmanager
+def call_scope() -> Iterator[str]:
+    """Run a block as one call: contexts created inside get its id as ``parent_id``. Inside an
+    enclosing scope (a hook calling back into the Router) the enclosing call's id is kept, so
+    everything one outer call caused nests under it. Yields the id."""
+    current = _CALL.get()
+    if current is not None:
+        yield current
+        return
+    token = _CALL.set(new_run_id())
+    try:
+        yield _CALL.get() or ""
+    finally:
+        _CALL.reset(token)
+
+
+def current_call() -> str | None:
+    """The id of the :func:`call_scope` running in this thread or task, if any."""
+    return _CALL.get()
 
 
 def aggregate_usage(results: list[dict] | None) -> dict[str, int]:
@@ -31,12 +67,14 @@ class PredictContext:
 
     A start hook may rewrite ``states`` / ``questions``, set ``max_len`` / ``head_max_len``
     or call :meth:`skip`; an end hook reads ``results``, ``usage``, ``elapsed_ms`` and
-    ``error``. ``started_at`` is a ``time.perf_counter()`` reading.
+    ``error``. ``started_at`` is a ``time.perf_counter()`` reading. ``parent_id`` is the id of
+    the Router call this context is part of (``None`` outside one; see the module docstring);
+    a Router request keeps one ``run_id`` from ``on_route`` to ``on_predict_end``.
     """
 
     states: Sequence[Any]  # as the caller passed them (a list); the Agent validates them
     questions: Any
-    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    run_id: str = field(default_factory=new_run_id)
     results: list[dict] | None = None
     decision: dict | None = None
     model: str | None = None
@@ -48,6 +86,7 @@ class PredictContext:
     started_at: float = field(default_factory=time.perf_counter)
     elapsed_ms: float | None = None
     error: BaseException | None = None
+    parent_id: str | None = field(default_factory=current_call)
 
     def skip(self, results: dict | list[dict]) -> None:
         """Supply the results yourself; tokenisation and the forward pass are skipped.

@@ -41,6 +41,8 @@ class HookEvent:
     """Set on ``on_predict_end`` (and on ``on_error`` once known)."""
     error: str | None = None
     """``"Type: message"`` of ``ctx.error`` on ``on_error`` / ``on_predict_end``."""
+    parent_id: str | None = None
+    """``ctx.parent_id``: the Router call the event is part of (``None`` outside one)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -87,18 +89,20 @@ class EventRecorder(BaseHook):
         with self._lock:
             self._events.append(event)
 
-    def _from_ctx(self, event: str, ctx: Any, *, model: str | None = None, **extra: Any) -> None:
-        states = getattr(ctx, "states", None)
+    def _from_ctx(self, event: str, ctx: Any, *, model: str | None = None, of_run: bool = True,
+                  **extra: Any) -> None:
+        states = getattr(ctx, "states", None) if of_run else None
         error = getattr(ctx, "error", None)
         self._add(HookEvent(
             event=event,
-            run_id=getattr(ctx, "run_id", None),
+            run_id=getattr(ctx, "run_id", None) if of_run else None,
             model=model if model is not None else getattr(ctx, "model", None),
             t=time.perf_counter(),
             level="router" if getattr(ctx, "router", None) is not None else "agent",
             thread=threading.get_ident(),
             n_states=len(states) if isinstance(states, (list, tuple)) else None,
             error=None if error is None else f"{type(error).__name__}: {error}",
+            parent_id=getattr(ctx, "parent_id", None),
             **extra,
         ))
 
@@ -107,11 +111,12 @@ class EventRecorder(BaseHook):
         routed = decision.get("model") if isinstance(decision, dict) else None
         self._from_ctx("on_route", ctx, model=routed)
 
-    def on_load(self, name: str, agent: Any) -> None:  # type: ignore[override]  # the seed's form
-        self._add(HookEvent("on_load", None, name, time.perf_counter(), "router", threading.get_ident()))
+    # load/evict belong to no run (run_id None); their context's model is the checkpoint name
+    def on_load(self, ctx: Any) -> None:
+        self._from_ctx("on_load", ctx, of_run=False)
 
-    def on_evict(self, name: str, agent: Any) -> None:  # type: ignore[override]  # the seed's form
-        self._add(HookEvent("on_evict", None, name, time.perf_counter(), "router", threading.get_ident()))
+    def on_evict(self, ctx: Any) -> None:
+        self._from_ctx("on_evict", ctx, of_run=False)
 
     def on_predict_start(self, ctx: Any) -> None:
         self._from_ctx("on_predict_start", ctx)

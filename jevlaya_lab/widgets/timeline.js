@@ -1,6 +1,7 @@
-// HookTimeline: a trace view. Rows nest router → (load / evict) → runs; a run is its
-// on_predict_start → on_predict_end span with its markers. Markers that would overlap are
-// stacked, a legend names every mark, a table lists every event, clicking a span zooms to it.
+// HookTimeline: a trace view. The rows come from Python (timeline.trace_rows): a Router call
+// nests its load / evict rows and its requests' runs (route mark, then the predict span), and
+// the Agent runs it caused one level further in. Markers that would overlap are stacked, a
+// legend names every mark, a table lists every event, clicking a span zooms to it.
 const MARKS = {
   on_route: ["jv-tick", "on_route (router picked a checkpoint)"],
   on_load: ["jv-tick jv-load", "on_load (checkpoint built)"],
@@ -21,58 +22,6 @@ function tip(e) {
   return lines.join("\n");
 }
 
-const started = (evs) => evs.some((e) => e.event === "on_predict_start");
-
-// The rows of the trace: [{label, title, depth, span: [t0, t1] | null, spanClass, marks, events}]
-function traceRows(events) {
-  const runs = new Map();
-  const routerEvents = [];
-  for (const e of events) {
-    if (!e.run_id) { routerEvents.push(e); continue; }
-    if (!runs.has(e.run_id)) runs.set(e.run_id, []);
-    runs.get(e.run_id).push(e);
-  }
-  const runRow = (evs, n, depth) => {
-    const start = evs.find((e) => e.event === "on_predict_start");
-    const stop = evs.find((e) => e.event === "on_predict_end" || e.event === "on_error");
-    const failed = evs.some((e) => e.event === "on_error");
-    const who = evs.find((e) => e.model)?.model ?? "";
-    const states = start && start.n_states != null ? ` · ${start.n_states} states` : "";
-    // a request the Router only routed (its predict runs as its own run on the checkpoint)
-    const label = start ? `run ${n} · ${who}${states}` : `route → ${who}`;
-    return { label, title: `run_id ${evs[0].run_id}`, depth,
-      span: start ? [start.t_ms, stop ? stop.t_ms : null] : null,
-      spanClass: failed ? "jv-span jv-error" : "jv-span", spanTip: tip(stop || start || evs[0]),
-      marks: evs.filter((e) => MARKS[e.event] && e.event !== "on_predict_start"), events: evs };
-  };
-  const rows = [];
-  const routed = [...runs.values()].filter((evs) => evs.some((e) => e.level === "router"));
-  const direct = [...runs.values()].filter((evs) => !evs.some((e) => e.level === "router"));
-  let n = 0;
-  if (routed.length || routerEvents.length) {
-    const all = routed.flat().concat(routerEvents);
-    const ts = all.map((e) => e.t_ms);
-    rows.push({ label: "router", title: "every call through the Router", depth: 0,
-      span: [Math.min(...ts), Math.max(...ts)], spanClass: "jv-span jv-router",
-      spanTip: `router: ${routed.length} runs, ${routerEvents.length} load/evict events`,
-      marks: [], events: [] });
-    // load/evict rows and runs, in the order they happened
-    const items = routerEvents.map((e) => ({ t: e.t_ms, e }))
-      .concat(routed.map((evs) => ({ t: evs[0].t_ms, evs })))
-      .sort((a, b) => a.t - b.t);
-    for (const item of items) {
-      if (item.e) {
-        rows.push({ label: `${item.e.event.replace("on_", "")} ${item.e.model ?? ""}`,
-          title: item.e.event, depth: 1, span: null, marks: [item.e], events: [item.e] });
-      } else {
-        rows.push(runRow(item.evs, started(item.evs) ? ++n : n, 1));
-      }
-    }
-  }
-  for (const evs of direct) rows.push(runRow(evs, started(evs) ? ++n : n, 0));
-  return rows;
-}
-
 // Stack marks so none covers another: a mark goes to the lowest slot whose last mark ends
 // at least MARK_PX to its left.
 function slots(xsPx) {
@@ -89,7 +38,7 @@ function slots(xsPx) {
 
 function render({ model, el }) {
   let zoom = null;  // [t0, t1] in ms, or null for everything
-  const cleanup = live(model, el, ["events"], () => draw());
+  const cleanup = live(model, el, ["events", "rows"], () => draw());
   function draw() {
     const events = model.get("events");
     const end = Math.max(1, ...events.map((e) => e.t_ms));
@@ -97,15 +46,18 @@ function render({ model, el }) {
     const width = Math.max(200, (el.clientWidth || 900) * 0.7);
     const x = (t) => (t - t0) / Math.max(t1 - t0, 1e-6);
     const pct = (f) => `${(100 * f).toFixed(3)}%`;
-    const rows = traceRows(events).map((row) => {
-      const track = h("div", { class: "jv-lane", "data-lane": row.label });
+    const rows = model.get("rows").map((row) => {
+      const track = h("div", { class: "jv-lane", "data-lane": row.label, "data-depth": row.depth });
       let height = ROW_PX;
       if (row.span) {
         const a = Math.max(0, x(row.span[0]));
         const b = Math.min(1, x(row.span[1] ?? end));
         if (b >= 0 && a <= 1) {
+          const spanClass = row.kind === "call" ? "jv-span jv-router" : row.failed ? "jv-span jv-error" : "jv-span";
+          const spanTip = row.kind === "call" ? `${row.label} (${row.title})`
+            : row.tip != null ? tip(events[row.tip]) : row.title;
           track.append(h("div", {
-            class: row.spanClass, title: row.spanTip,
+            class: spanClass, title: spanTip,
             style: `left:${pct(a)};width:${pct(Math.max(b - a, 0))};top:2px`,
             onclick: () => {
               const pad = Math.max((row.span[1] ?? end) - row.span[0], 0.01) * 0.1;
@@ -115,7 +67,7 @@ function render({ model, el }) {
           }));
         }
       }
-      const marks = row.marks.filter((e) => x(e.t_ms) >= 0 && x(e.t_ms) <= 1);
+      const marks = row.marks.map((i) => events[i]).filter((e) => e && x(e.t_ms) >= 0 && x(e.t_ms) <= 1);
       const stack = slots(marks.map((e) => x(e.t_ms) * width));
       marks.forEach((e, i) => {
         const top = 3 + (row.span ? ROW_PX : 0) + stack[i] * (MARK_PX + 2);
@@ -131,13 +83,14 @@ function render({ model, el }) {
     });
     const legend = h("div", { class: "jv-legend" },
       h("span", {}, h("span", { class: "jv-span" }), "predict (start → end, click to zoom)"),
-      h("span", {}, h("span", { class: "jv-span jv-router" }), "router call"),
+      h("span", {}, h("span", { class: "jv-span jv-router" }), "router call (what it caused is nested below it)"),
       Object.values(MARKS).map(([cls, text]) => h("span", {}, h("span", { class: cls }), text)));
     const table = h("table", { class: "jv-table jv-events" },
-      h("thead", {}, h("tr", {}, ["t (ms)", "event", "run", "model", "states", "elapsed (ms)", "error"]
-        .map((c, i) => h("th", { class: [0, 4, 5].includes(i) ? "jv-n" : null }, c)))),
+      h("thead", {}, h("tr", {}, ["t (ms)", "event", "call", "run", "model", "states", "elapsed (ms)", "error"]
+        .map((c, i) => h("th", { class: [0, 5, 6].includes(i) ? "jv-n" : null }, c)))),
       h("tbody", {}, events.map((e) => h("tr", { class: e.event === "on_error" ? "jv-err" : null },
         h("td", { class: "jv-n" }, fmt(e.t_ms, 2)), h("td", {}, e.event),
+        h("td", { title: e.parent_id ?? "" }, e.parent_id ? String(e.parent_id).slice(0, 8) : "–"),
         h("td", { title: e.run_id ?? "" }, e.run_id ? String(e.run_id).slice(0, 8) : "–"),
         h("td", {}, e.model ?? "–"), h("td", { class: "jv-n" }, e.n_states ?? "–"),
         h("td", { class: "jv-n" }, fmt(e.elapsed_ms, 2)), h("td", {}, e.error ?? "")))));

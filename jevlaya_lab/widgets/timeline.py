@@ -1,20 +1,24 @@
 """``HookTimeline``: a hook that draws every call as a nested trace (a millisecond Gantt).
 
 Install it like any hook (``Agent(..., hooks=[timeline])``, ``router.add_hook(timeline)`` or
-``with router.hooks_installed(timeline):``) and display it. The trace nests what happened:
-calls through a Router sit under a ``router`` row spanning them, with one row per ``on_load``
-/ ``on_evict`` (they have no run id) and one per run, in the order they happened; an Agent's
-own runs are top-level rows. A run row is its ``on_predict_start`` → ``on_predict_end`` span
-(red when ``on_error`` fired) with its ``on_route`` / ``on_error`` markers; rows are labelled
+``with router.hooks_installed(timeline):``) and display it. The trace nests what happened, read
+from the contexts' ``parent_id`` (see :mod:`jevlaya_lab.hooks.context`): each Router call is a
+``router call`` row spanning everything it caused; under it, in the order they happened, one
+row per ``on_load`` / ``on_evict`` and one per request's run, which shows the request's
+``on_route`` mark then its ``on_predict_start`` → ``on_predict_end`` span (red when ``on_error``
+fired); runs of an Agent the call used (when the timeline is installed on the Agent too) sit
+one level further in. An Agent's own runs are top-level rows. Rows are labelled
 ``run <n> · <model> · <k> states`` (the run id on hover). Markers closer than their width are
 stacked, so none hides another; a legend names every mark, hovering shows an event's ctx
 fields (model, states, usage, elapsed, error), a table below lists every event, and clicking
 a span zooms the axis to it ("show all" zooms out). Times are milliseconds since the first
 event (``time.perf_counter()``, the clock of ``PredictContext.started_at``). Events from many
 threads are recorded under a lock and pushed to the browser at most every ``throttle``
-seconds, so the chart is live while calls run.
+seconds, so the chart is live while calls run. :func:`trace_rows` computes the rows the
+browser draws (the same nesting, in Python, for tests and for reading).
 ``HookTimeline.from_records(EventRecorder.to_records())`` replays recorded events (or the
-``decisions`` frame of :func:`jevlaya_lab.analysis.load_journal`).
+``decisions`` frame of :func:`jevlaya_lab.analysis.load_journal`); records without a
+``parent_id`` (older ones) put every Router event under one ``router`` row.
 """
 
 from __future__ import annotations
@@ -33,6 +37,98 @@ from jevlaya_lab.widgets.render import jsonable
 from jevlaya_lab.widgets.throttle import Throttle
 
 LOAD_LANE = "router"
+# the events drawn as marks on a run's row (its span is start → end)
+RUN_MARKS = ("on_route", "on_error")
+
+
+def trace_rows(events: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of the trace, top to bottom, as the browser draws them.
+
+    Each row: ``label``, ``title`` (hover), ``depth`` (0: a Router call or an Agent's own run; 1:
+    a load/evict or a request's run inside a call; 2: an Agent run the call caused), ``kind``
+    (``call``, ``run``, ``load``, ``evict``), ``span`` (``[t0, t1]`` in ms, ``t1`` ``None``
+    while running; ``None`` for a row of marks), ``failed``, ``tip`` (the event whose fields the
+    span shows) and ``marks`` (indices into ``events``). Events group into a call by
+    ``parent_id``; Router events without one (older records) share one ``router`` call. Rows
+    follow time: a run sits where its predict starts (so an Agent run comes right after the
+    request that caused it, and a load before the run that needed it).
+    """
+    runs: dict[str, list[int]] = {}
+    for i, e in enumerate(events):
+        if e.get("run_id"):
+            runs.setdefault(e["run_id"], []).append(i)
+
+    def call_of(indices: list[int]) -> str | None:
+        first = events[indices[0]]
+        if first.get("parent_id"):
+            return str(first["parent_id"])
+        return LOAD_LANE if any(events[i].get("level") == "router" for i in indices) else None
+
+    def begins(ix: list[int]) -> float:  # a run's place is its predict start (else its route)
+        return next((events[i]["t_ms"] for i in ix if events[i]["event"] == "on_predict_start"),
+                    events[ix[0]]["t_ms"])
+
+    # rows in the order things happened: (time, call key or None, kind, event indices)
+    items: list[tuple[float, str | None, str, list[int]]] = [
+        (begins(ix), call_of(ix), "run", ix) for ix in runs.values()]
+    items += [(e["t_ms"], call_of([i]), e["event"].removeprefix("on_"), [i])
+              for i, e in enumerate(events) if not e.get("run_id")]
+    items.sort(key=lambda item: item[0])
+    calls: dict[str, list[tuple[str, list[int]]]] = {}
+    top: list[tuple[str | None, str, list[int]]] = []
+    for _, call, kind, ix in items:
+        if call is None:
+            top.append((None, kind, ix))
+        else:
+            if call not in calls:
+                top.append((call, "call", []))
+            calls.setdefault(call, []).append((kind, ix))
+    rows: list[dict[str, Any]] = []
+    counter = {"run": 0, "call": 0}
+
+    def run_row(ix: list[int], depth: int) -> dict[str, Any]:
+        evs = [events[i] for i in ix]
+        start = next((i for i in ix if events[i]["event"] == "on_predict_start"), None)
+        stop = next((i for i in ix if events[i]["event"] in ("on_predict_end", "on_error")), None)
+        model = next((e["model"] for e in evs if e.get("model")), "")
+        if start is None:  # a request the Router only routed (route / route_batch)
+            label = f"route → {model}"
+        else:
+            counter["run"] += 1
+            n_states = events[start].get("n_states")
+            label = f"run {counter['run']} · {model}" + (f" · {n_states} states" if n_states is not None else "")
+        return {"label": label, "title": f"run_id {evs[0]['run_id']}", "depth": depth, "kind": "run",
+                "span": None if start is None else [events[start]["t_ms"],
+                                                    None if stop is None else events[stop]["t_ms"]],
+                "failed": any(e["event"] == "on_error" for e in evs),
+                "tip": stop if stop is not None else start,
+                "marks": [i for i in ix if events[i]["event"] in RUN_MARKS]}
+
+    for call, kind, ix in top:
+        if call is None:
+            rows.append(run_row(ix, 0))
+            continue
+        members = calls[call]
+        times = [events[i]["t_ms"] for _, m in members for i in m]
+        requests = sum(1 for k, m in members if k == "run" and events[m[0]].get("level") == "router")
+        counter["call"] += 1
+        legacy = call == LOAD_LANE
+        label = "router" if legacy else f"router call {counter['call']}" + (
+            f" · {requests} request{'s' if requests != 1 else ''}" if requests else "")
+        rows.append({"label": label,
+                     "title": "every call through the Router" if legacy else f"call id {call}",
+                     "depth": 0, "kind": "call", "span": [min(times), max(times)], "failed": False,
+                     "tip": None, "marks": []})
+        for kind, m in members:
+            if kind == "run":
+                nested = all(events[i].get("level") == "agent" for i in m)
+                rows.append(run_row(m, 2 if nested else 1))
+            else:
+                e = events[m[0]]
+                rows.append({"label": f"{kind} {e.get('model') or ''}".strip(), "title": e["event"],
+                             "depth": 1, "kind": kind, "span": None, "failed": False, "tip": None,
+                             "marks": m})
+    return rows
 
 
 class HookTimeline(anywidget.AnyWidget, BaseHook):
@@ -40,8 +136,9 @@ class HookTimeline(anywidget.AnyWidget, BaseHook):
 
     _esm = esm("timeline")
     _css = css()
-    events = traitlets.List(help="[{event, run_id, lane, model, t_ms, elapsed_ms, "
-                            "n_states, usage, error}]").tag(sync=True)
+    events = traitlets.List(help="[{event, run_id, parent_id, lane, model, t_ms, elapsed_ms, "
+                            "n_states, usage, level, error}]").tag(sync=True)
+    rows = traitlets.List(help="the trace rows drawn (trace_rows(events))").tag(sync=True)
 
     def __init__(self, *, throttle: float = 0.1, max_events: int = 5000, **kwargs: Any) -> None:
         if isinstance(max_events, bool) or not isinstance(max_events, int) or max_events < 1:
@@ -68,11 +165,14 @@ class HookTimeline(anywidget.AnyWidget, BaseHook):
     def on_predict_end(self, ctx: Any) -> None:
         self._record("on_predict_end", ctx)
 
-    def on_load(self, name: str, agent: Any) -> None:  # type: ignore[override]  # the seed's form
-        self._add({"event": "on_load", "run_id": None, "model": name}, time.perf_counter())
+    # load/evict belong to no run (run_id None): their context's model is the checkpoint name
+    def on_load(self, ctx: Any) -> None:
+        self._add({"event": "on_load", "run_id": None, "model": ctx.model, "level": "router",
+                   "parent_id": ctx.parent_id}, time.perf_counter())
 
-    def on_evict(self, name: str, agent: Any) -> None:  # type: ignore[override]  # the seed's form
-        self._add({"event": "on_evict", "run_id": None, "model": name}, time.perf_counter())
+    def on_evict(self, ctx: Any) -> None:
+        self._add({"event": "on_evict", "run_id": None, "model": ctx.model, "level": "router",
+                   "parent_id": ctx.parent_id}, time.perf_counter())
 
     def _record(self, event: str, ctx: Any, *, model: str | None = None) -> None:
         now = time.perf_counter()
@@ -82,7 +182,7 @@ class HookTimeline(anywidget.AnyWidget, BaseHook):
             elapsed = (now - ctx.started_at) * 1000.0
         states = ctx.states if isinstance(ctx.states, (list, tuple)) else None
         self._add({
-            "event": event, "run_id": ctx.run_id, "model": model or ctx.model,
+            "event": event, "run_id": ctx.run_id, "parent_id": ctx.parent_id, "model": model or ctx.model,
             "elapsed_ms": elapsed, "n_states": None if states is None else len(states),
             "usage": jsonable(ctx.usage), "level": "router" if ctx.router is not None else "agent",
             "error": None if error is None else f"{type(error).__name__}: {error}",
@@ -95,7 +195,7 @@ class HookTimeline(anywidget.AnyWidget, BaseHook):
                 self._t0 = t
             event["t_ms"] = round((t - self._t0) * 1000.0, 3)
             event["lane"] = event["run_id"] or LOAD_LANE
-            for key in ("elapsed_ms", "n_states", "usage", "level", "error"):
+            for key in ("parent_id", "elapsed_ms", "n_states", "usage", "level", "error"):
                 event.setdefault(key, None)
             self._pending.append(event)
         self._throttle.mark()
@@ -104,7 +204,9 @@ class HookTimeline(anywidget.AnyWidget, BaseHook):
         with self._lock:
             merged = (list(self.events) + self._pending)[-self.max_events:]
             self._pending = []
-        self.events = merged
+        with self.hold_sync():
+            self.events = merged
+            self.rows = trace_rows(merged)
 
     def flush(self) -> None:
         """Show every recorded event now (the throttle otherwise does within ``throttle`` s)."""
@@ -119,7 +221,8 @@ class HookTimeline(anywidget.AnyWidget, BaseHook):
     def clear(self) -> None:
         with self._lock:
             self._pending, self._t0 = [], None
-        self.events = []
+        with self.hold_sync():
+            self.events, self.rows = [], []
 
     # -- reading -------------------------------------------------------------------------------
     def lanes(self) -> dict[str, list[dict[str, Any]]]:
@@ -141,11 +244,12 @@ class HookTimeline(anywidget.AnyWidget, BaseHook):
             if "event" not in r or "t" not in r:
                 raise ValueError(f"records[{i}]: needs 'event' and 't' (perf_counter seconds) "
                                  "as EventRecorder.to_records() gives")
-            run_id = r.get("run_id")
-            view._add({"event": r["event"], "run_id": None if run_id != run_id else run_id,
-                       "model": r.get("model"), "elapsed_ms": r.get("elapsed_ms"),
-                       "n_states": r.get("n_states"), "level": r.get("level"),
-                       "error": r.get("error")}, float(r["t"]))
+            # a DataFrame holds a missing value as NaN (x != x) and counts as floats
+            field = {k: None if r.get(k) != r.get(k) else r.get(k)
+                     for k in ("run_id", "parent_id", "model", "elapsed_ms", "n_states", "level", "error")}
+            if field["n_states"] is not None:
+                field["n_states"] = int(field["n_states"])
+            view._add({"event": r["event"], **field}, float(r["t"]))
         view.flush()
         return view
 

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from jevlaya_lab.decisions.errors import QuestionError
-from jevlaya_lab.hooks import BaseHook
+from jevlaya_lab.hooks import BaseHook, PredictContext
 from jevlaya_lab.hooks.cache import PredictionCache, state_key
 from jevlaya_lab.hooks.recorder import EventRecorder
 
@@ -42,18 +42,15 @@ def test_recorder_run_ids_match_the_contexts(agent, questions):
 
 def test_recorder_load_and_evict_and_route_events():
     recorder = EventRecorder()
-
-    class Ctx:  # what a Router passes to on_route: a context with a decision
-        run_id, model, router, states, error = "r1", None, object(), ["x"], None
-        decision = {"model": "english"}
-
-    recorder.on_route(Ctx())
-    recorder.on_evict("english", None)
-    recorder.on_load("multilingual", None)
-    assert [(e.event, e.model, e.level) for e in recorder.events] == [
-        ("on_route", "english", "router"), ("on_evict", "english", "router"),
-        ("on_load", "multilingual", "router")]
-    assert recorder.to_records()[0]["run_id"] == "r1"
+    router = object()  # what a Router passes: contexts with a decision, or a checkpoint name
+    recorder.on_route(PredictContext(["x"], {}, run_id="r1", decision={"model": "english"}, router=router,
+                                     parent_id="call"))
+    recorder.on_evict(PredictContext([], {}, model="english", router=router, parent_id="call"))
+    recorder.on_load(PredictContext([], {}, model="multilingual", router=router, parent_id="call"))
+    assert [(e.event, e.model, e.level, e.run_id, e.n_states) for e in recorder.events] == [
+        ("on_route", "english", "router", "r1", 1), ("on_evict", "english", "router", None, None),
+        ("on_load", "multilingual", "router", None, None)]
+    assert [r["parent_id"] for r in recorder.to_records()] == ["call"] * 3
 
 
 def test_recorder_is_bounded_thread_safe_and_clearable(agent, questions):

@@ -165,6 +165,49 @@ def test_batch_order_routes_all_first_then_each_checkpoint_load_starts_ends_in_r
     assert [r["routing"]["model"] for r in results] == ["b", "a", "b", "a"]  # input order
 
 
+def test_a_router_call_is_the_parent_of_its_routes_loads_predicts_and_agent_runs(checkpoints):
+    """Issue 16: one Router call -> its on_route, on_load/on_evict and predict contexts (and the
+    Agent's own contexts inside it) carry the call's id as parent_id; a request keeps one run_id
+    from on_route to on_predict_end; separate calls and a plain Agent call are not linked."""
+    seen = []
+
+    class Contexts(BaseHook):
+        def on_route(self, ctx):
+            seen.append(("route", ctx.states[0], ctx.run_id, ctx.parent_id))
+
+        def on_load(self, ctx):
+            seen.append(("load", ctx.model, None, ctx.parent_id))
+
+        def on_evict(self, ctx):
+            seen.append(("evict", ctx.model, None, ctx.parent_id))
+
+        def on_predict_start(self, ctx):
+            seen.append(("start", ctx.states[0], ctx.run_id, ctx.parent_id))
+
+    class AgentRuns(BaseHook):
+        def on_predict_start(self, ctx):
+            seen.append(("agent", ctx.model, ctx.run_id, ctx.parent_id))
+
+    router = make_router(checkpoints, hooks=[Contexts()], max_loaded=1, agent_kwargs={"hooks": [AgentRuns()]})
+    router.predict_batch([req("s0", "a"), req("s1", "b")])
+    calls = {parent for *_, parent in seen}
+    assert len(calls) == 1 and None not in calls
+    kinds = [(kind, label) for kind, label, *_ in seen]
+    assert kinds == [("route", "s0"), ("route", "s1"), ("load", "a"), ("start", "s0"), ("agent", "a"),
+                     ("evict", "a"), ("load", "b"), ("start", "s1"), ("agent", "b")]
+    run_of = {(kind, label): run for kind, label, run, _ in seen}
+    assert run_of[("start", "s0")] == run_of[("route", "s0")] != run_of[("route", "s1")] == run_of[("start", "s1")]
+    assert run_of[("agent", "a")] not in (run_of[("start", "s0")], run_of[("start", "s1")])
+    seen.clear()
+    router.predict("s2", QUESTIONS, model="a")
+    router.route("s3", QUESTIONS)
+    second, third = dict.fromkeys(parent for *_, parent in seen if parent)
+    assert len({second, third} | calls) == 3
+    seen.clear()
+    router.load("a").predict("s4", QUESTIONS)  # the Agent on its own: no Router call around it
+    assert seen[-1][0] == "agent" and seen[-1][3] is None
+
+
 def test_installed_hooks_run_before_per_call_hooks_in_list_order(checkpoints):
     """Seed ordering rules: installed [A, B], per-call [C] → A, B, C for start and for end."""
     order = []

@@ -27,9 +27,10 @@ def test_hook_events_are_the_six_of_the_lifecycle_page():
 
 
 def test_context_fields_in_the_documented_order():
+    """The lifecycle page's fields in its order (Laya's), then ``parent_id`` (issue 16: nesting)."""
     names = list(PredictContext.__dataclass_fields__)
     assert names == ["states", "questions", "run_id", "results", "decision", "model", "agent", "router",
-                     "max_len", "head_max_len", "usage", "started_at", "elapsed_ms", "error"]
+                     "max_len", "head_max_len", "usage", "started_at", "elapsed_ms", "error", "parent_id"]
 
 
 def test_context_identity_equality_and_hashing():

@@ -160,6 +160,18 @@ def use_timeline(page: LabPage) -> None:
     legend = timeline.locator(".jv-legend").inner_text()
     for name in ("on_route", "on_load", "on_evict", "on_predict_start", "on_error"):
         assert name in legend
+    # nested: the Router call, then (indented) its loads, evictions and one run per request,
+    # each run with its on_route mark and its predict span
+    rows = page.page.evaluate("""(el) => [...el.querySelectorAll('.jv-lane')].map((lane) => [
+      Number(lane.dataset.depth), lane.dataset.lane.split(' · ')[0], !!lane.querySelector('.jv-span'),
+      [...lane.querySelectorAll('.jv-tick')].map((t) => t.dataset.event),
+      parseFloat(getComputedStyle(lane.closest('tr').querySelector('.jv-lane-name')).paddingLeft)])""",
+                              timeline.element_handle())
+    assert [row[:4] for row in rows] == [
+        [0, "router call 1", True, []], [1, "load english", False, ["on_load"]], [1, "run 1", True, ["on_route"]],
+        [1, "evict english", False, ["on_evict"]], [1, "load multilingual", False, ["on_load"]],
+        [1, "run 2", True, ["on_route"]]], rows
+    assert rows[1][4] > rows[0][4], "nested rows are indented"
     # the event table lists on_evict, and no two markers of a lane overlap
     assert timeline.locator(".jv-events td", has_text="on_evict").count() >= 1
     assert page.page.evaluate("""(el) => {
