@@ -55,26 +55,32 @@ def find_notebook(name: str, directory: Path = NOTEBOOKS_DIR) -> Path:
     raise FileNotFoundError(f"notebook={name!r}: not found in {directory}; choose one of: {known}")
 
 
-def install_kernel(root: Path | None = None, *, name: str = KERNEL) -> Path:
-    """Write a kernel spec for this interpreter under ``root/kernels/<name>`` (default: the
-    user's Jupyter data dir, so JupyterLab lists it). Returns the spec directory."""
+def install_kernel(root: Path | None = None, *, name: str = KERNEL, argv: list[str] | None = None,
+                   env: dict[str, str] | None = None) -> Path:
+    """Write a kernel spec under ``root/kernels/<name>`` (default: the user's Jupyter data dir,
+    so JupyterLab lists it). The kernel is this interpreter unless ``argv`` says otherwise (the
+    simulated Binder image starts its own through ``binder/start``); ``env`` is set for it.
+    Returns the spec directory."""
     if root is None:
         from jupyter_core.paths import jupyter_data_dir
 
         root = Path(jupyter_data_dir())
     spec_dir = Path(root) / "kernels" / name
     spec_dir.mkdir(parents=True, exist_ok=True)
-    spec = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-            "display_name": f"Python ({name})", "language": "python",
-            "metadata": {"debugger": False}}
+    spec: dict[str, Any] = {
+        "argv": argv or [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": f"Python ({name})", "language": "python", "metadata": {"debugger": False}}
+    if env:
+        spec["env"] = env
     (spec_dir / "kernel.json").write_text(json.dumps(spec, indent=1), "utf-8")
     return spec_dir
 
 
-def private_kernel(root: Path) -> None:
-    """Install the kernel spec under ``root`` and put it first on ``JUPYTER_PATH`` for this
-    process (and the kernels it starts), without touching the user's Jupyter setup."""
-    install_kernel(root)
+def private_kernel(root: Path, **spec: Any) -> None:
+    """Install the kernel spec under ``root`` (``spec``: :func:`install_kernel`'s options) and
+    put it first on ``JUPYTER_PATH`` for this process (and the kernels it starts), without
+    touching the user's Jupyter setup."""
+    install_kernel(root, **spec)
     paths = [str(root), *filter(None, os.environ.get("JUPYTER_PATH", "").split(os.pathsep))]
     os.environ["JUPYTER_PATH"] = os.pathsep.join(dict.fromkeys(paths))
 

@@ -1,6 +1,6 @@
 """binder/ is consistent with pyproject.toml (same packages, pins inside the ranges, CPU torch
-from the PyTorch CPU index) and names only notebooks that exist. The Binder build itself cannot
-run here."""
+from the PyTorch CPU index) and names only notebooks that exist. Binder itself cannot run here;
+tests/notebooks/test_binder_build.py simulates its build and runs tutorials in the result."""
 
 from __future__ import annotations
 

