@@ -43,7 +43,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from jevlaya_lab.broker.catalog import CatalogSource
+from jevlaya_lab.broker.catalog import CatalogSource, SyncReport
 from jevlaya_lab.broker.config import LLMConfig
 from jevlaya_lab.broker.direct import AsyncDirect
 from jevlaya_lab.broker.keys import KeyResolver
@@ -51,7 +51,13 @@ from jevlaya_lab.broker.pool import empty_pool_error
 from jevlaya_lab.broker.report import LLMInfo, PoolSnapshot, pool_snapshot, summarize
 from jevlaya_lab.broker.runtime import Runtime
 from jevlaya_lab.broker.scoped import AsyncCalls, AsyncScopedBroker
-from jevlaya_lab.broker.validation import check_grace, check_limit, check_local, check_scope
+from jevlaya_lab.broker.validation import (
+    check_grace,
+    check_limit,
+    check_local,
+    check_scope,
+    check_sync_interval,
+)
 from jevlaya_lab.journal.store import Store
 
 __all__ = ["AsyncBroker"]
@@ -69,7 +75,8 @@ class AsyncBroker(AsyncCalls):
     catalog's embedded local models (``local/smollm2``) are in the pool: ``None`` (default)
     only for a caller with no model of its own and no provider key, ``True`` always,
     ``False`` never (see :mod:`jevlaya_lab.broker.pool`). ``direct``: models reached only with
-    ``direct(alias)`` / ``direct(name=...)`` (:mod:`jevlaya_lab.broker.direct`). Use it as
+    ``direct(alias)`` / ``direct(name=...)`` (:mod:`jevlaya_lab.broker.direct`).
+    ``sync_interval``: seconds between automatic catalog syncs (:meth:`sync`). Use it as
     ``async with AsyncBroker() as broker:``.
     """
 
@@ -79,11 +86,12 @@ class AsyncBroker(AsyncCalls):
                  home: str | Path | None = None, catalog: CatalogSource = None,
                  retention_days: float = 90.0, store_text: bool = False,
                  dotenv: str | Path | None = None, local: bool | None = None,
-                 direct: Sequence[LLMConfig | Mapping[str, Any]] = ()) -> None:
+                 direct: Sequence[LLMConfig | Mapping[str, Any]] = (),
+                 sync_interval: float | None = 86400.0) -> None:
         self._rt = Runtime(source, models=models, secrets=secrets, optimize=optimize,
                            home=home, catalog=catalog, retention_days=retention_days,
                            store_text=store_text, dotenv=dotenv, local=check_local(local),
-                           direct=direct)
+                           direct=direct, sync_interval=check_sync_interval(sync_interval))
         self._caller = self._rt.caller()
 
     @property
@@ -204,6 +212,19 @@ class AsyncBroker(AsyncCalls):
         state.disabled = False
         state.unavailable = None
         await asyncio.to_thread(self._rt.store.set_disabled, name, False)
+
+    async def sync(self, source: CatalogSource = None) -> SyncReport | None:
+        """Read the model catalog again and apply it to the database and the live pool now:
+        from ``source`` (a URL, a .json path or a list of entries) or else the configured one
+        (``catalog=`` / ``$JEVLAYA_CATALOG_URL``); ``None`` when there is none. An unreachable
+        URL leaves everything as it was (``applied=False``, a logged warning). What changes
+        and what is kept: :mod:`jevlaya_lab.broker.catalog`."""
+        return await self._rt.sync(source)
+
+    @property
+    def last_sync_report(self) -> SyncReport | None:
+        """The report of the latest ``sync()`` (automatic ones included), or ``None``."""
+        return self._rt.last_sync
 
     async def store_key(self, ref: str, value: str | None) -> None:
         """Keep a key in this broker's database (``None`` deletes it)."""

@@ -98,7 +98,30 @@ class Pool:
         self.local = local
         self.states: dict[str, ModelState] = {
             e.name: ModelState(e, i, fallback=e.name in fallback) for i, e in enumerate(entries)}
+        self.retired: dict[str, ModelState] = {}  # left the catalog; attempts may still run
         self._waiters: set[asyncio.Future[None]] = set()
+
+    def update(self, entries: list[LLMConfig], fallback: frozenset[str],
+               disabled: set[str]) -> None:
+        """Take a new registry (a catalog ``sync()``): models that stay keep their state
+        (cooldown, slots, disabled, recovery), new ones join (``disabled``: the stored marks),
+        removed ones retire (their running attempts still end here)."""
+        states: dict[str, ModelState] = {}
+        for i, entry in enumerate(entries):
+            state = self.states.get(entry.name) or self.retired.pop(entry.name, None)
+            if state is None:
+                state = ModelState(entry, i, disabled=entry.name in disabled)
+            state.entry, state.order = entry, i
+            state.fallback = entry.name in fallback
+            states[entry.name] = state
+        for name, state in self.states.items():
+            if name not in states:
+                self.retired[name] = state
+        self.states = states
+        self.notify()
+
+    def _state(self, name: str) -> ModelState:
+        return self.states.get(name) or self.retired[name]
 
     # membership --------------------------------------------------------------------------------
     def has_key(self, state: ModelState, caller: Caller) -> bool:
@@ -199,13 +222,13 @@ class Pool:
 
     # outcomes ----------------------------------------------------------------------------------
     def succeeded(self, name: str) -> None:
-        state = self.states[name]
+        state = self._state(name)
         state.consecutive = 0
         state.recovering = False
 
     def failed(self, name: str, failure: Failure, caller: Caller) -> float | None:
         """Apply the failure table; returns the cooldown end (time.time()) if one was set."""
-        state = self.states[name]
+        state = self._state(name)
         if failure.kind == "cannot_start":
             state.unavailable = failure.detail
             self.notify()
@@ -228,21 +251,21 @@ class Pool:
         return self.cool(name, seconds)
 
     def cool(self, name: str, seconds: float) -> float:
-        state = self.states[name]
+        state = self._state(name)
         state.cooldown_until = max(state.cooldown_until, time.time() + seconds)
         state.recovering = True  # until it answers again
         self.notify()
         return state.cooldown_until
 
     def missed_wait(self, name: str, wait: float) -> None:
-        self.states[name].missed_waits.append((wait, time.monotonic()))
+        self._state(name).missed_waits.append((wait, time.monotonic()))
 
     # slots -------------------------------------------------------------------------------------
     def acquire(self, name: str) -> None:
-        self.states[name].in_flight += 1
+        self._state(name).in_flight += 1
 
     def release(self, name: str) -> None:
-        self.states[name].in_flight -= 1
+        self._state(name).in_flight -= 1
         self.notify()
 
     def notify(self) -> None:

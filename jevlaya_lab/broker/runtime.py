@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import os
 import time
 from collections import OrderedDict
 from collections.abc import Coroutine, Mapping, Sequence
@@ -27,7 +28,14 @@ import httpx
 
 from jevlaya_lab.broker.attempt import Attempt
 from jevlaya_lab.broker.budget import ATTEMPT_TIMEOUT_S, Budget
-from jevlaya_lab.broker.catalog import CatalogSource, fill_store
+from jevlaya_lab.broker.catalog import (
+    CatalogSource,
+    SyncReport,
+    configured,
+    describe,
+    fill_store,
+    sync_store,
+)
 from jevlaya_lab.broker.config import LLMConfig, check_direct
 from jevlaya_lab.broker.embedded import EmbeddedServer
 from jevlaya_lab.broker.errors import (
@@ -74,7 +82,8 @@ class Runtime:
                  secrets: Mapping[str, str] | None, optimize: bool,
                  home: str | Path | None, catalog: CatalogSource, retention_days: float,
                  store_text: bool, dotenv: str | Path | None, local: bool | None,
-                 direct: Sequence[LLMConfig | Mapping[str, Any]] = ()) -> None:
+                 direct: Sequence[LLMConfig | Mapping[str, Any]] = (),
+                 sync_interval: float | None = None) -> None:
         self.user_models = [LLMConfig.coerce(m) for m in models or []]
         names = [m.name for m in self.user_models]
         if len(set(names)) != len(names):
@@ -104,6 +113,10 @@ class Runtime:
         self._ready_lock: asyncio.Lock | None = None
         self._journaled: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._next_purge = math.inf
+        self._sync_interval = sync_interval
+        self._next_sync = math.inf
+        self._sync_task: asyncio.Task[None] | None = None
+        self.last_sync: SyncReport | None = None
         self._calls: set[asyncio.Task[Any]] = set()  # calls in flight, settled by close()
         self._close_done: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -145,6 +158,8 @@ class Runtime:
                 self._next_purge = time.monotonic() + PURGE_INTERVAL_S
                 asyncio.get_running_loop().run_in_executor(
                     None, self.store.purge, self._retention_days)
+            if time.monotonic() > self._next_sync:
+                self._sync_soon()
             return self._pool
         if self._ready_lock is None:
             self._ready_lock = asyncio.Lock()
@@ -164,6 +179,16 @@ class Runtime:
             self.store.put_user_models([m.to_dict() for m in self.user_models])
         self.store.purge(self._retention_days)
         self._next_purge = time.monotonic() + PURGE_INTERVAL_S
+        self._next_sync = time.monotonic() + (self._sync_interval or math.inf)
+        entries, fallback = self._registry()
+        pool = Pool(entries, self.keys, Quality(self.store.ratings()),
+                    optimize=self._optimize, fallback=fallback, local=self._local)
+        for name in self.store.disabled_models() & pool.states.keys():  # disable_llm persists
+            pool.states[name].disabled = True
+        return pool
+
+    def _registry(self) -> tuple[list[LLMConfig], frozenset[str]]:
+        """The registry's entries in pool order and the embedded catalog ones (blocking IO)."""
         rows = self.store.registry()
         mine_cfg = {m.name: m for m in self.user_models}  # with their aliases (not stored)
         entries = [mine_cfg.get(row["name"]) or
@@ -179,11 +204,49 @@ class Runtime:
         # this broker's own entries first, in the order given; the rest keep registry order
         mine = {m.name: i for i, m in enumerate(self.user_models)}
         entries.sort(key=lambda e: mine.get(e.name, len(mine)))
-        pool = Pool(entries, self.keys, Quality(self.store.ratings()),
-                    optimize=self._optimize, fallback=fallback, local=self._local)
-        for name in self.store.disabled_models() & pool.states.keys():  # disable_llm persists
-            pool.states[name].disabled = True
-        return pool
+        return entries, fallback
+
+    # the catalog ---------------------------------------------------------------------------
+    async def sync(self, source: CatalogSource) -> SyncReport | None:
+        """Read the catalog source again and apply it to the database and the live pool
+        (:mod:`jevlaya_lab.broker.catalog`); ``None`` when no source is configured."""
+        pool = await self.ready()
+        source = configured(source if source is not None else self._catalog)
+        if source is None:
+            return None
+        caller = self.caller()
+        before = len(pool.usable(caller))
+
+        def apply() -> tuple[tuple[bool, tuple[str, ...], tuple[str, ...], tuple[str, ...]],
+                             tuple[list[LLMConfig], frozenset[str]] | None, set[str]]:
+            done = sync_store(self.store, source)
+            return done, (self._registry() if done[0] else None), self.store.disabled_models()
+        (applied, added, updated, removed), registry, disabled = await asyncio.to_thread(apply)
+        if registry is not None:
+            pool.update(*registry, disabled)
+        report = SyncReport(describe(source), applied, added, updated, removed, before,
+                            len(pool.usable(caller)))
+        self.last_sync = report
+        return report
+
+    def _sync_soon(self) -> None:
+        """Start a background ``sync()`` when the interval has passed (from ``ready()``)."""
+        if self._sync_task is not None and not self._sync_task.done():
+            return
+        self._next_sync = time.monotonic() + (self._sync_interval or math.inf)
+        source = self._catalog if self._catalog is not None else configured(None)
+        if not isinstance(source, (str, os.PathLike)):
+            return  # a list (or nothing) does not change by itself
+
+        async def run() -> None:
+            try:
+                await self.sync(None)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a failed refresh must not break calls
+                log.warning("automatic catalog sync from %s failed (%s: %s); the current list "
+                            "stands", describe(source), type(exc).__name__, redact(str(exc)))
+        self._sync_task = asyncio.ensure_future(run())
 
     def direct_state(self, alias: str | None, name: str | None) -> ModelState:
         """The model ``direct(alias)`` / ``direct(name=...)`` means (after :meth:`ready`).
@@ -224,6 +287,9 @@ class Runtime:
         self.closed = True
         self._close_done = asyncio.Event()
         try:
+            if self._sync_task is not None and not self._sync_task.done():
+                self._sync_task.cancel()
+                await asyncio.gather(self._sync_task, return_exceptions=True)
             for core in list(self.streams):
                 await core.aclose()
             await self._settle_calls(grace)

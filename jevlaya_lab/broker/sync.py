@@ -23,7 +23,7 @@ from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from jevlaya_lab.broker.catalog import CatalogSource
+from jevlaya_lab.broker.catalog import CatalogSource, SyncReport
 from jevlaya_lab.broker.config import LLMConfig
 from jevlaya_lab.broker.direct import AsyncDirect
 from jevlaya_lab.broker.engine import AsyncBroker
@@ -182,11 +182,12 @@ class Broker(SyncCalls):
                  home: str | Path | None = None, catalog: CatalogSource = None,
                  retention_days: float = 90.0, store_text: bool = False,
                  dotenv: str | Path | None = None, local: bool | None = None,
-                 direct: Sequence[LLMConfig | Mapping[str, Any]] = ()) -> None:
+                 direct: Sequence[LLMConfig | Mapping[str, Any]] = (),
+                 sync_interval: float | None = 86400.0) -> None:
         self._engine = AsyncBroker(source, models=models, secrets=secrets, optimize=optimize,
                                    home=home, catalog=catalog, retention_days=retention_days,
                                    store_text=store_text, dotenv=dotenv, local=local,
-                                   direct=direct)
+                                   direct=direct, sync_interval=sync_interval)
         self._async = self._engine
         self._runner = LoopThread()
         self._closed = False
@@ -272,6 +273,13 @@ class Broker(SyncCalls):
 
     def enable_llm(self, name: str) -> None:
         self._run(self._engine.enable_llm(name))
+
+    def sync(self, source: CatalogSource = None) -> SyncReport | None:
+        return self._run(self._engine.sync(source))
+
+    @property
+    def last_sync_report(self) -> SyncReport | None:
+        return self._engine.last_sync_report
 
     def store_key(self, ref: str, value: str | None) -> None:
         self._run(self._engine.store_key(ref, value))

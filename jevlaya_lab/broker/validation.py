@@ -171,6 +171,14 @@ def check_scope(scope: Any) -> str:
     return scope
 
 
+def check_sync_interval(interval: Any) -> float | None:
+    if interval is not None and (isinstance(interval, bool) or not isinstance(interval, (int, float))
+                                 or math.isnan(interval) or interval <= 0):
+        raise ValueError(f"sync_interval={interval!r}: must be None (sync only on open and on "
+                         "sync()) or a positive number of seconds")
+    return None if interval is None else float(interval)
+
+
 def check_local(local: Any) -> bool | None:
     if not (local is None or isinstance(local, bool)):
         raise ValueError(f"local={local!r}: must be None (the embedded local models join only a "

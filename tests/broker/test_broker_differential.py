@@ -12,6 +12,7 @@ list ("Differences from llmbroker") stays true. Both run with their defaults
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import math
 import time
 from collections.abc import Callable, Iterator
@@ -501,6 +502,15 @@ def _direct_pool_model(sides: tuple[Side, Side], server: Any) -> list[str]:
 @difference("direct(name) without name=", "answer", "UnknownModelError")
 def _direct_name_positionally(sides: tuple[Side, Side], server: Any) -> list[str]:
     return [outcome_of(lambda s=s: s.broker.direct("dx").ask("hi")).kind for s in sides]
+
+
+@difference("sync sources", "answer", "ValueError")
+def _sync_from_a_catalog_file(sides: tuple[Side, Side], server: Any) -> list[str]:
+    path = sides[0].args[2] / "catalog.json"
+    path.write_text(json.dumps({"models": [{"name": "x", "base_url": server.base_url,
+                                            "model": "c"}]}))
+    return [outcome_of(lambda s=s: s.broker.sync(str(path)) and Outcome("answer")).kind
+            for s in sides]
 
 
 @pytest.mark.parametrize("name", sorted(DIFFERENCES))
