@@ -8,6 +8,7 @@ neither exists the coverage tests fail (they must not pass by skipping)."""
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import re
@@ -37,7 +38,7 @@ def dataset_utterances() -> dict[str, list[tuple[str, str]]]:
     root = data_dir()
     clinc = json.loads((root / "clinc150" / "data_full.json").read_text("utf-8"))
     banking = [(r["text"], r["category"]) for split in ("train.csv", "test.csv")
-               for r in csv.DictReader((root / "banking77" / split).open(encoding="utf-8"))]
+               for r in csv.DictReader(io.StringIO((root / "banking77" / split).read_text("utf-8"), newline=""))]
     hwu = [(r["text"], r["intent"]) for split in ("train_kfold1.json", "test_kfold1.json")
            for r in json.loads((root / "hwu64" / split).read_text("utf-8"))["rasa_nlu_data"]["common_examples"]]
     return {"clinc150": [(t, i) for rows in clinc.values() for t, i in rows], "banking77": banking, "hwu64": hwu}
