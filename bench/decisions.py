@@ -4,14 +4,20 @@
     .venv/bin/python bench/decisions.py --tiny     # the tiny test checkpoint (a quick smoke run)
     .venv/bin/python bench/decisions.py --checkpoint DIR
     .venv/bin/python bench/decisions.py --bundled-only  # just the mini-en / mini-multi rows
-    .venv/bin/python bench/decisions.py --vs-laya --no-bundled  # laya 0.4.15 and ours, same run
+    .venv/bin/python bench/decisions.py --vs-laya            # laya 0.4.15 and ours, same run
+    .venv/bin/python bench/decisions.py --vs-laya --cells 1x5,8x5,64x5 --repeats 3
 
 With ``--vs-laya`` (issue 13) a MiniLM-sized checkpoint is written by laya's own code (the real
 all-MiniLM-L6-v2 encoder, a seeded random 2-layer head, ``laya.train.save_checkpoint``) and
-both libraries answer the same cells in the same process, laya first in each cell; the table
-shows both decisions/s and our/laya ratio, the same for the opt-in ``quantize="int8"`` Agent with
-its largest probability change against ours in fp32, plus ``route()`` per call for
-``laya.Router()`` and ``Router.laya()`` on the same states. laya is the test-only reference of the dev extra.
+both libraries answer the same cells in the same process, interleaved: each cell runs
+``--repeats`` rounds of laya, ours (float32, the default) and our opt-in fast modes
+``quantize="bf16"`` / ``"int8"``. The table shows decisions/s by CPU time (one torch thread,
+so CPU time is compute time, which the other processes of a shared machine disturb far less
+than wall time) and the median over the rounds of each ratio to laya, by CPU time and by wall
+time, with each mode's largest probability change against laya's answers. Then ``route()`` per
+call (CPU µs, interleaved rounds) for ``laya.Router()`` and ``Router.laya()`` on the same
+states, and the peak RSS of a new process holding ``mini-en`` and ``mini-multi`` together.
+laya is the test-only reference of the dev extra.
 
 A "decision" is one answered question about one state. For each cell of 1/8/64 states x
 1/5/20 questions the Agent is called repeatedly (after a warm-up) for about ``--seconds`` each;
@@ -220,37 +226,101 @@ def laya_checkpoint(directory: Path, seed: int = 0) -> Path:
 
 
 def timed_calls(call, decisions_per_call: int, seconds: float) -> dict:
-    """Decisions/s and latency percentiles of ``call()`` over about ``seconds`` (after a warm-up)."""
-    call()
+    """Decisions/s of ``call()`` over about ``seconds``: by wall time and by this process's CPU time.
+
+    On a shared machine the wall figure moves with the other processes; the CPU-time figure (one
+    torch thread, so CPU time is compute time) is what the interleaved ratios are taken from."""
     latencies: list[float] = []
+    cpu = 0.0
     started = time.perf_counter()
     while not latencies or (time.perf_counter() - started < seconds and len(latencies) < 500):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         call()
+        cpu += time.process_time() - c0
         latencies.append(time.perf_counter() - t0)
-    ordered = sorted(latencies)
-    return {"calls": len(latencies), "decisions_per_s": decisions_per_call * len(latencies) / sum(latencies),
-            "p50_ms": 1000.0 * statistics.median(ordered)}
+    done = decisions_per_call * len(latencies)
+    return {"calls": len(latencies), "decisions_per_s": done / sum(latencies),
+            "cpu_decisions_per_s": done / max(cpu, 1e-9), "p50_ms": 1000.0 * statistics.median(latencies)}
 
 
 def max_probability_change(exact: list[dict], approximate: list[dict]) -> float:
-    """The largest change of any option probability (or P(true)) between two result lists."""
+    """The largest change of any probability, score, confidence or act probability between two
+    result lists (what the laya parity test bounds by 2e-3)."""
     worst = 0.0
     for a, b in zip(exact, approximate):
         for qid, answer in a["answers"].items():
             other = b["answers"][qid]
-            pairs = [(answer["noul"], other["noul"])] if "noul" in answer else \
-                [(p, other["probabilities"][k]) for k, p in answer["probabilities"].items()]
+            pairs = [(answer[k], other[k]) for k in ("noul", "score", "confidence", "answer_confidence", "act")
+                     if isinstance(answer.get(k), float)]
+            pairs += [(p, other["probabilities"][k]) for k, p in answer.get("probabilities", {}).items()]
             worst = max([worst, *(abs(x - y) for x, y in pairs)])
     return worst
 
 
 ROUTE_STATES = [*MESSAGES, "Hola, necesito un reembolso por mi pedido", "你好，我要退款", "1234", "",
                 {"subject": "Login", "body": "Привет, не могу войти"}]
+MODES = ("ours", "bf16", "int8")
+"""Our Agent in float32 (the default), and its opt-in fast modes ``quantize="bf16"`` / ``"int8"``."""
 
 
-def versus_laya(seconds: float) -> dict:
-    """Laya 0.4.15 and ours on one Laya-written checkpoint, cell by cell, in this process."""
+def parse_cells(text: str) -> list[tuple[int, int]]:
+    """``"1x5,8x5"`` -> [(1, 5), (8, 5)]; ``"all"`` -> every states x questions cell."""
+    if text == "all":
+        return [(s, q) for s in STATE_COUNTS for q in QUESTION_COUNTS]
+    try:
+        return [(int(a), int(b)) for a, b in (cell.split("x") for cell in text.split(","))]
+    except ValueError:
+        raise SystemExit(f"--cells {text!r}: write cells as STATESxQUESTIONS, e.g. 1x5,8x5,64x5") from None
+
+
+def route_us(routers: dict, seconds: float, repeats: int) -> dict:
+    """Median µs per ``route()`` call of each router, the routers interleaved in every repeat."""
+    per: dict[str, list[float]] = {name: [] for name in routers}
+    for _ in range(repeats):
+        for name, router in routers.items():
+            for state in ROUTE_STATES:
+                router.route(state)
+            t0, c0, n = time.perf_counter(), time.process_time(), 0
+            while time.perf_counter() - t0 < seconds / repeats:
+                for state in ROUTE_STATES:
+                    router.route(state)
+                n += len(ROUTE_STATES)
+            per[name].append((time.process_time() - c0) / n * 1e6)
+    return {name: statistics.median(values) for name, values in per.items()}
+
+
+_TOGETHER_PROBE = """
+import resource, sys
+import torch
+torch.set_num_threads(1)
+from jevlaya_lab.decisions.agent import Agent
+agents = [Agent(name, model_id=name) for name in sys.argv[1:]]
+for agent in agents:
+    agent.predict("hello, where is my order?", {"q": {"type": "noul", "instructions": "The order is late."}})
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0)
+"""
+
+
+def together_rss_mb(names: tuple[str, ...] = ("mini-en", "mini-multi")) -> float:
+    """Peak RSS (MB) of a new process that loads ``names`` together and answers one question
+    with each (issue 13: mini-en and mini-multi together under 1.2 GB)."""
+    import os
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-c", _TOGETHER_PROBE, *names], capture_output=True, text=True,
+                          cwd=ROOT, timeout=900, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    if proc.returncode != 0:
+        raise RuntimeError(f"loading {names} together failed: {proc.stderr.strip()[-400:]}")
+    return float(proc.stdout.strip().splitlines()[-1])
+
+
+def versus_laya(seconds: float, cells: list[tuple[int, int]], repeats: int) -> dict:
+    """Laya 0.4.15 and ours on one Laya-written checkpoint, interleaved cell by cell, in this process.
+
+    Each cell runs ``repeats`` rounds; a round times laya, then ours, bf16 and int8 for about
+    ``seconds`` each. Ratios are medians over the rounds of ours / laya within the round, by CPU
+    time (by wall time too, for reference). Deviations are the largest changes against laya.
+    """
     import tempfile
 
     import laya
@@ -262,49 +332,49 @@ def versus_laya(seconds: float) -> dict:
     reference = laya.load(str(directory), device="cpu")
     laya_load = time.perf_counter() - t0
     t0 = time.perf_counter()
-    ours = Agent(directory, device="cpu")
+    agents = {"ours": Agent(directory, device="cpu")}
     our_load = time.perf_counter() - t0
-    fast = Agent(directory, device="cpu", quantize="int8")
+    agents["bf16"] = Agent(directory, device="cpu", quantize="bf16")
+    agents["int8"] = Agent(directory, device="cpu", quantize="int8")
     print(f"laya-written MiniLM checkpoint: load laya {laya_load:.2f} s, ours {our_load:.2f} s; "
-          f"{torch.get_num_threads()} threads")
-    header = (f"{'states':>6} {'questions':>9} {'laya dec/s':>11} {'ours dec/s':>11} {'ratio':>6} "
-              f"{'int8 dec/s':>11} {'ratio':>6} {'int8 max |dp|':>13}")
+          f"{torch.get_num_threads()} thread(s); {repeats} interleaved round(s) of ~{seconds:g} s per "
+          f"library and cell; load average {' '.join(f'{x:.1f}' for x in __import__('os').getloadavg())}")
+    header = (f"{'states':>6} {'q':>3} {'laya dec/s':>10} " + " ".join(
+        f"{m + ' dec/s':>10} {'ratio':>5} {'wall':>5} {'max|dp|':>8}" for m in MODES))
     print(header)
     print("-" * len(header))
-    cells = []
-    for n_states in STATE_COUNTS:
-        for n_questions in QUESTION_COUNTS:
-            states = [MESSAGES[i % len(MESSAGES)] for i in range(n_states)]
-            questions = make_questions(n_questions)
-            per_call = n_states * n_questions
-            theirs = timed_calls(lambda: reference.predict_batch(states, questions), per_call, seconds)
-            mine = timed_calls(lambda: ours.predict_batch(states, questions), per_call, seconds)
-            quick = timed_calls(lambda: fast.predict_batch(states, questions), per_call, seconds)
-            ratio = mine["decisions_per_s"] / theirs["decisions_per_s"]
-            fast_ratio = quick["decisions_per_s"] / theirs["decisions_per_s"]
-            deviation = max_probability_change(ours.predict_batch(states, questions),
-                                               fast.predict_batch(states, questions))
-            cells.append({"states": n_states, "questions": n_questions, "laya": theirs, "ours": mine,
-                          "ratio": ratio, "int8": quick, "int8_ratio": fast_ratio,
-                          "int8_max_probability_change": deviation})
-            print(f"{n_states:>6} {n_questions:>9} {theirs['decisions_per_s']:>11.1f} "
-                  f"{mine['decisions_per_s']:>11.1f} {ratio:>6.2f} {quick['decisions_per_s']:>11.1f} "
-                  f"{fast_ratio:>6.2f} {deviation:>13.4f}", flush=True)
-    routers = {"laya": laya.Router(), "ours": Router.laya()}
-    route_us = {}
-    for name, router in routers.items():
-        for state in ROUTE_STATES:
-            router.route(state)
-        t0, n = time.perf_counter(), 0
-        while time.perf_counter() - t0 < seconds:
-            for state in ROUTE_STATES:
-                router.route(state)
-            n += len(ROUTE_STATES)
-        route_us[name] = (time.perf_counter() - t0) / n * 1e6
-    print(f"route(): laya {route_us['laya']:.1f} µs, ours {route_us['ours']:.1f} µs per call "
-          f"(ratio {route_us['laya'] / route_us['ours']:.2f}x)")
-    return {"load_s": {"laya": laya_load, "ours": our_load}, "cells": cells, "route_us": route_us,
-            "peak_rss_mb": peak_rss_mb()}
+    rows = []
+    for n_states, n_questions in cells:
+        states = [MESSAGES[i % len(MESSAGES)] for i in range(n_states)]
+        questions = make_questions(n_questions)
+        per_call = n_states * n_questions
+        expected = reference.predict_batch(states, questions)  # also laya's warm-up
+        row: dict = {"states": n_states, "questions": n_questions, "rounds": []}
+        for name, agent in agents.items():
+            row[f"{name}_max_change_vs_laya"] = max_probability_change(expected, agent.predict_batch(states, questions))
+        for _ in range(repeats):
+            timed = {"laya": timed_calls(lambda: reference.predict_batch(states, questions), per_call, seconds)}
+            for name, agent in agents.items():
+                timed[name] = timed_calls(lambda: agent.predict_batch(states, questions), per_call, seconds)
+            row["rounds"].append(timed)
+        for name in ("laya", *MODES):
+            row[f"{name}_cpu_decisions_per_s"] = statistics.median(r[name]["cpu_decisions_per_s"] for r in row["rounds"])
+        for name in MODES:
+            row[f"{name}_ratio"] = statistics.median(
+                r[name]["cpu_decisions_per_s"] / r["laya"]["cpu_decisions_per_s"] for r in row["rounds"])
+            row[f"{name}_wall_ratio"] = statistics.median(
+                r[name]["decisions_per_s"] / r["laya"]["decisions_per_s"] for r in row["rounds"])
+        rows.append(row)
+        print(f"{n_states:>6} {n_questions:>3} {row['laya_cpu_decisions_per_s']:>10.1f} " + " ".join(
+            f"{row[m + '_cpu_decisions_per_s']:>10.1f} {row[m + '_ratio']:>5.2f} {row[m + '_wall_ratio']:>5.2f} "
+            f"{row[m + '_max_change_vs_laya']:>8.4f}" for m in MODES), flush=True)
+    routes = route_us({"laya": laya.Router(), "ours": Router.laya()}, seconds * 2, max(3, repeats))
+    print(f"route(): laya {routes['laya']:.1f} µs, ours {routes['ours']:.1f} µs CPU per call "
+          f"(median of interleaved rounds; ours is {routes['laya'] / routes['ours']:.2f}x faster)")
+    rss = together_rss_mb()
+    print(f"mini-en + mini-multi loaded together (new process, one answer each): peak RSS {rss:.0f} MB")
+    return {"load_s": {"laya": laya_load, "ours": our_load}, "cells": rows, "route_us": routes,
+            "together_peak_rss_mb": rss, "peak_rss_mb": peak_rss_mb(), "load_average": __import__("os").getloadavg()}
 
 
 def merge_into(out: Path, key: str, value: object) -> int:
@@ -328,11 +398,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-bundled", action="store_true", help="skip the mini-en / mini-multi rows")
     parser.add_argument("--vs-laya", action="store_true",
                         help="only laya 0.4.15 against ours on a laya-written MiniLM checkpoint")
+    parser.add_argument("--cells", default="all", help="with --vs-laya: STATESxQUESTIONS cells, e.g. 1x5,8x5,64x5")
+    parser.add_argument("--repeats", type=int, default=3, help="with --vs-laya: interleaved rounds per cell")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.vs_laya:
-        return merge_into(Path(args.out), "vs_laya", versus_laya(args.seconds))
+        return merge_into(Path(args.out), "vs_laya", versus_laya(args.seconds, parse_cells(args.cells), args.repeats))
     if args.bundled_only:
         return merge_into(Path(args.out), "bundled", bundled_rows(args.threads))
     load_started = time.perf_counter()

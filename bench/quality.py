@@ -3,6 +3,7 @@
     .venv/bin/python bench/quality.py                       # hand-written dev + locked test, LODO, 2 seeds
     .venv/bin/python bench/quality.py --no-lodo --split dev # quick: the dev split only
     .venv/bin/python bench/quality.py --alternatives        # LODO of the design alternatives too
+    .venv/bin/python bench/quality.py --no-lodo --split dev --quantize int8  # the int8 fast mode
 
 (a) **Hand-written states** (``tests/data/fresh/``, written for issue 11, never trained on): per
 question accuracy, balanced accuracy for yes/no, score MAE and ECE (10 bins) of each shipped
@@ -182,6 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pool-cache", default=None, help="file prefix of pooled vectors (as for jevlaya-lab train)")
     p.add_argument("--data-dir", default=None)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--quantize", choices=["int8"], default=None,
+                   help="score the Agents' opt-in fast mode (Agent(quantize=...)); results go to "
+                        "quality-<mode>.json")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     from jevlaya_lab.decisions.agent import Agent
@@ -190,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     splits = ["dev", "test"] if args.split == "both" else [args.split]
     started = time.perf_counter()
     for name in args.checkpoints:
-        agent = None if args.lodo_only else Agent(str(bundled.checkpoint_dir(name)), model_id=name)
+        agent = None if args.lodo_only else Agent(str(bundled.checkpoint_dir(name)), model_id=name,
+                                                   quantize=args.quantize)
         for group in () if agent is None else GROUPS[name]:
             for split in splits:
                 report = hand_written(name, group, split, agent)
@@ -206,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
                           f"(±{r['choice_accuracy']['spread']:.3f}) vs cosine {r['choice_cosine']['mean']:.3f}; "
                           f"yes/no {r['noul_balanced_accuracy']['mean']:.3f} vs cosine {r['noul_cosine']['mean']:.3f}")
     results["seconds"] = round(time.perf_counter() - started, 1)
-    out = ROOT / "bench" / "results" / ("quality-lodo.json" if args.lodo_only else "quality.json")
+    stem = "quality-lodo" if args.lodo_only else "quality" + (f"-{args.quantize}" if args.quantize else "")
+    out = ROOT / "bench" / "results" / f"{stem}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1) + "\n")
     print(f"\nwrote {out} ({results['seconds']}s)")

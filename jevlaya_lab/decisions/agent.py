@@ -1,4 +1,4 @@
-"""The ``Agent``: typed questions about states, answered in one forward pass per chunk.
+"""The ``Agent``: typed questions about states, answered in forward passes over chunks of rows.
 
 ``predict_batch`` is the single implementation and follows the lifecycle page exactly: the
 order lives in one place, :meth:`jevlaya_lab.hooks.CallHooks.lifecycle` (the Router uses the
@@ -18,6 +18,14 @@ Decisions the spec leaves open:
 - If an end hook fails while the call is already failing, the original error propagates and the
   end-hook failure is attached to it as a note (like a failing ``on_error``).
 - ``batch_size=None`` chunks so that a forward pass holds at most 256 rows (at least one state).
+  Inside a chunk the rows run in groups of similar length (:func:`~.encoding.length_groups`),
+  each padded only to its own longest row; padding cost 11-14% of the encoder's work when a
+  chunk was one padded batch, and answers are the same up to float noise.
+- Speed (issue 13): the encoder's matrix products are nearly all of a call, so the float32
+  default saves work rather than doing it faster: no padding beyond 10% per row, and the last
+  head layer runs only at the positions read afterwards (:func:`~.model.last_layer_at`). The
+  opt-in ``quantize="bf16"`` / ``"int8"`` modes trade exactness for about 2x (see
+  :func:`_quantize`; ``bench/decisions.py --vs-laya`` measures all of them against laya).
 - ``states`` may be a list or tuple; a bare str/dict (after start hooks) is a ``TypeError``
   pointing to ``predict()``.
 - Encoding uses a private copy of the Rust tokenizer that is never mutated, so threads encode
@@ -57,6 +65,7 @@ from jevlaya_lab.decisions.encoding import (
     check_budget,
     check_state,
     encode_questions,
+    length_groups,
     row_tokenizer,
     tokenize_states,
 )
@@ -79,18 +88,42 @@ def _autocast_dtype(config: CheckpointConfig, device: torch.device) -> torch.dty
     return torch.float16
 
 
+QUANTIZE_MODES = ("int8", "bf16")
+
+
 def _quantize(model: DecisionModel, mode: str | None, device: torch.device) -> str | None:
-    """Opt-in fast mode (issue 13): ``"int8"`` replaces the encoder's linear layers with dynamic
-    int8 ones on the CPU (weights int8, activations quantised per call). The linear layers are
-    about three quarters of the forward pass, so calls get faster, and answers move a little
-    (``bench/decisions.py --vs-laya`` reports both); off by default."""
+    """The opt-in fast modes of the CPU (issue 13); off by default, answers move a little.
+
+    - ``"bf16"``: the linear layers' weights are stored in bfloat16 and the forward pass runs
+      under CPU autocast to bfloat16 (matrix products in bfloat16 with float32 accumulation;
+      embeddings, layer norms and softmax stay float32).
+      Only on CPUs with native bfloat16 (AVX512-BF16 or AMX), where it is about 1.9x faster;
+      elsewhere it would be emulated and slower, so it is refused. Probabilities moved by up to
+      0.0013 on the benchmark's checkpoint but 0.03 on the sharper heads of the laya parity
+      test, which it therefore does not meet (2e-3).
+    - ``"int8"``: the encoder's linear layers become dynamic int8 ones (weights int8,
+      activations quantised per call): about 2x faster; probabilities moved by up to 0.03 on
+      the benchmark's checkpoint and 0.69 (a flipped answer) on the parity test's.
+
+    ``bench/decisions.py --vs-laya`` reports the speed and the largest probability change of
+    both against laya; ``bench/quality.py --quantize`` their accuracy on the quality bench.
+    """
     if mode is None:
         return None
-    if mode != "int8":
-        raise ValueError(f"quantize={mode!r}: use 'int8' (dynamic int8 encoder, CPU) or None")
+    if mode not in QUANTIZE_MODES:
+        raise ValueError(f"quantize={mode!r}: use 'bf16' (bfloat16 matrix products, CPUs with "
+                         "native bf16), 'int8' (dynamic int8 encoder) or None")
     if device.type != "cpu":
-        raise ValueError(f"quantize='int8' runs on the CPU only, not on {device.type}; pass "
+        raise ValueError(f"quantize={mode!r} runs on the CPU only, not on {device.type}; pass "
                          "device='cpu' or leave quantize=None")
+    if mode == "bf16":
+        if not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+            raise ValueError("quantize='bf16': this CPU has no native bfloat16 (AVX512-BF16 or "
+                             "AMX), so bf16 would be slower than float32; use quantize='int8' or None")
+        for module in model.modules():  # cast once, not by autocast on every call (same rounding)
+            if isinstance(module, torch.nn.Linear):
+                module.to(torch.bfloat16)
+        return mode
     from torch.ao.quantization import quantize_dynamic
 
     with warnings.catch_warnings():  # torch marks the eager quantisation API as moving to torchao
@@ -190,7 +223,7 @@ class Agent(HookHost):
         if calibration is not None:
             self.load_calibration(calibration)
         self._rows = row_tokenizer(tokenizer)
-        self._amp = _autocast_dtype(config, self.device)
+        self._amp = torch.bfloat16 if self.quantize == "bf16" else _autocast_dtype(config, self.device)
         self._heads: LockedLRU[tuple, tuple[QuestionHead, ...]] = LockedLRU(_HEAD_CACHE_SIZE)
         self._prior = PriorBuilder(network, self._rows) if network.prior is not None else None
 
@@ -370,9 +403,22 @@ class Agent(HookHost):
         return heads
 
     def _forward(self, batch: EncodedBatch, prior: PriorInputs | None = None) -> DecisionOutput:
+        """One forward pass per group of rows of similar length (:func:`length_groups`), outputs
+        back in row order; a model with a similarity prior takes the batch whole."""
         amp = torch.autocast(self.device.type, dtype=self._amp) if self._amp else nullcontext()
         with torch.inference_mode(), amp:
-            return self.decision_model(batch.to(self.device), prior and prior.to(self.device))
+            if prior is not None:
+                return self.decision_model(batch.to(self.device), prior.to(self.device))
+            groups = length_groups(batch.attention_mask.sum(dim=1))
+            parts = [self.decision_model(batch.take(rows).to(self.device)) for rows in groups]
+            if len(parts) == 1 and len(groups[0]) == 1:
+                return parts[0]
+            order = torch.cat(groups).to(parts[0].option_logits.device)
+            back = torch.empty_like(order)
+            back[order] = torch.arange(len(order), device=order.device)
+            option_logits = torch.cat([p.option_logits for p in parts])[back]
+            act_logits = torch.cat([p.act_logits for p in parts])[back]
+            return DecisionOutput(option_logits, act_logits)
 
     def _decode(self, batch: EncodedBatch, out: DecisionOutput) -> Iterator[dict[str, Any]]:
         questions = batch.questions

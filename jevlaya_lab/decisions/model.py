@@ -50,6 +50,27 @@ def option_features(option_logits: torch.Tensor, option_mask: torch.Tensor) -> t
     return torch.stack([top1, top1 - top2, norm_entropy, k / 255.0], dim=-1)
 
 
+def last_layer_at(layer: nn.TransformerEncoderLayer, hidden: torch.Tensor, positions: torch.Tensor,
+                  padding: torch.Tensor) -> torch.Tensor:
+    """``layer(hidden)`` at ``positions`` only (``[rows, p]`` indices), in eval mode.
+
+    Every position still serves as a key and value, but queries, the attention output and the
+    feed-forward are computed for the ``p`` positions read afterwards (the option markers and
+    the first token) instead of the whole row: the same numbers as the full layer, at about a
+    tenth of its cost for rows of ~70 tokens. Dropout is left out, as in eval mode.
+    """
+    index = positions[:, :, None].expand(-1, -1, hidden.shape[-1])
+    picked = torch.gather(hidden, 1, index)
+    attend = layer.self_attn
+    if layer.norm_first:
+        normed = layer.norm1(hidden)
+        x = picked + attend(torch.gather(normed, 1, index), normed, normed, key_padding_mask=padding,
+                            need_weights=False)[0]
+        return x + layer.linear2(layer.activation(layer.linear1(layer.norm2(x))))
+    x = layer.norm1(picked + attend(picked, hidden, hidden, key_padding_mask=padding, need_weights=False)[0])
+    return layer.norm2(x + layer.linear2(layer.activation(layer.linear1(x))))
+
+
 class DecisionModel(nn.Module):
     """Encoder + typed head: one logit per option marker and an act distribution per row.
 
@@ -115,10 +136,18 @@ class DecisionModel(nn.Module):
         attention_mask = batch.attention_mask
         hidden = self.encoder(input_ids=batch.input_ids, attention_mask=attention_mask).last_hidden_state
         hidden = hidden + self.type_emb(batch.type_ids)[:, None, :].to(hidden.dtype)
-        if self.head_layers:
-            hidden = self.head(hidden, src_key_padding_mask=attention_mask == 0)
-        index = batch.option_positions[:, :, None].expand(-1, -1, hidden.shape[-1])
-        markers = torch.gather(hidden, 1, index)
+        # the scorer reads the option markers and the act head the first position, nothing else
+        read = torch.cat([torch.zeros_like(batch.option_positions[:, :1]), batch.option_positions], dim=1)
+        if self.head_layers and not self.training:
+            padding = attention_mask == 0
+            for layer in self.head.layers[:-1]:
+                hidden = layer(hidden, src_key_padding_mask=padding)
+            hidden = last_layer_at(self.head.layers[-1], hidden, read, padding)
+        else:
+            if self.head_layers:
+                hidden = self.head(hidden, src_key_padding_mask=attention_mask == 0)
+            hidden = torch.gather(hidden, 1, read[:, :, None].expand(-1, -1, hidden.shape[-1]))
+        markers = hidden[:, 1:]
         logits = self.scorer(markers).squeeze(-1).float()
         if self.prior is not None and prior is not None:
             logits = logits + self._prior_logits(batch, prior)

@@ -79,7 +79,7 @@ from jevlaya_lab.decisions.registry import (
 )
 from jevlaya_lab.decisions.routing import REQUEST_KEYS, Decision, RoutingPolicy
 from jevlaya_lab.hooks import CallHooks, HookHost, HookRunner, PredictContext, aggregate_usage
-from jevlaya_lab.hooks.context import call_scope
+from jevlaya_lab.hooks.context import call_scope, new_run_id
 
 __all__ = ["REQUEST_KEYS", "Decision", "Router", "route_command"]
 
@@ -300,6 +300,8 @@ class Router(HookHost):
                 "default": self.default,
                 "elapsed_us": round((time.perf_counter() - started) * 1e6, 1),
             }
+        if not calls.listens("on_route"):  # nothing could change the decision: no context to build
+            return decision, new_run_id()
         ctx = PredictContext(states=[state], questions=questions, decision=decision,
                              model=decision.model, router=self)
         calls.emit("on_route", ctx)

@@ -147,6 +147,11 @@ class CallHooks:
         return CallHooks(self.runner, (*self.active, *more), self.raising, self.timeout) if more else self
 
     # -- events ----------------------------------------------------------------------------
+    def listens(self, event: str) -> bool:
+        """Whether any hook of this call implements ``event`` (callers may then skip building
+        its context)."""
+        return any(event in registered.calls for registered in self.active)
+
     def emit(self, event: str, ctx: Any) -> None:
         """Run ``event`` on every hook that implements it; the first failure raises (or warns)."""
         failure = self._run(event, ctx, stop_at_first=True)

@@ -57,9 +57,19 @@ def agent(tiny_checkpoint_dir: Path):
 
 @pytest.fixture
 def forwards(agent) -> list:
-    """One entry per real forward pass of ``agent``'s DecisionModel (a torch forward hook)."""
+    """One entry per chunk of rows ``agent``'s DecisionModel really read (a torch forward hook).
+
+    A chunk runs one forward pass per length group of its rows; the passes of one chunk share
+    its ``usage`` list, so consecutive passes over the same list count once."""
     calls: list = []
-    handle = agent.decision_model.register_forward_hook(lambda *args: calls.append(1))
+    last: list = [None]
+
+    def seen(module, args, output) -> None:
+        if args[0].usage is not last[0]:
+            last[0] = args[0].usage
+            calls.append(1)
+
+    handle = agent.decision_model.register_forward_hook(seen)
     yield calls
     handle.remove()
 

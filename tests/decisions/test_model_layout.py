@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from jevlaya_lab.decisions.encoding import encode_requests
-from jevlaya_lab.decisions.model import MASKED_LOGIT, DecisionModel, option_features
+from jevlaya_lab.decisions.encoding import encode_requests, length_groups
+from jevlaya_lab.decisions.model import MASKED_LOGIT, DecisionModel, last_layer_at, option_features
 from jevlaya_lab.decisions.testing import make_tiny_parts
 
 
@@ -67,6 +67,51 @@ def test_padding_does_not_change_a_rows_logits(parts, questions):
         padded = parts.model(encode_requests(parts.tokenizer, ["hi", "word " * 40], questions,
                                              max_len=96, head_max_len=64))
     torch.testing.assert_close(alone.option_logits, padded.option_logits[:3], atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_last_layer_at_the_read_positions_equals_the_whole_layer_there(norm_first, activation):
+    torch.manual_seed(3)
+    layer = torch.nn.TransformerEncoderLayer(32, 2, 64, dropout=0.1, activation=activation,
+                                             batch_first=True, norm_first=norm_first).eval()
+    hidden = torch.randn(3, 9, 32)
+    padding = torch.arange(9)[None, :] >= torch.tensor([9, 6, 4])[:, None]
+    positions = torch.tensor([[0, 2, 5], [0, 1, 3], [0, 3, 0]])
+    with torch.inference_mode():
+        whole = layer(hidden, src_key_padding_mask=padding)
+        picked = last_layer_at(layer, hidden, positions, padding)
+    expected = torch.gather(whole, 1, positions[:, :, None].expand(-1, -1, 32))
+    torch.testing.assert_close(picked, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_eval_forward_reading_only_markers_matches_the_full_head(parts, questions):
+    """Eval mode runs the last head layer at the read positions only; the reference here runs
+    the stock head over every position and reads the same positions afterwards."""
+    batch = encode_requests(parts.tokenizer, ["hello", "a refund please " * 5], questions,
+                            max_len=96, head_max_len=64)
+    model = parts.model.eval()
+    with torch.inference_mode():
+        pruned = model(batch)
+        hidden = model.encoder(input_ids=batch.input_ids, attention_mask=batch.attention_mask).last_hidden_state
+        hidden = model.head(hidden + model.type_emb(batch.type_ids)[:, None, :],
+                            src_key_padding_mask=batch.attention_mask == 0)
+        markers = torch.gather(hidden, 1, batch.option_positions[:, :, None].expand(-1, -1, hidden.shape[-1]))
+        logits = model.scorer(markers).squeeze(-1).masked_fill(~batch.option_mask, MASKED_LOGIT)
+        act = model.act_head(torch.cat([hidden[:, 0], option_features(logits, batch.option_mask)], dim=-1))
+    torch.testing.assert_close(pruned.option_logits, logits, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(pruned.act_logits, act, atol=1e-4, rtol=1e-4)
+
+
+def test_length_groups_cover_every_row_once_with_little_padding():
+    lengths = torch.tensor([70, 40, 71, 45, 69, 100, 41])
+    groups = length_groups(lengths, slack=0.1)
+    assert sorted(torch.cat(groups).tolist()) == list(range(7))
+    assert [sorted(lengths[g].tolist()) for g in groups] == [[100], [69, 70, 71], [41, 45], [40]]
+    for g in groups:
+        longest = int(lengths[g].max())
+        assert all(longest - n <= 0.1 * longest for n in lengths[g].tolist())
+    assert [g.tolist() for g in length_groups(torch.tensor([5, 5, 5]))] == [[0, 1, 2]]
 
 
 def test_act_features_top1_margin_normalised_entropy_and_k():

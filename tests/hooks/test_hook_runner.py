@@ -391,3 +391,14 @@ def test_every_ready_made_hook_is_exported_and_a_valid_hook():
         cls = getattr(hooks, name)
         assert name in hooks.__all__
         assert any(callable(getattr(cls, event, None)) for event in HOOK_EVENTS), name
+
+
+def test_listens_names_only_events_some_hook_of_the_call_implements():
+    class Router(BaseHook):
+        def on_route(self, ctx):
+            pass
+
+    runner = HookRunner([Log("a", [])])
+    assert runner.call().listens("on_predict_start") and not runner.call().listens("on_route")
+    assert runner.call([Router()]).listens("on_route")
+    assert not HookRunner().call().listens("on_predict_end")

@@ -9,9 +9,10 @@ ahead of English, or several words carry letters English never uses and no Engli
 
 from __future__ import annotations
 
-import heapq
 import json
+import re
 from collections import Counter
+from itertools import islice
 from pathlib import Path
 
 import regex
@@ -30,7 +31,9 @@ _HINT_CAP = 2.0  # hint letters alone never outweigh a couple of stop words
 _INVERTED = {"es": "¿¡"}  # punctuation unique to one language
 
 WORD = regex.compile(r"\p{L}+")
+_ASCII_WORD = re.compile(r"[a-z]+")  # WORD on lowered ASCII text, with the faster stdlib engine
 _NON_ASCII = regex.compile(r"[^\x00-\x7f]")
+_ORDER = {lang: i for i, lang in enumerate(STOPWORDS)}
 
 # word -> the languages it is a common word of; letter -> the languages that use it
 _WORD_LANGUAGES: dict[str, tuple[str, ...]] = {}
@@ -49,18 +52,24 @@ def language_name(code: str | None) -> str:
 
 
 def _latin_scores(text: str) -> tuple[dict[str, float], int, int]:
-    """Evidence per language, the word count and how many words carry non-ASCII letters."""
+    """Evidence per language that has any (the rest score 0), the word count and how many words
+    carry non-ASCII letters. ASCII text skips the diacritic and hint-letter passes (it has none)."""
     lowered = text.lower()
-    words = WORD.findall(lowered)
-    scores = dict.fromkeys(STOPWORDS, 0.0)
-    foreign = 0
+    ascii_only = lowered.isascii()
+    words = _ASCII_WORD.findall(lowered) if ascii_only else WORD.findall(lowered)
+    scores: dict[str, float] = {}
+    get = _WORD_LANGUAGES.get
     for word in words:
-        weight = 0.5 if len(word) == 1 else 1.0  # "a", "i", "y", "o" are words in many languages
-        for lang in _WORD_LANGUAGES.get(word, ()):
-            scores[lang] += weight
-        if not word.isascii():
-            foreign += 1
-            scores["en"] -= 0.5  # English words almost never carry diacritics
+        languages = get(word)
+        if languages:
+            weight = 0.5 if len(word) == 1 else 1.0  # "a", "i", "y", "o" are words in many languages
+            for lang in languages:
+                scores[lang] = scores.get(lang, 0.0) + weight
+    if ascii_only:
+        return scores, len(words), 0
+    foreign = sum(1 for word in words if not word.isascii())
+    if foreign:
+        scores["en"] = scores.get("en", 0.0) - 0.5 * foreign  # English words almost never carry diacritics
     special = Counter(_NON_ASCII.findall(lowered))
     if special:
         hits: dict[str, int] = {}
@@ -68,11 +77,19 @@ def _latin_scores(text: str) -> tuple[dict[str, float], int, int]:
             for lang in _HINT_INDEX.get(ch, ()):
                 hits[lang] = hits.get(lang, 0) + n
         for lang, n in hits.items():
-            scores[lang] += min(_HINT_CAP, n * _HINT_WEIGHT)
+            scores[lang] = scores.get(lang, 0.0) + min(_HINT_CAP, n * _HINT_WEIGHT)
         for lang, marks in _INVERTED.items():
             if any(special[ch] for ch in marks):
-                scores[lang] += 1.0
+                scores[lang] = scores.get(lang, 0.0) + 1.0
     return scores, len(words), foreign
+
+
+def _top_two(scores: dict[str, float]) -> list[tuple[str, float]]:
+    """The two best languages when every language without evidence scores 0, ties in the order
+    of ``languages.json`` (what sorting all of them would give, from the few that score)."""
+    unscored = list(islice((lang for lang in _ORDER if lang not in scores), 2))
+    candidates = [*scores.items(), *((lang, 0.0) for lang in unscored)]
+    return sorted(candidates, key=lambda item: (-item[1], _ORDER[item[0]]))[:2]
 
 
 def guess_language(text: str) -> tuple[str | None, str]:
@@ -93,12 +110,13 @@ def guess(text: str) -> tuple[str | None, str, bool]:
     scores, n_words, foreign_words = _latin_scores(text)
     if n_words < MIN_WORDS:
         return None, f"only {n_words} word(s), too few to tell the language", False
-    (best, top), (runner, second) = heapq.nlargest(2, scores.items(), key=lambda item: item[1])
+    (best, top), (runner, second) = _top_two(scores)
     if top >= 2.0 and top - second >= 1.0:
         why = f"{language_name(best)} common words ({top:g} points, next {language_name(runner)} {second:g})"
         return best, why, best != "en"
-    english = scores["en"]
-    other = max(score for lang, score in scores.items() if lang != "en")
+    english = scores.get("en", 0.0)
+    other = max((score for lang, score in scores.items() if lang != "en"), default=0.0)
+    other = max(other, 0.0) if len(scores) - ("en" in scores) < len(_ORDER) - 1 else other
     not_english = (other >= 1.5 and other - english >= 1.5) or (foreign_words >= 2 and english <= 0)
     if top < 2.0:
         why = f"no language has enough common words among {n_words} words"
