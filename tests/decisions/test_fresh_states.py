@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from jevlaya_lab.decisions import presets
-from jevlaya_lab.decisions.training import bank, bank_multi
+from jevlaya_lab.decisions.training import bank, bank_multi, written
 
 ROOT = Path(__file__).resolve().parents[2]
 FRESH = ROOT / "tests" / "data" / "fresh"
@@ -263,6 +263,19 @@ def test_no_shared_runs_with_the_public_datasets(name: str) -> None:
         pytest.skip(f"{DATASETS} is absent on this machine (read-only public data, never committed)")
     found = _overlaps(name, _dataset_strings())
     assert not found, f"{name}: shares a 5-word (CJK: 8-character) run with the datasets: {found[:5]}"
+
+
+@lru_cache(maxsize=1)
+def _written_strings() -> tuple[str, ...]:
+    """The hand-written training states (``training/data/written``), written apart from these."""
+    return tuple(state.text for state in written.load_written())
+
+
+@pytest.mark.parametrize("name", list(SPECS))
+def test_no_shared_runs_with_the_written_training_states(name: str) -> None:
+    assert len(_written_strings()) > 1000
+    found = _overlaps(name, _written_strings())
+    assert not found, f"{name}: shares a 5-word (CJK: 8-character) run with the written training states: {found[:5]}"
 
 
 def test_no_duplicate_texts_across_all_files() -> None:

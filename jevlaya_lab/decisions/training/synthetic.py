@@ -17,7 +17,7 @@ from typing import Any
 from jevlaya_lab.decisions import presets
 from jevlaya_lab.decisions.training import bank
 
-__all__ = ["Example", "gold_index", "generate"]
+__all__ = ["Example", "generate", "gold_index", "preset_rows", "wrap_state"]
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ def _join(rng: random.Random, parts: list[str]) -> str:
     return text
 
 
-def _wrap_state(rng: random.Random, field: str, text: str) -> Any:
+def wrap_state(rng: random.Random, field: str, text: str) -> Any:
     """Present the text as the preset's state dict (usually), with noise fields, or a bare string."""
     roll = rng.random()
     if roll < 0.55:
@@ -118,7 +118,7 @@ def _vary_choice(rng: random.Random, question: dict[str, Any], gold: Any,
     return q
 
 
-def _preset_rows(rng: random.Random, preset: str, state: Any,
+def preset_rows(rng: random.Random, preset: str, state: Any,
                  golds: dict[str, Any]) -> Iterator[Example]:
     for qid, question in presets.PRESETS[preset]().items():
         if qid not in golds:
@@ -147,7 +147,7 @@ def _triage(rng: random.Random) -> list[Example]:
     rng.shuffle(tail)
     text = _join(rng, parts + tail)
     golds = {"intent": intent, "sentiment": sentiment, "is_urgent": level >= 2, "priority": level}
-    return list(_preset_rows(rng, "triage", _wrap_state(rng, "message", text), golds))
+    return list(preset_rows(rng, "triage", wrap_state(rng, "message", text), golds))
 
 
 def _email(rng: random.Random) -> list[Example]:
@@ -159,7 +159,7 @@ def _email(rng: random.Random) -> list[Example]:
     text = _join(rng, [subject, rng.choice(["", "Hello,", "Hi there,", "Dear Sir or Madam,"]), body, sign])
     golds = {"category": category, "needs_reply": bank.EMAIL_NEEDS_REPLY[category],
              "is_spam": category == "spam"}
-    return list(_preset_rows(rng, "email", _wrap_state(rng, "email", text), golds))
+    return list(preset_rows(rng, "email", wrap_state(rng, "email", text), golds))
 
 
 def _guard(rng: random.Random) -> list[Example]:
@@ -169,7 +169,7 @@ def _guard(rng: random.Random) -> list[Example]:
         text = _join(rng, [rng.choice(bank.GUARD_INPUTS["none"]), rng.choice(["Also:", "And then", "P.S."]),
                            text]) if attack != "none" else text
     golds = {"attack": attack, "is_safe": attack == "none"}
-    return list(_preset_rows(rng, "guard", _wrap_state(rng, "user_input", text), golds))
+    return list(preset_rows(rng, "guard", wrap_state(rng, "user_input", text), golds))
 
 
 def _moderation(rng: random.Random) -> list[Example]:
@@ -180,7 +180,7 @@ def _moderation(rng: random.Random) -> list[Example]:
             if category != "ok" else text
     golds = {"category": category, "toxicity": rng.choice(bank.MODERATION_TOXICITY[category]),
              "is_allowed": category == "ok"}
-    return list(_preset_rows(rng, "moderation", _wrap_state(rng, "text", text), golds))
+    return list(preset_rows(rng, "moderation", wrap_state(rng, "text", text), golds))
 
 
 def _router(rng: random.Random) -> list[Example]:
@@ -193,7 +193,7 @@ def _router(rng: random.Random) -> list[Example]:
     elif complexity == 0:
         text = _join(rng, [text, rng.choice(["", "Just the answer.", "Quick one."])])
     golds = {"route": route, "complexity": complexity, "needs_tools": bank.ROUTER_NEEDS_TOOLS[route]}
-    return list(_preset_rows(rng, "router", _wrap_state(rng, "request", text), golds))
+    return list(preset_rows(rng, "router", wrap_state(rng, "request", text), golds))
 
 
 def _triage_foreign(rng: random.Random) -> list[Example]:
@@ -217,7 +217,7 @@ def _triage_foreign(rng: random.Random) -> list[Example]:
     golds = {"intent": intent, "sentiment": sentiment, "is_urgent": level >= 2, "priority": level}
     # reported apart from the English triage rows ("triage_ml.intent", ...)
     return [Example(ex.state, ex.question, ex.gold, ex.task.replace("triage.", "triage_ml.", 1))
-            for ex in _preset_rows(rng, "triage", _wrap_state(rng, "message", text), golds)]
+            for ex in preset_rows(rng, "triage", wrap_state(rng, "message", text), golds)]
 
 
 _PRESET_MAKERS: list[Callable[[random.Random], list[Example]]] = [
@@ -324,4 +324,4 @@ def _match(rng: random.Random) -> Example:
     text = rng.choice(_MATCH_FRAMES).format(d=" ".join(words))
     # always the "message" field, as the shipped heads were trained (the preset's own field would
     # match its instructions better; change it together with the next retraining)
-    return Example(_wrap_state(rng, "message", text), question, gold, "generic.match")
+    return Example(wrap_state(rng, "message", text), question, gold, "generic.match")

@@ -1,0 +1,69 @@
+"""The hand-written training states (``training/data/written``): every record loads with valid
+gold answers for its preset, both groups are there in their languages, and they become training
+rows the way synthetic preset rows do (several copies, each with its own option order)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from jevlaya_lab.decisions import presets
+from jevlaya_lab.decisions.training.synthetic import gold_index
+from jevlaya_lab.decisions.training.written import DATA, load_written, written_examples
+
+
+def test_every_file_loads_with_valid_answers_for_every_preset_question():
+    states = load_written()
+    counts = Counter((s.group, s.preset) for s in states)
+    assert set(counts) == {("en", p) for p in presets.PRESETS} | {("multi", "triage")}
+    assert counts[("en", "triage")] >= 600 and counts[("multi", "triage")] >= 600
+    for s in states:
+        assert set(s.golds) == set(presets.PRESETS[s.preset]())
+    triage = [s for s in states if s.preset == "triage"]
+    assert all(s.golds["is_urgent"] == (s.golds["priority"] >= 2) for s in triage)
+    urgent = sum(s.golds["is_urgent"] for s in triage) / len(triage)
+    assert 0.3 < urgent < 0.6, urgent  # both answers are well represented
+
+
+def test_multilingual_states_cover_the_thirteen_languages():
+    langs = Counter(r["lang"] for path in DATA.glob("multi_*.json")
+                    for r in json.loads(path.read_text(encoding="utf-8")))
+    assert set(langs) == {"es", "fr", "de", "pt", "it", "ru", "uk", "ar", "hi", "zh", "ja", "ko", "tr"}
+    assert min(langs.values()) >= 40
+
+
+def test_written_rows_ask_every_question_in_fresh_option_orders():
+    states = [s for s in load_written(("en",)) if s.preset == "email"][:20]
+    rows = written_examples(states, copies=3, seed=5)
+    assert len(rows) == 3 * 20 * len(presets.PRESETS["email"]())
+    assert {r.task for r in rows} == {f"written.email.{q}" for q in presets.PRESETS["email"]()}
+    orders = {tuple(r.question["criteria"]) for r in rows if r.task == "written.email.category"}
+    assert len(orders) > 20  # shuffled per copy, not one fixed order
+    for r in rows:
+        gold_index(r)  # the gold answer is one of the row's options
+    assert written_examples(states, copies=3, seed=5) == rows
+    multi = written_examples([s for s in load_written(("multi",))][:5], copies=1, seed=0)
+    assert {r.task.split(".")[1] for r in multi} == {"triage_ml"}
+
+
+@pytest.mark.parametrize("name, record, fragment", [
+    ("en_triage.json", [{"message": "hi", "intent": "refnud", "sentiment": "neutral", "priority": 0}],
+     "en_triage.json[0]: intent = 'refnud' is not a valid answer"),
+    ("en_router.json", [{"request": "hi", "route": "chat", "complexity": 5, "needs_tools": False}],
+     "complexity = 5"),
+    ("en_guard.json", [{"user_input": "", "attack": "none"}], "needs a non-empty string 'user_input'"),
+    ("en_email.json", [{"email": "Subject: hi", "category": "spam"}], "missing or mistyped label for 'needs_reply'"),
+    ("fr_triage.json", [], "name it <group>_<preset>"),
+])
+def test_a_bad_record_or_file_name_is_refused_with_the_place_and_the_fix(tmp_path, name, record, fragment):
+    (tmp_path / name).write_text(json.dumps(record), encoding="utf-8")
+    with pytest.raises(ValueError) as info:
+        load_written(("en",), str(tmp_path))
+    assert fragment in str(info.value)
+
+
+def test_unknown_groups_are_refused():
+    with pytest.raises(ValueError, match="use a subset of en, multi"):
+        load_written(("de",))
