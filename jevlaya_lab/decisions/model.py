@@ -159,7 +159,8 @@ class DecisionModel(nn.Module):
     def _prior_logits(self, batch: Any, prior: PriorInputs) -> torch.Tensor:
         assert self.prior is not None
         states = self.pool(prior.state_ids, prior.state_mask)[prior.row_state]
-        return self.prior(states, prior.option_vectors, batch.type_ids, prior.true_slot, prior.gate)
+        return self.prior(states, prior.option_vectors, batch.type_ids, prior.true_slot, prior.gate,
+                          (prior.center, prior.spread))
 
     def _prior_only(self, batch: Any, prior: PriorInputs) -> DecisionOutput:
         """``joint_head: false``: the prior's logits, the act head on a zero first-position vector."""

@@ -7,12 +7,14 @@ learned bilinear correction lifts seen labels to 0.80-0.94 and costs unseen ones
 checkpoint may declare, in ``rl_agent_config.json``::
 
     "similarity_prior": {"pooling": "mean", "prefix": "query: ", "rank": 64, "anchors": 900,
-                         "gate": [0.85, 40.0], "joint_head": false}
+                         "gate": [0.85, 40.0], "joint_head": false, "reference": 1000}
 
 and then every option logit is the Laya head's logit (only when ``joint_head`` is true) plus::
 
-    prior[row, slot] = scale[type] * cos(s, o) + g(o) * (A s) . (B o) + bias[type] * is_true_slot
+    prior[row, slot] = scale[type] * z(s, o) + g(o) * (A s) . (B o) + bias[type] * is_true_slot
     g(o) = sigmoid(gate[1] * (max_m cos(o, anchor_m) - gate[0]))
+    z(s, o) = (cos(s, o) - mean_r cos(ref_r, o)) / std_r cos(ref_r, o)   for a noul statement
+    z(s, o) = cos(s, o)                                                   otherwise
 
 ``s`` is the mean-pooled encoder output of the state alone (``prefix`` + the state's row tokens,
 cut to ``max_len``; special tokens included, as sentence-transformers pools), ``o`` the same for
@@ -26,7 +28,20 @@ option text and statement of its training data, so on a label far from all of th
 falls back to the calibrated cosine instead of a guess learned for other labels.
 With ``joint_head`` false the row pass through the encoder is skipped (the scorer would add
 nothing) and the act head reads a zero first-position vector: the cost of a call is then one
-encoder pass over the states. The tensors live in ``model.safetensors`` under ``prior.*``.
+encoder pass over the states.
+
+**Reference states** (``reference`` > 0) answer a problem of yes/no statements: how high a cosine
+means "yes" differs from statement to statement (a long specific statement is less similar to
+everything than a short vague one), so one learned bias cannot fit unseen statements. The
+checkpoint keeps the unit vectors of ``reference`` typical states (``prior.reference``, hand-written
+messages of its training data), and a statement's cosine is read against how similar those states
+are to it: a z-score. Measured leave-one-dataset-out on held-out statements (all-MiniLM-L6-v2,
+threshold fitted on the two other datasets; balanced accuracy, raw cosine -> z-score):
+CLINC150 0.698 -> 0.786, BANKING77 0.639 -> 0.699, HWU64 0.636 -> 0.666, close to a threshold
+at the test set's own median (0.805, 0.722, 0.677), which no model can know. Choices are not
+standardised: the softmax over a question's options already compares them with each other.
+
+The tensors live in ``model.safetensors`` under ``prior.*``.
 
 A checkpoint without the key (every Laya checkpoint) has no prior and answers exactly as before.
 """
@@ -61,6 +76,7 @@ class PriorConfig:
     anchors: int = 0
     gate: tuple[float, float] = DEFAULT_GATE
     joint_head: bool = True
+    reference: int = 0
 
     @classmethod
     def from_value(cls, value: Any) -> PriorConfig:
@@ -71,7 +87,7 @@ class PriorConfig:
 
         if not isinstance(value, dict):
             raise bad('use an object like {"pooling": "mean", "prefix": "", "rank": 64}')
-        allowed = ("pooling", "prefix", "rank", "anchors", "gate", "joint_head")
+        allowed = ("pooling", "prefix", "rank", "anchors", "gate", "joint_head", "reference")
         unknown = set(value) - set(allowed)
         if unknown:
             raise bad(f"unknown keys {sorted(unknown)}; allowed are {', '.join(allowed)}")
@@ -90,11 +106,14 @@ class PriorConfig:
             raise bad("anchors must be an int >= 0 (0: the correction applies everywhere)")
         if not isinstance(config.joint_head, bool):
             raise bad("joint_head must be true or false")
+        if isinstance(config.reference, bool) or not isinstance(config.reference, int) or config.reference < 0:
+            raise bad("reference must be an int >= 0 (0: statements are not standardised)")
         return config
 
     def to_value(self) -> dict[str, Any]:
-        return {"pooling": self.pooling, "prefix": self.prefix, "rank": self.rank, "anchors": self.anchors,
-                "gate": list(self.gate), "joint_head": self.joint_head}
+        value = {"pooling": self.pooling, "prefix": self.prefix, "rank": self.rank, "anchors": self.anchors,
+                 "gate": list(self.gate), "joint_head": self.joint_head}
+        return {**value, "reference": self.reference} if self.reference else value  # older heads: as written
 
 
 class PriorInputs(NamedTuple):
@@ -111,6 +130,9 @@ class PriorInputs(NamedTuple):
     """``[rows, max_k]`` True at a noul question's ``true`` slot (where ``bias`` applies)."""
     gate: torch.Tensor
     """``[rows, max_k]`` :meth:`SimilarityPrior.gate` of each slot's text, computed with its vector."""
+    center: torch.Tensor
+    """``[rows, max_k]`` and ``spread``: :meth:`SimilarityPrior.standardiser` of each slot's text."""
+    spread: torch.Tensor
 
     def to(self, device: torch.device | str) -> PriorInputs:
         return PriorInputs(*(t.to(device) for t in self))
@@ -145,6 +167,11 @@ class SimilarityPrior(nn.Module):
         self.state_proj = nn.Parameter(torch.zeros(rank, hidden_size))
         self.option_proj = nn.Parameter(torch.randn(rank, hidden_size) * hidden_size ** -0.5)
         self.register_buffer("anchors", torch.zeros(config.anchors, hidden_size))
+        # no tensor at all without references: checkpoints from before the key load unchanged
+        self.register_buffer("reference", torch.zeros(config.reference, hidden_size) if config.reference else None)
+        if config.reference:  # a z-score of 1 is a cosine gap of ~0.07: about INITIAL_SCALE's logit gap
+            with torch.no_grad():
+                self.scale[2] = INITIAL_SCALE * 0.07
 
     def gate(self, option_vectors: torch.Tensor) -> torch.Tensor:
         """``[..., k]`` how near each option text is to the training texts (1 with no anchors)."""
@@ -155,14 +182,29 @@ class SimilarityPrior(nn.Module):
         threshold, sharpness = self.config.gate
         return torch.sigmoid(sharpness * (nearest - threshold))
 
+    def standardiser(self, option_vectors: torch.Tensor, true_slot: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``([..., k], [..., k])`` center and spread of each slot's cosine: over the reference
+        states for a noul statement (the true slot), 0 and 1 elsewhere or without references."""
+        reference: torch.Tensor | None = self.reference  # type: ignore[assignment]  # a registered buffer
+        center = torch.zeros(option_vectors.shape[:-1], dtype=option_vectors.dtype, device=option_vectors.device)
+        spread = torch.ones_like(center)
+        if reference is not None:
+            cosines = option_vectors @ reference.T.to(option_vectors.dtype)
+            center = torch.where(true_slot, cosines.mean(dim=-1), center)
+            spread = torch.where(true_slot, cosines.std(dim=-1).clamp_min(1e-3), spread)
+        return center, spread
+
     def forward(self, state_vectors: torch.Tensor, option_vectors: torch.Tensor, type_ids: torch.Tensor,
-                true_slot: torch.Tensor, gate: torch.Tensor | None = None) -> torch.Tensor:
+                true_slot: torch.Tensor, gate: torch.Tensor | None = None,
+                standard: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """``[rows, max_k]`` prior logits from unit state vectors ``[rows, d]`` and option vectors.
 
-        ``gate`` is :meth:`gate` of ``option_vectors``, passed in when the caller computed it once
-        per question set (it compares every option with every anchor)."""
+        ``gate`` is :meth:`gate` of ``option_vectors`` and ``standard`` their :meth:`standardiser`,
+        passed in when the caller computed them once per question set (they compare every option
+        with every anchor and reference state)."""
         cosine = torch.einsum("rd,rkd->rk", state_vectors, option_vectors)
-        logits = self.scale[type_ids][:, None] * cosine
+        center, spread = self.standardiser(option_vectors, true_slot) if standard is None else standard
+        logits = self.scale[type_ids][:, None] * ((cosine - center) / spread)
         if self.config.rank:
             projected = state_vectors @ self.state_proj.T  # [rows, rank]
             correction = torch.einsum("rq,rkq->rk", projected, option_vectors @ self.option_proj.T)
@@ -202,7 +244,7 @@ class PriorBuilder:
         """Optional: pooled vectors by exact token row, shared by training runs over one frozen encoder."""
         prefix = model.prior.config.prefix
         self._prefix = tuple(rows.encode([prefix])[0].ids) if prefix else ()
-        self._cache: LockedLRU[tuple, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = LockedLRU(self.CACHE_SIZE)
+        self._cache: LockedLRU[tuple, tuple[torch.Tensor, ...]] = LockedLRU(self.CACHE_SIZE)
 
     def _wrap(self, ids: Sequence[int], max_len: int) -> list[int]:
         room = max(0, max_len - 2 - len(self._prefix))
@@ -253,9 +295,9 @@ class PriorBuilder:
         """Unit pooled vectors of states given as ``StateTokens`` (what a forward pass computes)."""
         return self._pooled([self._wrap(s.ids, max_len) for s in states], progress=progress)
 
-    def question_vectors(self, questions: tuple[Any, ...],
-                         max_k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``([q, max_k, d], [q, max_k], [q, max_k])`` slot vectors, true-slot flags and gates of a question set."""
+    def question_vectors(self, questions: tuple[Any, ...], max_k: int) -> tuple[torch.Tensor, ...]:
+        """``[q, max_k, d]`` slot vectors and ``[q, max_k]`` true-slot flags, gates, centers and spreads
+        of a question set (see :class:`PriorInputs`)."""
         key = (questions, max_k)
         hit = self._cache.get(key)
         if hit is not None:
@@ -265,14 +307,17 @@ class PriorBuilder:
         found = iter(self.vectors(flat)) if flat else iter(())
         vectors = [[None if t is None else next(found) for t in texts] for texts in per_question]
         slots, true_slot = slot_layout(questions, vectors, self.model.hidden_size, max_k)
+        prior = self.model.prior
         with torch.inference_mode():
-            gate = self.model.prior.gate(slots.to(self.model.prior.anchors.device)).cpu()
-        return self._cache.put(key, (slots, true_slot, gate))
+            on_device = slots.to(prior.anchors.device)
+            gate = prior.gate(on_device).cpu()
+            center, spread = (t.cpu() for t in prior.standardiser(on_device, true_slot.to(on_device.device)))
+        return self._cache.put(key, (slots, true_slot, gate, center, spread))
 
     def inputs(self, states: Sequence[Any], questions: tuple[Any, ...], max_len: int, max_k: int) -> PriorInputs:
         """The prior's inputs for ``states`` (``StateTokens``) x ``questions``, rows state-major."""
-        option_vectors, true_slot, gate = self.question_vectors(questions, max_k)
+        option_vectors, *per_slot = self.question_vectors(questions, max_k)
         state_ids, state_mask = self._pad([self._wrap(s.ids, max_len) for s in states])
         n, q = len(states), len(questions)
         return PriorInputs(state_ids, state_mask, torch.arange(n).repeat_interleave(q),
-                           option_vectors.repeat(n, 1, 1), true_slot.repeat(n, 1), gate.repeat(n, 1))
+                           option_vectors.repeat(n, 1, 1), *(t.repeat(n, 1) for t in per_slot))

@@ -94,6 +94,8 @@ def test_a_laya_checkpoint_without_the_key_has_no_prior_and_no_extra_tensors(tmp
     ({"rank": -1}, "rank must be an int >= 0"),
     ({"rnak": 4}, "unknown keys ['rnak']"),
     ({"prefix": 3}, "prefix must be a string"),
+    ({"reference": -1}, "reference must be an int >= 0"),
+    ({"reference": True}, "reference must be an int >= 0"),
 ])
 def test_a_bad_prior_entry_names_the_key_and_the_fix(tmp_path, value, fragment):
     model, tokenizer, config = make_tiny_parts(similarity_prior={"rank": 0})
@@ -139,3 +141,33 @@ def test_the_learned_correction_applies_only_near_the_training_texts():
         correction = (state @ prior.state_proj.T) @ (options[0] @ prior.option_proj.T).T
     assert logits[1] == pytest.approx(plain[1].item(), abs=1e-5)
     assert logits[0] == pytest.approx((plain[0] + gate[0] * correction[0, 0]).item(), abs=1e-5)
+
+
+def test_a_statement_is_read_against_the_reference_states(tmp_path):
+    """With reference states, a noul's true side gets scale * z + bias, where z standardises
+    cos(state, statement) by the mean and std of cos(reference, statement); choices and scores
+    keep the plain cosine. The references survive a save and load."""
+    parts = make_tiny_parts(similarity_prior={"rank": 0, "reference": 3})
+    plain = _prior_parts()
+    model = parts.model
+    model.load_state_dict({**plain.model.state_dict(), "prior.reference": model.prior.reference}, strict=True)
+    encoder, tokenizer = model.encoder, parts.tokenizer
+    references = ["where is my parcel", "thanks for the quick help", "the invoice total looks wrong"]
+    with torch.no_grad():
+        model.prior.reference.copy_(torch.stack([_pooled(encoder, tokenizer, t) for t in references]))
+    path = save_checkpoint(tmp_path / "ck", *parts)
+    assert json.loads((path / "rl_agent_config.json").read_text())["similarity_prior"]["reference"] == 3
+    from jevlaya_lab.decisions.encoding import serialize_state
+
+    statement = _pooled(encoder, tokenizer, QUESTIONS["refund"]["instructions"])
+    against = model.prior.reference @ statement
+    got = Agent(path).predict_batch(STATES, QUESTIONS)
+    without = Agent(plain).predict_batch(STATES, QUESTIONS)
+    for state, result, base in zip(STATES, got, without):
+        s = _pooled(encoder, tokenizer, serialize_state(state))
+        z = (s @ statement - against.mean()) / against.std()
+        assert result["answers"]["refund"]["noul"] == pytest.approx(torch.sigmoid(9.0 * z - 3.0).item(), abs=2e-4)
+        assert result["answers"]["refund"]["noul"] != pytest.approx(base["answers"]["refund"]["noul"], abs=1e-3)
+        for qid in ("team", "level"):
+            assert result["answers"][qid]["probabilities"] == pytest.approx(
+                base["answers"][qid]["probabilities"], abs=2e-4)

@@ -49,6 +49,8 @@ from jevlaya_lab.decisions.training.intents import load_intents
 from jevlaya_lab.decisions.training.real_data import examples_from_utterances
 from jevlaya_lab.decisions.training.synthetic import Example, generate, gold_index
 from jevlaya_lab.decisions.training.temperature import TemperatureFit, fit_temperatures
+from jevlaya_lab.decisions.training.written import GROUPS as WRITTEN_GROUPS
+from jevlaya_lab.decisions.training.written import load_written, written_examples
 
 __all__ = ["EncodedRows", "TrainConfig", "TrainResult", "encode_rows", "export_head", "row_logits", "train"]
 
@@ -70,7 +72,10 @@ class TrainConfig:
     n_synthetic: int = 12000
     generic_share: float = 0.3
     multilingual_share: float = 0.0  # share of synthetic triage states in the 13 languages
-    heldout_share: float = 0.1  # of the drawn utterances, kept for temperatures and the act head
+    heldout_share: float = 0.1  # of the drawn utterances (and written states), kept for temperatures and the act head
+    written: str = ""  # comma-separated groups of hand-written preset states (en, multi); "" for none
+    written_copies: int = 3  # rows per written state and question, each with its own option order
+    reference: int = 1000  # reference states kept to standardise noul statements (0: none); see prior.py
     n_heldout_synthetic: int = 1500
     steps: int = 1500
     batch_size: int = 256
@@ -85,11 +90,12 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         for name in ("dataset_rows", "n_synthetic", "n_heldout_synthetic", "steps", "batch_size", "threads",
-                     "max_len", "head_max_len"):
+                     "max_len", "head_max_len", "written_copies", "reference"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0 or (value == 0 and name in (
                     "steps", "batch_size", "threads", "max_len", "head_max_len")):
-                raise ValueError(f"{name}={value!r}: must be an int >= 1 (dataset_rows and n_synthetic may be 0)")
+                raise ValueError(f"{name}={value!r}: must be an int >= 1 (dataset_rows, n_synthetic and "
+                                 "written_copies may be 0)")
         for name in ("generic_share", "multilingual_share", "heldout_share"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and 0 <= value < 1):
@@ -103,9 +109,18 @@ class TrainConfig:
             raise ValueError(f"datasets={self.datasets!r}: unknown {sorted(unknown)}; use a comma-separated "
                              f"subset of {','.join(DATASETS)} or ''")
 
+        unknown = set(self.written_groups) - set(WRITTEN_GROUPS)
+        if unknown:
+            raise ValueError(f"written={self.written!r}: unknown {sorted(unknown)}; use a comma-separated "
+                             f"subset of {','.join(WRITTEN_GROUPS)} or ''")
+
     @property
     def dataset_names(self) -> tuple[str, ...]:
         return tuple(n.strip() for n in self.datasets.split(",") if n.strip())
+
+    @property
+    def written_groups(self) -> tuple[str, ...]:
+        return tuple(n.strip() for n in self.written.split(",") if n.strip())
 
 
 @dataclass
@@ -190,17 +205,29 @@ def encode_rows(builder: PriorBuilder, tokenizer: Any, examples: Sequence[Exampl
                        [ex.task for ex in examples], text_list)
 
 
+def text_statistics(model: DecisionModel, rows: EncodedRows) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The prior's gate, center and spread of every text of ``rows`` (each text as a statement):
+    they compare every text with every anchor and reference state, so they are computed once."""
+    prior = model.prior
+    assert prior is not None
+    with torch.no_grad():
+        every = torch.ones(rows.texts.shape[:-1], dtype=torch.bool)
+        return (prior.gate(rows.texts), *prior.standardiser(rows.texts, every))
+
+
 def row_logits(model: DecisionModel, rows: EncodedRows, index: torch.Tensor | None = None,
-               text_gate: torch.Tensor | None = None) -> torch.Tensor:
+               statistics: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
     """``[rows, max_k]`` prior logits (slot order, padded slots -1e4) of the rows in ``index``.
 
-    ``text_gate`` is the prior's gate per text (``prior.gate(rows.texts)``), computed once per run."""
+    ``statistics`` is :func:`text_statistics` of the rows, passed in when computed once per run."""
     assert model.prior is not None
     index = torch.arange(len(rows)) if index is None else index
     text_index = rows.text_index[index]
+    gate, center, spread = text_statistics(model, rows) if statistics is None else statistics
+    true_slot = rows.true_slot[index]
+    standard = (torch.where(true_slot, center[text_index], 0.0), torch.where(true_slot, spread[text_index], 1.0))
     logits = model.prior(rows.states[rows.state_index[index]], rows.texts[text_index],
-                         rows.type_ids[index], rows.true_slot[index],
-                         None if text_gate is None else text_gate[text_index])
+                         rows.type_ids[index], true_slot, gate[text_index], standard)
     return logits.masked_fill(~rows.option_mask[index], -1e4)
 
 
@@ -219,6 +246,13 @@ def _examples(cfg: TrainConfig, log: Callable[[str], None]) -> tuple[list[Exampl
         held += examples_from_utterances(utterances[:n_held], intents, seed=seed + 1)
         train += examples_from_utterances(utterances[n_held:], intents, seed=seed + 2)
         log(f"datasets {', '.join(cfg.dataset_names)}: {len(train)} train / {len(held)} held-out rows")
+    if cfg.written_groups and cfg.written_copies:
+        states = list(load_written(cfg.written_groups))
+        rng.shuffle(states)
+        n_held = int(len(states) * cfg.heldout_share)
+        held += written_examples(states[:n_held], copies=1, seed=seed + 3)
+        train += written_examples(states[n_held:], copies=cfg.written_copies, seed=seed + 4)
+        log(f"written {', '.join(cfg.written_groups)}: {len(states) - n_held} train / {n_held} held-out states")
     shares = {"generic_share": cfg.generic_share, "multilingual_share": cfg.multilingual_share}
     if cfg.n_synthetic:
         train += generate(cfg.n_synthetic, seed=seed, **shares)
@@ -253,8 +287,7 @@ def _phase(model: DecisionModel, rows: EncodedRows, cfg: TrainConfig, log: Calla
     assert prior is not None
     opt = torch.optim.Adam(params, lr=cfg.lr)
     generator = torch.Generator().manual_seed(cfg.seed + begin)
-    with torch.no_grad():  # anchors and texts are fixed: each text's gate once, not every step
-        text_gate = prior.gate(rows.texts)
+    statistics = text_statistics(model, rows)  # anchors, references and texts are fixed: once, not every step
     started = time.perf_counter()
     step = begin
     budget = None if cfg.time_budget is None else cfg.time_budget * (end - begin) / cfg.steps
@@ -266,7 +299,7 @@ def _phase(model: DecisionModel, rows: EncodedRows, cfg: TrainConfig, log: Calla
             for group in opt.param_groups:  # cosine decay over steps or time, whichever runs out first
                 group["lr"] = cfg.lr * 0.5 * (1 + math.cos(math.pi * min(done, 1.0)))
             index = torch.randint(0, len(rows), (cfg.batch_size,), generator=generator)
-            loss = nn.functional.cross_entropy(row_logits(model, rows, index, text_gate), rows.gold[index])
+            loss = nn.functional.cross_entropy(row_logits(model, rows, index, statistics), rows.gold[index])
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -329,6 +362,15 @@ def heldout_report(rows: EncodedRows, logits: torch.Tensor, fit: TemperatureFit)
     return {task: metrics.summarize(qtype, probs, gs) for task, (qtype, probs, gs) in sorted(groups.items())}
 
 
+def _reference_states(rows: EncodedRows, cfg: TrainConfig) -> torch.Tensor:
+    """Indices of up to ``cfg.reference`` distinct training states (seeded): the hand-written ones
+    when there are any (they look like what users send), else any."""
+    written = sorted({int(i) for i, task in zip(rows.state_index, rows.tasks) if task.startswith("written.")})
+    pool = written or list(range(len(rows.states)))
+    random.Random(cfg.seed).shuffle(pool)
+    return torch.tensor(sorted(pool[:cfg.reference]), dtype=torch.long)
+
+
 def train(encoder: nn.Module, tokenizer: Any, cfg: TrainConfig, *, encoder_id: str = "",
           log: Callable[[str], None] = print, memo: dict | None = None) -> TrainResult:
     """Train the prior, act head and temperatures of a fresh checkpoint over ``encoder`` (frozen).
@@ -352,7 +394,9 @@ def train(encoder: nn.Module, tokenizer: Any, cfg: TrainConfig, *, encoder_id: s
     log(f"pooled {len(train_rows.states)} + {len(held_rows.states)} states and "
         f"{len(train_rows.text_list)} option texts in {seconds['encode']:.0f}s")
     anchors = len(train_rows.text_list) if cfg.gated else 0
-    prior_config = PriorConfig(prefix=cfg.prefix, rank=cfg.rank, anchors=anchors, joint_head=False)
+    reference = _reference_states(train_rows, cfg)
+    prior_config = PriorConfig(prefix=cfg.prefix, rank=cfg.rank, anchors=anchors, joint_head=False,
+                               reference=len(reference))
     torch.manual_seed(cfg.seed)
     model = DecisionModel(encoder, head_layers=0, n_act=len(ACT_COSTS) + 1, prior=prior_config)
     assert model.prior is not None
@@ -362,6 +406,8 @@ def train(encoder: nn.Module, tokenizer: Any, cfg: TrainConfig, *, encoder_id: s
         model.scorer[-1].bias.zero_()
         if anchors:
             model.prior.anchors.copy_(train_rows.texts[:-1])
+        if len(reference):
+            model.prior.reference.copy_(train_rows.states[reference])
     model.prior.anchors.requires_grad_(False)
     t0 = time.perf_counter()
     steps = _optimise(model, train_rows, cfg, log)
@@ -442,7 +488,7 @@ def export_head(result: TrainResult, directory: str | Path, *, train_config: Tra
         if k.startswith("encoder."):
             continue
         # the anchors are many unit vectors: fp16 keeps the package small (cosines move < 1e-3)
-        tensors[k] = (v.to(torch.float16) if k == "prior.anchors" else v).detach().contiguous().clone()
+        tensors[k] = (v.to(torch.float16) if k in ("prior.anchors", "prior.reference") else v).detach().contiguous().clone()
     save_file(tensors, out / "head.safetensors", metadata={"format": "pt"})
     (out / "config.json").write_text(json.dumps(result.config, indent=2) + "\n")
     calibration = {"temperatures": result.fit.report, "heldout": result.heldout,
