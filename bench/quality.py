@@ -137,7 +137,8 @@ def lodo(name: str, seeds: list[int], alternatives: bool, data_dir: str | None,
     base = {**NAME_DEFAULTS[name], "data_dir": data_dir}
     recipes = {"shipped": {}}
     if alternatives:
-        recipes.update({"ungated": {"gated": 0}, "calibrated cosine (rank 0)": {"rank": 0}})
+        recipes.update({"ungated": {"gated": 0}, "calibrated cosine (rank 0)": {"rank": 0},
+                        "no reference states": {"reference": 0}})
     probe = DecisionModel(encoder, head_layers=0, n_act=2,
                           prior=PriorConfig(prefix=base.get("prefix", ""), joint_head=False))
     builder = PriorBuilder(probe, row_tokenizer(tokenizer), memo)

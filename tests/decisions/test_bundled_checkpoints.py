@@ -16,10 +16,6 @@ from jevlaya_lab.decisions.checkpoint import load_checkpoint
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
-# mini-en reads this angry refund demand as a refund but not as urgent (is_urgent 0.37 with the
-# shipped head; bench/quality.py: is_urgent balanced accuracy 0.67 on the locked test split). The
-# mark is strict (pyproject: xfail_strict): a head that gets it right fails the run until removed.
-NOT_URGENT_YET = pytest.mark.xfail(reason="mini-en misses the urgency of this angry refund demand (issue 11)")
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +125,6 @@ def test_bundled_names_are_the_agreed_ones():
     assert issubclass(bundled.BundledCheckpointError, RuntimeError)
 
 
-@NOT_URGENT_YET
 def test_angry_refund_request_is_refund_and_urgent(agent):
     state = {"message": "This is the third time I'm asking!! You charged me 240 dollars for a broken "
                         "vacuum cleaner. I want my money back TODAY or I'm going to my bank."}
@@ -172,7 +167,6 @@ def test_a_bundled_checkpoint_without_its_trained_head_is_refused_naming_the_tra
         bundled.checkpoint_dir(name)
 
 
-@NOT_URGENT_YET
 def test_angry_refund_request_is_flagged_urgent(agent):
     state = {"message": "This is the third time I'm asking!! You charged me 240 dollars for a broken "
                         "vacuum cleaner. I want my money back TODAY or I'm going to my bank."}
