@@ -386,6 +386,41 @@ def verify_digests(path: Path, expected_sha256: Any) -> None:
                                   "is not the one that was pinned, so it is not loaded")
 
 
+def _weights_on_meta() -> Any:
+    """A block that builds a model whose weights the checkpoint replaces, without allocating or
+    initialising them.
+
+    Inside the block, ``torch.empty`` of a floating dtype with no device (how ``nn.Linear``,
+    ``nn.Embedding``, ``nn.LayerNorm`` and attention layers allocate their weights) makes a
+    ``meta`` tensor: no memory, and the random init that follows is a no-op. Everything else
+    (``arange`` / ``zeros`` buffers such as BERT's ``position_ids``) is built for real, so the
+    buffers a checkpoint does not store keep their values. It is a torch function mode, and
+    those are thread-local: a load in one thread changes nothing for a model built at the same
+    time in another (transformers' ``no_init_weights`` patches ``torch.nn.init`` for the whole
+    process, and concurrent loads once left it patched, giving later models NaN weights). The
+    random init of mini-multi's 118 M-parameter encoder was most of its load and doubled its
+    peak memory.
+    """
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    class WeightsOnMeta(TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            if func is torch.empty and kwargs.get("device") is None:
+                dtype = kwargs.get("dtype")
+                if dtype is None or dtype.is_floating_point:
+                    kwargs = {**kwargs, "device": "meta"}
+            return func(*args, **kwargs)
+
+    return WeightsOnMeta()
+
+
+def _has_meta(model: Any) -> bool:
+    """Whether any parameter or buffer of ``model`` is still a ``meta`` tensor."""
+    return any(t.is_meta for t in (*model.parameters(), *model.buffers()))
+
+
 def load_checkpoint(source: Any, *, subfolder: str | None = None, revision: str | None = None,
                     token: str | None = None, expected_sha256: dict[str, str] | None = None) -> Checkpoint:
     """Load ``(model, tokenizer, config)`` from a checkpoint source (see the module docstring).
@@ -408,20 +443,24 @@ def load_checkpoint(source: Any, *, subfolder: str | None = None, revision: str 
         verify_digests(path, expected_sha256)
     config = CheckpointConfig.from_file(path / CONFIG_FILE)
     encoder_config = _encoder_config(path)
-    # Built with the normal random init, though the file overwrites every weight: transformers'
-    # no_init_weights patches torch.nn.init process-wide, and two loads in two threads (a Router
-    # loading checkpoints concurrently) left it patched for good, so every model built later in
-    # the process had uninitialised (NaN) weights.
-    encoder = AutoModel.from_config(encoder_config)
-    model = DecisionModel(encoder, head_layers=config.head_layers, n_act=config.n_act,
-                          activation=config.head_activation, prior=prior_config(config, path / CONFIG_FILE))
     weights = path / WEIGHTS_FILE
     try:
         tensors = load_file(weights)
     except Exception as exc:  # safetensors raises its own error types for corrupt files
         raise CheckpointError(f"{weights} is not a readable safetensors file ({exc})") from None
+
+    def build() -> Any:
+        encoder = AutoModel.from_config(encoder_config)
+        return DecisionModel(encoder, head_layers=config.head_layers, n_act=config.n_act,
+                             activation=config.head_activation, prior=prior_config(config, path / CONFIG_FILE))
+
+    with _weights_on_meta():
+        model = build()
     # assign: the loaded tensors become the parameters (no second copy of every weight)
     model.load_state_dict(_fit_state_dict(model, tensors, weights), strict=True, assign=True)
+    if _has_meta(model):  # a weight the mode could not leave empty: build it the ordinary way
+        model = build()
+        model.load_state_dict(_fit_state_dict(model, tensors, weights), strict=True, assign=True)
     model.eval()
     try:
         tokenizer = AutoTokenizer.from_pretrained(path / TOKENIZER_DIR, local_files_only=True)

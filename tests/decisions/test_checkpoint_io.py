@@ -302,3 +302,65 @@ def test_router_register_keeps_laya_load_options_out_of_reprs(tmp_path):
                     expected_sha256={"model.safetensors": "0" * 64})
     with pytest.raises(CheckpointError, match="SHA-256"):
         router.load("tampered")
+
+
+def test_loading_leaves_no_meta_tensor_and_keeps_unsaved_buffers(ckpt):
+    """Weights are built empty (meta) and replaced from the file; buffers the file does not hold
+    (BERT's position ids) are built for real."""
+    model, _, _ = load_checkpoint(ckpt)
+    tensors = [*model.parameters(), *model.buffers()]
+    assert not any(t.is_meta for t in tensors) and all(torch.isfinite(t.float()).all() for t in tensors)
+    position_ids = model.encoder.embeddings.position_ids
+    assert torch.equal(position_ids[0], torch.arange(position_ids.shape[-1]))
+
+
+def test_concurrent_loads_in_threads_give_identical_finite_weights_and_leave_other_models_alone(tmp_path):
+    """Six threads load one checkpoint while two others build tiny models: every load equals the
+    file, every model built meanwhile is initialised and finite, and models built afterwards
+    equal the same seeds built before (the empty-weight mode of a load is thread-local; a
+    process-wide patch of torch.nn.init once left later models with NaN weights)."""
+    import threading
+
+    path = make_tiny_checkpoint(tmp_path / "ckpt", seed=5, hidden_size=64, num_layers=2)
+    expected = load_file(str(path / "model.safetensors"))
+    alone = {seed: make_tiny_parts(seed=seed).model.state_dict() for seed in (1, 2)}
+    loaded, built, errors = [], [], []
+    start = threading.Barrier(8)
+
+    def load() -> None:
+        try:
+            start.wait()
+            for _ in range(3):
+                loaded.append(load_checkpoint(path).model.state_dict())
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    def build(seed: int) -> None:
+        try:
+            start.wait()
+            for _ in range(6):
+                built.append((seed, make_tiny_parts(seed=seed).model.state_dict()))
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=load) for _ in range(6)]
+    threads += [threading.Thread(target=build, args=(seed,)) for seed in (1, 2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    assert not errors, errors
+    assert len(loaded) == 18 and len(built) == 12
+    for state in loaded:
+        for name, tensor in expected.items():
+            if name in state:
+                assert torch.equal(state[name], tensor), name
+        assert all(not t.is_meta and torch.isfinite(t.float()).all() for t in state.values())
+    for _, state in built:  # torch's one RNG interleaves the draws of concurrent builds
+        for name, tensor in state.items():
+            assert not tensor.is_meta and torch.isfinite(tensor.float()).all(), name
+            if name.endswith("weight") and tensor.dim() == 2:
+                assert tensor.float().std() > 0, name  # initialised, not left empty
+    for seed in (1, 2):  # built after the loads, alone: exactly the seeded weights
+        for name, tensor in make_tiny_parts(seed=seed).model.state_dict().items():
+            assert torch.equal(tensor, alone[seed][name]), (seed, name)
