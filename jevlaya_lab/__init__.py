@@ -71,6 +71,7 @@ _EXPORTS: dict[str, str] = {
     "FaultProfileError": "jevlaya_lab.local.errors",
     "UnknownModelError": "jevlaya_lab.local.errors",
     "NotebookCheckError": "jevlaya_lab.notebooks",
+    "BinderBuildError": "jevlaya_lab.binder",
 }
 _SUBPACKAGES = {
     "presets": "jevlaya_lab.decisions.presets",
@@ -90,6 +91,9 @@ __getattr__, __dir__ = lazy_attributes(__name__, globals(), _EXPORTS, _SUBPACKAG
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from jevlaya_lab.binder import (
+        BinderBuildError,
+    )
     from jevlaya_lab.broker import AsyncBroker, Broker, LLMConfig, arun_tool_loop, run_tool_loop
     from jevlaya_lab.broker.errors import (
         AuthError,

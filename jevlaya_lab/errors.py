@@ -28,7 +28,8 @@ Each area keeps its exceptions in its own ``errors.py``; every class there deriv
     ├── ChatRequestError (ValueError)
     ├── FaultProfileError (ValueError)
     ├── UnknownModelError (LookupError)
-    └── NotebookCheckError (AssertionError) jevlaya_lab.notebooks
+    ├── NotebookCheckError (AssertionError) jevlaya_lab.notebooks
+    └── BinderBuildError (RuntimeError)   jevlaya_lab.binder: a step of the simulated Binder build failed
 
 Decision the spec leaves open: an argument of the wrong Python type or an out-of-range plain
 value (``hooks=5``, ``max_entries=0``) still raises a plain ``TypeError`` / ``ValueError`` whose

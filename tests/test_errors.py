@@ -18,7 +18,7 @@ INTERNAL = {
     "jevlaya_lab.broker.http.Failure": "a provider outcome, turned into a ProviderError by to_error()",
 }
 # Modules outside the five areas that may define their own error next to the code raising it.
-TOP_LEVEL_HOMES = {"jevlaya_lab.errors", "jevlaya_lab.notebooks"}
+TOP_LEVEL_HOMES = {"jevlaya_lab.errors", "jevlaya_lab.notebooks", "jevlaya_lab.binder"}
 
 # The built-in base each public error had before the root existed: `except` clauses written
 # against it must keep working.
@@ -43,6 +43,7 @@ BUILTIN_BASES = {
     "UnknownModelError": LookupError,
     "UnknownLLMError": KeyError,
     "NotebookCheckError": AssertionError,
+    "BinderBuildError": RuntimeError,
 }
 
 
