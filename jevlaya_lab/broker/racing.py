@@ -324,12 +324,13 @@ class _Hedge(Exception):
 class HedgedCore(RaceCore):
     """``stream(parallel_recovery=True)`` with ``fastest_of=1``: one lane read on demand, like
     :class:`StreamCore`, until the next model to try is *recovering* (cooled down since its
-    last success); from then on a race of two lanes, that model and the next one, in which
-    the first lane to give a delta is shown and kept: it is the answer (``sticky``: no
-    ``StreamReplacementError``, as with one lane), a failure of it after its first delta raises
-    as with one lane and supersedes the other; when it completes, the other lane runs on like a
-    race lane (kept for ``another()``; closing the stream supersedes it). A lane that fails
-    before any delta is shown is refilled from untried models."""
+    last success) and another model is ready too; from then on a race of two lanes, that
+    model and the next one. The first lane to give a delta is shown and kept: it is the
+    answer (``sticky``: no ``StreamReplacementError``, as with one lane). A failure of it after
+    its first delta raises as with one lane and supersedes the other lane; when it completes,
+    the other lane runs on like a race lane (kept for ``another()``; closing the stream
+    supersedes it). A lane that fails before any delta is shown is refilled from untried
+    models."""
 
     hedged = False
 
@@ -348,7 +349,7 @@ class HedgedCore(RaceCore):
             pick = self.rt.pool.pick(self.caller, self.tried, self.operation, self.budget.wait)
         except NoLLMAvailableError:
             pick = None  # the one-lane path raises it with its own wording
-        if pick is not None and pick.ready and hedges(self.call, pick.ready[0]) \
+        if pick is not None and len(pick.ready) > 1 and hedges(self.call, pick.ready[0]) \
                 and not self.budget.too_late_to_start() and not self.limit.spent:
             raise _Hedge
         return await super()._open_next_lane()

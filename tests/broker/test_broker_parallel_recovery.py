@@ -127,6 +127,15 @@ def test_a_stream_without_parallel_recovery_keeps_one_lane(broker, server) -> No
     assert rows(b, "s1") == [("a", "ok")]
 
 
+def test_a_recovering_model_alone_is_streamed_as_one_lane(broker, server) -> None:
+    b = broker("a", "b")
+    recovering(b, server, then=FaultProfile(token_delay=0.05))
+    b.disable_llm("b")  # no partner for the recovering model
+    with b.stream("x", trace_id="s1") as stream:
+        assert "".join(stream) and stream.llm_name == "a" and len(stream.lanes) == 1
+    assert rows(b, "s1") == [("a", "ok")]
+
+
 @pytest.mark.parametrize("bad", ["yes", None, 1, 0])
 def test_parallel_recovery_must_be_a_bool(broker, server, bad) -> None:
     b = broker("a")
