@@ -3,7 +3,7 @@
     .venv/bin/python bench/quality.py                       # hand-written dev + locked test, LODO, 2 seeds
     .venv/bin/python bench/quality.py --no-lodo --split dev # quick: the dev split only
     .venv/bin/python bench/quality.py --alternatives        # LODO of the design alternatives too
-    .venv/bin/python bench/quality.py --no-lodo --split dev --quantize int8  # the int8 fast mode
+    .venv/bin/python bench/quality.py --no-lodo --split dev --quantize int8  # a fast mode (or bf16)
 
 (a) **Hand-written states** (``tests/data/fresh/``, written for issue 11, never trained on): per
 question accuracy, balanced accuracy for yes/no, score MAE and ECE (10 bins) of each shipped
@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pool-cache", default=None, help="file prefix of pooled vectors (as for jevlaya-lab train)")
     p.add_argument("--data-dir", default=None)
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--quantize", choices=["int8"], default=None,
+    p.add_argument("--quantize", choices=["int8", "bf16"], default=None,
                    help="score the Agents' opt-in fast mode (Agent(quantize=...)); results go to "
                         "quality-<mode>.json")
     args = p.parse_args(argv)

@@ -94,11 +94,12 @@ QUANTIZE_MODES = ("int8", "bf16")
 def _quantize(model: DecisionModel, mode: str | None, device: torch.device) -> str | None:
     """The opt-in fast modes of the CPU (issue 13); off by default, answers move a little.
 
-    - ``"bf16"``: the linear layers' weights are stored in bfloat16 and the forward pass runs
-      under CPU autocast to bfloat16 (matrix products in bfloat16 with float32 accumulation;
-      embeddings, layer norms and softmax stay float32).
-      Only on CPUs with native bfloat16 (AVX512-BF16 or AMX), where it is about 1.9x faster;
-      elsewhere it would be emulated and slower, so it is refused. Probabilities moved by up to
+    - ``"bf16"``: the forward pass runs under CPU autocast to bfloat16 (matrix products in
+      bfloat16 with float32 accumulation; weights, embeddings, layer norms and softmax stay
+      float32).
+      Only on CPUs with native bfloat16 (AVX512-BF16 or AMX), where it is about 1.8x faster
+      from ~8 states per call (at one state oneDNN's per-call weight layout eats most of the
+      gain); elsewhere it would be emulated and slower, so it is refused. Probabilities moved by up to
       0.0013 on the benchmark's checkpoint but 0.03 on the sharper heads of the laya parity
       test, which it therefore does not meet (2e-3).
     - ``"int8"``: the encoder's linear layers become dynamic int8 ones (weights int8,
@@ -120,9 +121,9 @@ def _quantize(model: DecisionModel, mode: str | None, device: torch.device) -> s
         if not torch.ops.mkldnn._is_mkldnn_bf16_supported():
             raise ValueError("quantize='bf16': this CPU has no native bfloat16 (AVX512-BF16 or "
                              "AMX), so bf16 would be slower than float32; use quantize='int8' or None")
-        for module in model.modules():  # cast once, not by autocast on every call (same rounding)
-            if isinstance(module, torch.nn.Linear):
-                module.to(torch.bfloat16)
+        # The weights stay float32 (autocast rounds them per call): a model whose linear layers
+        # were bfloat16 broke every use outside the Agent's autocast (the similarity prior's
+        # pooled option vectors, the quality bench's cosine baseline), for no measurable gain.
         return mode
     from torch.ao.quantization import quantize_dynamic
 
@@ -404,12 +405,16 @@ class Agent(HookHost):
 
     def _forward(self, batch: EncodedBatch, prior: PriorInputs | None = None) -> DecisionOutput:
         """One forward pass per group of rows of similar length (:func:`length_groups`), outputs
-        back in row order; a model with a similarity prior takes the batch whole."""
+        back in row order. A model with a similarity prior takes the batch whole, and so do the
+        quantised modes: their passes carry a fixed cost (bf16 rounds and re-lays out every
+        weight for oneDNN, int8 quantises) that outweighs the padding saved (1 state x 5 questions: bf16
+        163 ms grouped, 120 ms whole; float32 133 ms grouped, 140 ms whole)."""
         amp = torch.autocast(self.device.type, dtype=self._amp) if self._amp else nullcontext()
         with torch.inference_mode(), amp:
             if prior is not None:
                 return self.decision_model(batch.to(self.device), prior.to(self.device))
-            groups = length_groups(batch.attention_mask.sum(dim=1))
+            lengths = batch.attention_mask.sum(dim=1)
+            groups = length_groups(lengths) if self.quantize is None else [torch.arange(len(lengths))]
             parts = [self.decision_model(batch.take(rows).to(self.device)) for rows in groups]
             if len(parts) == 1 and len(groups[0]) == 1:
                 return parts[0]
