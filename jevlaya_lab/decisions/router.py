@@ -286,8 +286,10 @@ class Router(HookHost):
         calls = self._hooks.call(hooks, hooks_raise=hooks_raise)
         return [self._route(r, calls, explain)[0] for r in requests]
 
-    def _route(self, request: Mapping[str, Any], calls: CallHooks, explain: bool) -> tuple[Decision, str]:
-        """The request's decision (``on_route`` fired) and the run id its predict context keeps."""
+    def _route(self, request: Mapping[str, Any], calls: CallHooks,
+               explain: bool) -> tuple[Decision, str | None]:
+        """The request's decision (``on_route`` fired) and the run id its predict context keeps
+        (``None`` when no hook saw an ``on_route`` context: nothing to keep)."""
         started = time.perf_counter()
         state, questions = request["state"], request.get("questions")
         decision, steps = self.policy.decide(request)
@@ -301,7 +303,7 @@ class Router(HookHost):
                 "elapsed_us": round((time.perf_counter() - started) * 1e6, 1),
             }
         if not calls.listens("on_route"):  # nothing could change the decision: no context to build
-            return decision, new_run_id()
+            return decision, None  # a request's predict context then gets a new run id
         ctx = PredictContext(states=[state], questions=questions, decision=decision,
                              model=decision.model, router=self)
         calls.emit("on_route", ctx)
@@ -535,8 +537,8 @@ class Router(HookHost):
         if not callable(scan):
             raise TypeError(f"predict_long: the Agent attached as {decision.model!r} "
                             f"({type(agent).__name__}) has no predict_long; attach a jevlaya_lab Agent")
-        ctx = PredictContext(states=[state], questions=questions, run_id=run_id, decision=decision,
-                             model=decision.model, agent=agent, router=self)
+        ctx = PredictContext(states=[state], questions=questions, run_id=run_id or new_run_id(),
+                             decision=decision, model=decision.model, agent=agent, router=self)
         with calls.lifecycle(ctx):
             if ctx.results is None:
                 _check_rewritten(ctx)
@@ -601,13 +603,13 @@ class _CheckpointGroup:
     def __init__(self, router: Router, name: str, agent: Any, calls: CallHooks, call: dict[str, Any]):
         self.router, self.name, self.agent, self.calls, self.call = router, name, agent, calls, call
 
-    def run(self, requests: list[Mapping[str, Any]], routed: list[tuple[Decision, str]]) -> list[dict]:
+    def run(self, requests: list[Mapping[str, Any]], routed: list[tuple[Decision, str | None]]) -> list[dict]:
         started: list[PredictContext] = []
         try:
             for request, (decision, run_id) in zip(requests, routed):
                 ctx = PredictContext(
                     states=[request["state"]], questions=request["questions"], decision=decision,
-                    run_id=run_id,
+                    run_id=run_id or new_run_id(),
                     model=self.name, agent=self.agent, router=self.router,
                     max_len=_first_given(request.get("max_len"), self.call.get("max_len")),
                     head_max_len=_first_given(request.get("head_max_len"), self.call.get("head_max_len")),

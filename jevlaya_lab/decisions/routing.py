@@ -30,7 +30,8 @@ Decisions the spec leaves open, written down here:
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from jevlaya_lab import display
 from jevlaya_lab.decisions import detect as detection

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from itertools import islice
 from pathlib import Path
 
 import regex
@@ -87,9 +86,20 @@ def _latin_scores(text: str) -> tuple[dict[str, float], int, int]:
 def _top_two(scores: dict[str, float]) -> list[tuple[str, float]]:
     """The two best languages when every language without evidence scores 0, ties in the order
     of ``languages.json`` (what sorting all of them would give, from the few that score)."""
-    unscored = list(islice((lang for lang in _ORDER if lang not in scores), 2))
-    candidates = [*scores.items(), *((lang, 0.0) for lang in unscored)]
-    return sorted(candidates, key=lambda item: (-item[1], _ORDER[item[0]]))[:2]
+    candidates = list(scores.items())
+    missing = 2
+    for lang in _ORDER:  # the first two languages without evidence: the best of the zeros
+        if lang not in scores:
+            candidates.append((lang, 0.0))
+            missing -= 1
+            if not missing:
+                break
+    candidates.sort(key=_RANK)
+    return candidates[:2]
+
+
+def _RANK(item: tuple[str, float]) -> tuple[float, int]:
+    return -item[1], _ORDER[item[0]]
 
 
 def guess_language(text: str) -> tuple[str | None, str]:
