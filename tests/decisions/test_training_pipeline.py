@@ -261,3 +261,23 @@ def test_synthetic_evaluation_scores_each_example_against_its_own_option_order(t
         mine = [e for e in examples if e.task == task]
         right = sum(agent.predict(e.state, {"q": e.question})["answers"]["q"]["choice"] == e.gold for e in mine)
         assert report["questions"][task]["accuracy"] == pytest.approx(right / len(mine), abs=1e-3), task
+
+
+def test_the_gate_sits_at_the_same_place_in_each_encoders_own_cosine_scale():
+    """An encoder that puts every text near every other (as multilingual-e5-small does: unrelated
+    texts at ~0.9) gets a higher, sharper gate than one whose cosines spread widely; each threshold
+    is the same quantile of the anchors' nearest-other-anchor cosines."""
+    from jevlaya_lab.decisions.training.trainer import GATE_QUANTILE, gate_for
+
+    generator = torch.Generator().manual_seed(0)
+    spread = torch.nn.functional.normalize(torch.randn(400, 32, generator=generator), dim=-1)
+    common = torch.nn.functional.normalize(torch.randn(32, generator=generator), dim=0)
+    compressed = torch.nn.functional.normalize(spread + 3.0 * common, dim=-1)
+    for anchors in (spread, compressed):
+        threshold, sharpness = gate_for(anchors)
+        cosines = anchors @ anchors.T
+        cosines.fill_diagonal_(-1.0)
+        nearest = cosines.max(dim=1).values
+        assert (nearest < threshold).float().mean().item() == pytest.approx(GATE_QUANTILE, abs=0.01)
+    (low, soft), (high, sharp) = gate_for(spread), gate_for(compressed)
+    assert high > low + 0.2 and sharp > 2 * soft

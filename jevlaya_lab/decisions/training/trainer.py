@@ -12,6 +12,9 @@ Why this design (issue 11; measured on this 2-core CPU, numbers in the README):
   on label names: 0.80-0.84 on the seen datasets' test splits) but costs unseen labels 1-3 points;
   a full residual adapter costs 4-6. So the correction is gated by how near an option text is to
   the texts it was trained on (``anchors``): unseen labels keep the calibrated cosine.
+  Where the gate opens depends on the encoder (:func:`gate_for`): multilingual-e5-small puts
+  unrelated texts at cosine ~0.9, so MiniLM's fixed 0.85 left its gate open on every label and the
+  correction cost unseen labels 36 points (CLINC150 left out: 0.37 against the cosine's 0.73).
 - The encoder is frozen, so every state and option text is pooled once and training runs on the
   pooled vectors: a run is minutes, not hours, and several seeds and alternatives fit a session.
   ``joint_head`` is false: the Laya scorer would add nothing over a frozen encoder (a probe on
@@ -41,7 +44,7 @@ from torch import nn
 from jevlaya_lab.decisions.checkpoint import CheckpointConfig
 from jevlaya_lab.decisions.encoding import row_tokenizer, tokenize_states
 from jevlaya_lab.decisions.model import DecisionModel
-from jevlaya_lab.decisions.prior import PRIOR_KEY, PriorBuilder, PriorConfig, option_texts
+from jevlaya_lab.decisions.prior import DEFAULT_GATE, PRIOR_KEY, PriorBuilder, PriorConfig, option_texts
 from jevlaya_lab.decisions.questions import Question, parse_questions
 from jevlaya_lab.decisions.training import metrics
 from jevlaya_lab.decisions.training.datasets import DATASETS, load_dataset
@@ -362,6 +365,24 @@ def heldout_report(rows: EncodedRows, logits: torch.Tensor, fit: TemperatureFit)
     return {task: metrics.summarize(qtype, probs, gs) for task, (qtype, probs, gs) in sorted(groups.items())}
 
 
+GATE_QUANTILE = 0.665
+"""all-MiniLM-L6-v2's hand-picked gate threshold, 0.85, is this quantile of its anchors'
+nearest-other-anchor cosines; every encoder gets its gate at the same quantile of its own."""
+GATE_SPREAD_SHARPNESS = 4.84
+"""... and MiniLM's sharpness 40 times the interquartile range of those cosines (0.121)."""
+
+
+def gate_for(anchors: torch.Tensor) -> tuple[float, float]:
+    """``(threshold, sharpness)`` of the prior's gate for these unit anchor vectors, placed in the
+    encoder's own cosine scale: cosines mean different things in different encoders (MiniLM:
+    unrelated texts ~0.2-0.5; multilingual-e5-small: ~0.85-0.9)."""
+    cosines = anchors @ anchors.T
+    cosines.fill_diagonal_(-1.0)
+    nearest = cosines.max(dim=1).values
+    q25, threshold, q75 = torch.quantile(nearest, torch.tensor([0.25, GATE_QUANTILE, 0.75])).tolist()
+    return round(threshold, 3), float(round(GATE_SPREAD_SHARPNESS / max(q75 - q25, 1e-3)))
+
+
 def _reference_states(rows: EncodedRows, cfg: TrainConfig) -> torch.Tensor:
     """Indices of up to ``cfg.reference`` distinct training states (seeded): the hand-written ones
     when there are any (they look like what users send), else any."""
@@ -395,8 +416,9 @@ def train(encoder: nn.Module, tokenizer: Any, cfg: TrainConfig, *, encoder_id: s
         f"{len(train_rows.text_list)} option texts in {seconds['encode']:.0f}s")
     anchors = len(train_rows.text_list) if cfg.gated else 0
     reference = _reference_states(train_rows, cfg)
+    gate = gate_for(train_rows.texts[:-1]) if anchors > 1 else DEFAULT_GATE
     prior_config = PriorConfig(prefix=cfg.prefix, rank=cfg.rank, anchors=anchors, joint_head=False,
-                               reference=len(reference))
+                               reference=len(reference), gate=gate)
     torch.manual_seed(cfg.seed)
     model = DecisionModel(encoder, head_layers=0, n_act=len(ACT_COSTS) + 1, prior=prior_config)
     assert model.prior is not None
