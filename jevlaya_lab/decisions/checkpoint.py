@@ -386,7 +386,7 @@ def verify_digests(path: Path, expected_sha256: Any) -> None:
                                   "is not the one that was pinned, so it is not loaded")
 
 
-def _weights_on_meta() -> Any:
+def weights_on_meta() -> Any:
     """A block that builds a model whose weights the checkpoint replaces, without allocating or
     initialising them.
 
@@ -454,7 +454,7 @@ def load_checkpoint(source: Any, *, subfolder: str | None = None, revision: str 
         return DecisionModel(encoder, head_layers=config.head_layers, n_act=config.n_act,
                              activation=config.head_activation, prior=prior_config(config, path / CONFIG_FILE))
 
-    with _weights_on_meta():
+    with weights_on_meta():
         model = build()
     # assign: the loaded tensors become the parameters (no second copy of every weight)
     model.load_state_dict(_fit_state_dict(model, tensors, weights), strict=True, assign=True)
@@ -468,6 +468,48 @@ def load_checkpoint(source: Any, *, subfolder: str | None = None, revision: str 
         raise CheckpointError(f"{path / TOKENIZER_DIR}: cannot load the tokenizer ({exc})") from None
     row_tokenizer(tokenizer)  # fail now, not on the first predict, if it cannot build rows
     return Checkpoint(model, tokenizer, config)
+
+
+_SAFETENSORS_DTYPES = {"float32": "F32", "float16": "F16", "bfloat16": "BF16", "int64": "I64",
+                       "int32": "I32", "int8": "I8", "uint8": "U8", "bool": "BOOL", "float64": "F64"}
+
+
+def write_safetensors(tensors: dict[str, Any], path: Path, metadata: dict[str, str]) -> None:
+    """Write ``tensors`` in the safetensors layout, one tensor's memory at a time.
+
+    ``safetensors.torch.save_file`` (and transformers' ``save_pretrained``) first copy every
+    tensor into bytes, so writing mini-multi's 470 MB encoder held it twice and the first use of
+    the bundled checkpoints peaked at 1.4 GB. Here each tensor's own buffer is written as it is
+    (little-endian, C order), in name order: an 8-byte header size, the JSON header padded to 8
+    bytes, then the data, as the format prescribes; ``safetensors`` reads the file back.
+    """
+    import sys
+
+    import torch
+
+    if sys.byteorder != "little":
+        raise CheckpointError("write_safetensors writes native bytes and needs a little-endian machine")
+    header: dict[str, Any] = {"__metadata__": metadata}
+    start = 0
+    names = sorted(tensors)
+    for key in names:
+        tensor = tensors[key]
+        kind = _SAFETENSORS_DTYPES.get(str(tensor.dtype).removeprefix("torch."))
+        if kind is None:
+            raise CheckpointError(f"tensor {key!r} has dtype {tensor.dtype}, which write_safetensors "
+                                  "does not store")
+        size = tensor.numel() * tensor.element_size()
+        header[key] = {"dtype": kind, "shape": list(tensor.shape), "data_offsets": [start, start + size]}
+        start += size
+    encoded = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    encoded += b" " * (-len(encoded) % 8)
+    with path.open("wb") as handle:
+        handle.write(len(encoded).to_bytes(8, "little"))
+        handle.write(encoded)
+        for key in names:  # the tensor's own bytes: no copy (the machine is little-endian)
+            tensor = tensors[key].detach().cpu().contiguous().reshape(-1)
+            if tensor.numel():
+                handle.write(tensor.view(torch.uint8).numpy().data)
 
 
 def save_checkpoint(directory: str | os.PathLike[str], model: Any, tokenizer: Any,

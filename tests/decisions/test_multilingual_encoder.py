@@ -60,6 +60,16 @@ def test_q4_0_rejects_a_row_that_is_not_whole_blocks() -> None:
         me.dequantize_q4_0(b"\0" * 18, (20,))
 
 
+def test_q4_0_dequantised_a_slice_of_blocks_at_a_time_equals_it_whole(monkeypatch) -> None:
+    """Large tensors are dequantised in slices of blocks (to bound the temporaries); the slice
+    boundaries must not change a value."""
+    rng = np.random.default_rng(4)
+    raw = b"".join(_block(float(s), rng.integers(0, 16, 32).tolist()) for s in rng.uniform(0.01, 1, 10))
+    whole = me.dequantize_q4_0(raw, (5, 64))
+    monkeypatch.setattr(me, "_DEQUANTIZE_BLOCKS", 3)  # 10 blocks: slices of 3, 3, 3 and 1
+    assert np.array_equal(me.dequantize_q4_0(raw, (5, 64)), whole)
+
+
 # -- a tiny packed file written in the documented layout ----------------------------------------
 
 TINY = {"H": 32, "NL": 1, "NH": 2, "FF": 64, "MAXP": 16, "TVS": 2}
