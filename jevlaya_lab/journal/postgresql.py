@@ -147,10 +147,14 @@ class PostgreSQLStore(Store):
         try:
             conn = psycopg.connect(self._url, autocommit=True,
                                    row_factory=psycopg.rows.dict_row, **self._extra)
-            conn.execute(f"SET lock_timeout = {self._lock_timeout_ms}")
-            if self._schema is not None:
-                conn.execute("SELECT set_config('search_path', %s, false)",
-                             (self._schema_path(),))
+            try:
+                conn.execute(f"SET lock_timeout = {self._lock_timeout_ms}")
+                if self._schema is not None:
+                    conn.execute("SELECT set_config('search_path', %s, false)",
+                                 (self._schema_path(),))
+            except BaseException:  # a half-set-up connection is closed, never left to the GC
+                conn.close()
+                raise
         except psycopg.OperationalError as exc:
             raise JournalUnavailableError(
                 f"source={self.location!r}: cannot connect ({self._detail(exc)}); "
@@ -188,8 +192,10 @@ class PostgreSQLStore(Store):
         if self._closed:
             raise JournalUnavailableError(
                 f"{self.location}: this store is closed; open a new one with open_store(...)")
-        if self._conn.closed or self._conn.broken:
-            self._conn.close()
+        if self._conn is None or self._conn.closed or self._conn.broken:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None  # a failed reconnect leaves no stale handle behind
             self._conn = self._connect()
         return self._conn
 
@@ -364,6 +370,7 @@ class PostgreSQLStore(Store):
             self._closed = True
             if self._conn is not None:
                 self._conn.close()
+                self._conn = None
 
     def _select(self, table: str, fields: Sequence[str], where: list[str], args: list[Any],
                 order: str, limit: int | None) -> list[dict[str, Any]]:

@@ -346,3 +346,34 @@ def test_a_missing_driver_says_what_to_install(pg_url: str,
     with pytest.raises(ModuleNotFoundError, match=r"pip install 'psycopg\[binary\]'") as info:
         open_store(pg_url)
     assert "pw-" not in str(info.value)
+
+
+def _unclosed_connections(action: Any) -> list[str]:
+    """ResourceWarnings the driver raises for connections ``action`` left to the GC."""
+    import gc
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        action()
+        gc.collect()
+    return [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
+
+
+def test_stores_close_every_connection_they_open(pg_url: str) -> None:
+    def cycle() -> None:
+        store = PostgreSQLStore(pg_url)
+        store.append([row("a")])
+        store._conn.close()  # a lost connection: the next call opens another one
+        assert [r["call_id"] for r in store.attempts()] == ["a"]
+        store.close()
+
+    assert _unclosed_connections(cycle) == []
+
+
+def test_a_connection_failing_its_setup_is_closed(pg_url: str) -> None:
+    def refused() -> None:  # the server refuses the lock timeout after the connect succeeded
+        with pytest.raises(psycopg.Error, match="lock_timeout"):
+            PostgreSQLStore(pg_url, lock_timeout_s=-1)
+
+    assert _unclosed_connections(refused) == []
