@@ -78,6 +78,7 @@ def test_same_rows_in_same_rows_out_as_sqlite(tmp_path: Path, pg_url: str) -> No
         assert pg.ratings(**q) == lite.ratings(**q), q
     assert pg.rating_totals() == lite.rating_totals()
     assert pg.attempts(call_id="nope") == [] and pg.ratings(trace_id="nope") == []
+    lite.close(), pg.close()
 
 
 def test_times_order_byte_wise_like_sqlite(tmp_path: Path, pg_url: str) -> None:
@@ -89,6 +90,7 @@ def test_times_order_byte_wise_like_sqlite(tmp_path: Path, pg_url: str) -> None:
         store.append([row(f"r{i}", t) for i, t in enumerate(times)])
     assert [r["call_id"] for r in pg.attempts()] == [r["call_id"] for r in lite.attempts()]
     assert pg.attempts(since=times[1]) == lite.attempts(since=times[1])
+    lite.close(), pg.close()
 
 
 def test_journal_is_append_only_one_row_per_call_id(pg_url: str) -> None:
@@ -98,6 +100,7 @@ def test_journal_is_append_only_one_row_per_call_id(pg_url: str) -> None:
         store.append([row("b"), row("a")])  # one row per attempt: a call_id is never rewritten
     assert [r["call_id"] for r in store.attempts()] == ["a"]  # the whole batch rolled back
     store.append([], [])  # nothing to write is not an error
+    store.close()
 
 
 def test_schema_version_mismatch_is_a_clear_error(pg_server: Any, pg_url: str) -> None:
@@ -123,6 +126,7 @@ def test_retention_purges_old_rows_at_most_once_per_interval_across_stores(pg_ur
     assert store.purge(90) == 0  # purged less than an hour ago
     assert other.purge(90) == 0  # ... by anyone sharing the database
     assert other.purge(90, min_interval_s=0) == 1
+    store.close(), other.close()
 
 
 def test_registry_order_and_user_entries_survive_catalog_updates(tmp_path: Path,
@@ -144,6 +148,7 @@ def test_registry_order_and_user_entries_survive_catalog_updates(tmp_path: Path,
         ("mine", "user", "m2"), ("also", "user", "z"), ("cat2", "catalog", "c"),
         ("cat", "catalog", "c")]
     assert pg.registry()[0]["labels"] == ("local",)
+    lite.close(), pg.close()
 
 
 def test_keys_are_stored_only_when_set(pg_url: str) -> None:
@@ -154,6 +159,7 @@ def test_keys_are_stored_only_when_set(pg_url: str) -> None:
     assert store.get_key("OPENAI_API_KEY") == "sk-2"
     store.set_key("OPENAI_API_KEY", None)
     assert store.get_key("OPENAI_API_KEY") is None
+    store.close()
 
 
 def test_tables_live_in_their_own_schema_by_default(pg_server: Any, pg_database: str) -> None:
@@ -166,6 +172,7 @@ def test_tables_live_in_their_own_schema_by_default(pg_server: Any, pg_database:
                               ).fetchall()
     assert sorted(tables) == [("jevlaya_lab", t) for t in
                               ("attempts", "keys", "meta", "models", "ratings")]
+    store.close()
 
 
 def test_a_search_path_picks_another_schema_and_journal(pg_server: Any, pg_url: str) -> None:
@@ -176,13 +183,16 @@ def test_a_search_path_picks_another_schema_and_journal(pg_server: Any, pg_url: 
     with pytest.raises(UnsupportedSourceError, match="no existing schema.*CREATE SCHEMA") as info:
         open_store(pg_server.url(schema="missing_schema"))
     assert pg_server.password not in str(info.value)
+    elsewhere.close(), default.close()
 
 
 def test_a_search_path_the_database_sets_is_respected(pg_server: Any, pg_database: str) -> None:
     with pg_server.admin(pg_database) as conn:
         conn.execute("CREATE SCHEMA llm_journal")
         conn.execute(f"ALTER DATABASE {pg_database} SET search_path = llm_journal")
-    open_store(pg_server.url(pg_database)).append([row("a")])
+    store = open_store(pg_server.url(pg_database))
+    store.append([row("a")])
+    store.close()
     with pg_server.admin(pg_database) as conn:
         assert conn.execute("SELECT call_id FROM llm_journal.attempts").fetchall() == [("a",)]
 
@@ -211,6 +221,7 @@ def test_every_method_is_thread_safe_on_one_store(pg_url: str) -> None:
     assert len({r["call_id"] for r in store.attempts()}) == 320
     assert store.rating_totals() == {("m", ""): (320, 160.0)}
     assert [store.get_key(f"K{t}") for t in range(8)] == ["39"] * 8
+    store.close()
 
 
 def test_writer_flush_and_close_lose_nothing(pg_url: str) -> None:
@@ -222,6 +233,7 @@ def test_writer_flush_and_close_lose_nothing(pg_url: str) -> None:
     writer.flush()
     assert len(store.attempts()) == 300 and len(store.ratings()) == 1
     writer.close()
+    store.close()
 
 
 def terminate_backends(pg_server: Any) -> int:
@@ -248,6 +260,7 @@ def test_a_lost_connection_is_replaced(pg_server: Any, pg_url: str) -> None:
     writer.attempt(row("retried"))
     writer.close()
     assert [r["call_id"] for r in store.attempts()] == ["before", "after", "retried"]
+    store.close()
 
 
 def test_lock_waits_are_bounded(pg_server: Any, pg_url: str) -> None:
@@ -260,6 +273,7 @@ def test_lock_waits_are_bounded(pg_server: Any, pg_url: str) -> None:
             store.replace_catalog([])
         assert time.monotonic() - started < 10
     store.replace_catalog([])  # free again
+    store.close()
 
 
 def test_a_closed_store_says_so(pg_url: str) -> None:
@@ -288,6 +302,7 @@ def test_passwords_never_appear_in_location_repr_logs_or_errors(
     assert secret not in str(info.value) and "~/.pgpass" in str(info.value)
     assert info.value.__cause__ is None and info.value.__suppress_context__
     assert "connection attempt" in caplog.text and secret not in caplog.text
+    store.close(), queried.close()
 
 
 def test_unreachable_server_names_the_source_and_the_fix() -> None:
@@ -323,6 +338,7 @@ def test_writer_failures_log_no_password(pg_server: Any, pg_url: str,
     assert "refused 1 row(s) (UniqueViolation" in caplog.text and "accepts writes again" in caplog.text
     assert pg_server.password not in caplog.text
     assert len(store.attempts(call_id="dup")) == 1
+    store.close()
 
 
 def test_spilled_blocks_and_retried_batches_are_written_once(pg_url: str) -> None:

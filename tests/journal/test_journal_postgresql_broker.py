@@ -73,6 +73,7 @@ def test_broker_journals_attempts_in_postgresql(llm_server: Any, pg_server: Any,
     assert store.get_key("JEV_PG_TEST_KEY") is None  # the environment's key stays there
     assert store.get_key("MY_STORED_KEY") == "sk-stored"
     assert "sk-env-only" not in repr(store.attempts())
+    store.close()
 
 
 def test_the_packaged_catalog_fills_a_database_once_as_in_sqlite(
@@ -91,6 +92,8 @@ def test_the_packaged_catalog_fills_a_database_once_as_in_sqlite(
         fill_store(store, [])
         fill_store(store, None)
         assert store.registry() == [], source
+        store.close()
+    fresh.close()
 
 
 def test_two_brokers_on_one_postgresql_journal_see_each_others_calls(
@@ -123,6 +126,7 @@ def test_analysis_reads_a_postgresql_journal_like_the_sqlite_one(
         assert helper(from_pg).equals(helper(from_lite)), helper.__name__
     assert from_pg.summary() == from_lite.summary()
     assert analysis.load_journal(pg_rows).attempts.equals(from_pg.attempts)
+    pg_rows.close()
 
 
 def test_analysis_refuses_unknown_urls_without_showing_the_password() -> None:

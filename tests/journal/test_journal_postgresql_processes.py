@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from contextlib import closing
 from typing import Any
 
 from jevlaya_lab.journal import open_store
@@ -49,6 +50,7 @@ def test_two_processes_appending_at_once_lose_no_row(pg_server: Any, pg_url: str
     rows = store.attempts()
     assert len(rows) == 800 and len({r["call_id"] for r in rows}) == 800
     assert len(store.ratings()) == 16
+    store.close()
 
 
 _TOGETHER = """
@@ -72,7 +74,8 @@ def test_processes_creating_one_new_journal_at_once_all_open_it(pg_server: Any,
     outputs([subprocess.Popen([sys.executable, "-c", _TOGETHER, url, start],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(5)])
-    assert [e["name"] for e in open_store(url).registry()] == ["cat"]
+    with closing(open_store(url)) as store:
+        assert [e["name"] for e in store.registry()] == ["cat"]
 
 
 _PURGER = """
@@ -123,4 +126,5 @@ def test_retention_purge_runs_once_however_many_processes_start(pg_server: Any,
                 break
             time.sleep(0.1)
     assert (inserts, updates) == (2, 0)  # schema_version, then purged_at written once
-    assert open_store(pg_url).attempts() == []
+    with closing(open_store(pg_url)) as store:
+        assert store.attempts() == []
