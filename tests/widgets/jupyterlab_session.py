@@ -232,7 +232,8 @@ class LabPage:
         self.console_errors: list[str] = []
         self.opened = 0
         page.on("console", self._on_console)
-        page.on("pageerror", lambda exc: self.console_errors.append(f"pageerror: {exc}"))
+        # with the stack: a page error says where it was thrown (our views or the front end)
+        page.on("pageerror", lambda exc: self.console_errors.append(f"pageerror: {exc}\n{exc.stack}"))
 
     def _on_console(self, msg: Any) -> None:
         if msg.type == "error":
