@@ -56,13 +56,11 @@ class WrittenState(NamedTuple):
     golds: dict[str, Any]
 
 
-def _check(path: Path, index: int, preset: str, record: Any) -> WrittenState:
+def _check(where: str, group: str, preset: str, questions: dict[str, Any], record: Any) -> WrittenState:
     """One record as a :class:`WrittenState`; a ``ValueError`` names the file, the row and the field."""
-    where = f"{path.name}[{index}]"
     field = presets.STATE_FIELDS[preset]
     if not isinstance(record, dict) or not isinstance(record.get(field), str) or not record[field].strip():
         raise ValueError(f"{where}: needs a non-empty string {field!r}")
-    questions = presets.PRESETS[preset]()
     golds = {}
     for qid, derive in DERIVED[preset].items():
         try:
@@ -76,7 +74,7 @@ def _check(path: Path, index: int, preset: str, record: Any) -> WrittenState:
         if not ok:
             raise ValueError(f"{where}: {qid} = {gold!r} is not a valid answer of presets.{preset}")
         golds[qid] = gold
-    return WrittenState(path.name.split("_", 1)[0], preset, record[field], golds)
+    return WrittenState(group, preset, record[field], golds)
 
 
 @lru_cache(maxsize=4)
@@ -94,7 +92,8 @@ def load_written(groups: tuple[str, ...] = GROUPS, directory: str | None = None)
                              f"and preset in {sorted(presets.PRESETS)}")
         if group in groups:
             records = json.loads(path.read_text(encoding="utf-8"))
-            out.extend(_check(path, i, preset, r) for i, r in enumerate(records))
+            questions = presets.PRESETS[preset]()  # once per file, not per record
+            out.extend(_check(f"{path.name}[{i}]", group, preset, questions, r) for i, r in enumerate(records))
     return tuple(out)
 
 
