@@ -156,6 +156,7 @@ class Registry:
         self._lock = threading.RLock()
         self._entries: dict[str, RegistryEntry] = {}
         self._lookup: dict[str, str] = {}  # casefolded name or alias -> canonical name
+        self._repos: dict[str, str | None] = {}  # canonical name -> repo(name), made at registration
         if isinstance(models, Registry):
             models = models.registered
         for name, spec in (models or {}).items():
@@ -204,6 +205,7 @@ class Registry:
                 self._drop(replaced)
             self._warn_near(name, alias_list)
             self._entries[name] = entry
+            self._repos[name] = _repo_of(source)
             for key in (name, *alias_list):
                 self._lookup[key.casefold()] = name
         return entry
@@ -222,6 +224,7 @@ class Registry:
 
     def _drop(self, entry: RegistryEntry) -> None:
         del self._entries[entry.name]
+        del self._repos[entry.name]
         for key in (entry.name, *entry.aliases):
             self._lookup.pop(key.casefold(), None)
 
@@ -251,13 +254,12 @@ class Registry:
         return found if found is not None else self._lookup.get(key.replace("_", "-"))
 
     def repo(self, name: str) -> str | None:
-        """Where checkpoint ``name`` comes from, as one string (a decision's ``repo``)."""
-        source = self.entry(name).source
-        if source is None:
-            return None
-        if isinstance(source, tuple):
-            return f"{os.fspath(source[0])}/{source[1]}"
-        return str(source) if isinstance(source, Bundled) else os.fspath(source)
+        """Where checkpoint ``name`` comes from, as one string (a decision's ``repo``); made once
+        at registration, since every routing decision carries it."""
+        try:
+            return self._repos[name]  # a canonical name, as decisions hold
+        except KeyError:
+            return self._repos[self.resolve(name)]
 
     def _unknown_message(self, name: str) -> str:
         with self._lock:
@@ -291,6 +293,15 @@ class Registry:
 
     def __repr__(self) -> str:
         return f"Registry({', '.join(self.names)})"
+
+
+def _repo_of(source: Any) -> str | None:
+    """A source as one string: ``repo/subfolder``, a directory, or ``bundled:<name>``."""
+    if source is None:
+        return None
+    if isinstance(source, tuple):
+        return f"{os.fspath(source[0])}/{source[1]}"
+    return str(source) if isinstance(source, Bundled) else os.fspath(source)
 
 
 def _check_name(name: Any, where: str) -> str:

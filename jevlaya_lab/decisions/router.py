@@ -252,7 +252,7 @@ class Router(HookHost):
         return self._registry.registered
 
     # -- routing -------------------------------------------------------------------------------
-    @call_scope()
+    @call_scope
     def route(
         self,
         state: Any,
@@ -269,10 +269,12 @@ class Router(HookHost):
         """Decide which checkpoint answers ``state``; fires ``on_route``; never loads a model."""
         request = {"state": state, "questions": questions, "model": model, "task": task,
                    "lang": lang, "lang_guess": lang_guess}
-        self.policy.check_request(request, "route", need_questions=False)
+        self.policy.check_fields(request, "route", need_questions=False)
+        if hooks is None and not self._hooks.listens("on_route"):  # no hook can see or change it
+            return self._route(request, None, explain)[0]
         return self._route(request, self._hooks.call(hooks, hooks_raise=hooks_raise), explain)[0]
 
-    @call_scope()
+    @call_scope
     def route_batch(
         self,
         requests: Sequence[Mapping[str, Any]],
@@ -286,13 +288,14 @@ class Router(HookHost):
         calls = self._hooks.call(hooks, hooks_raise=hooks_raise)
         return [self._route(r, calls, explain)[0] for r in requests]
 
-    def _route(self, request: Mapping[str, Any], calls: CallHooks,
+    def _route(self, request: Mapping[str, Any], calls: CallHooks | None,
                explain: bool) -> tuple[Decision, str | None]:
         """The request's decision (``on_route`` fired) and the run id its predict context keeps
-        (``None`` when no hook saw an ``on_route`` context: nothing to keep)."""
-        started = time.perf_counter()
+        (``None`` when no hook saw an ``on_route`` context: nothing to keep). ``calls=None``: the
+        caller knows that no hook listens to ``on_route``."""
+        started = time.perf_counter() if explain else 0.0
         state, questions = request["state"], request.get("questions")
-        decision, steps = self.policy.decide(request)
+        decision, steps = self.policy.decide(request, explain=explain)
         if explain:
             found = decision["detection"] or detection.detect(state)
             decision["explain"] = {
@@ -302,7 +305,7 @@ class Router(HookHost):
                 "default": self.default,
                 "elapsed_us": round((time.perf_counter() - started) * 1e6, 1),
             }
-        if not calls.listens("on_route"):  # nothing could change the decision: no context to build
+        if calls is None or not calls.listens("on_route"):  # nothing could change the decision
             return decision, None  # a request's predict context then gets a new run id
         ctx = PredictContext(states=[state], questions=questions, decision=decision,
                              model=decision.model, router=self)
@@ -341,7 +344,7 @@ class Router(HookHost):
         self._built_revision[name] = options.get("revision")
         return agent
 
-    @call_scope()
+    @call_scope
     def load(self, name: str, *, revision: str | None = None, token: str | None = None,
              hooks: Sequence[Any] | None = None, hooks_raise: bool | None = None) -> Any:
         """The resident Agent for ``name`` (or an alias), building it on first use.
@@ -382,7 +385,7 @@ class Router(HookHost):
             first = first or failure
         return first
 
-    @call_scope()
+    @call_scope
     def unload(self, name: str | None = None, *, hooks: Sequence[Any] | None = None,
                hooks_raise: bool | None = None) -> list[str]:
         """Free ``name`` (or every resident checkpoint); fires ``on_evict``; returns the names freed."""
@@ -393,7 +396,7 @@ class Router(HookHost):
             raise first
         return [n for n, _ in dropped]
 
-    @call_scope()
+    @call_scope
     def attach(self, name: str, agent: Any, *, hooks: Sequence[Any] | None = None,
                hooks_raise: bool | None = None) -> None:
         """Make an existing ``agent`` resident as ``name`` (registered on the fly if unknown).
@@ -413,7 +416,7 @@ class Router(HookHost):
         if first is not None:
             raise first
 
-    @call_scope()
+    @call_scope
     def preload(self, names: Iterable[str] | None = None) -> list[str]:
         """Load ``names`` (default: every registered checkpoint) now; returns the canonical names."""
         wanted = list(self._registry.names if names is None else [self._registry.resolve(n) for n in names])
@@ -499,7 +502,7 @@ class Router(HookHost):
     predict_many = predict_batch
     """Laya's other name for :meth:`predict_batch`."""
 
-    @call_scope()
+    @call_scope
     def predict_long(
         self,
         state: Any,
@@ -573,7 +576,7 @@ class Router(HookHost):
         return decide_batch(self, states, schema, questions=questions, return_details=return_details,
                             min_confidence=min_confidence, **predict_kwargs)
 
-    @call_scope()
+    @call_scope
     def _predict(self, requests: Sequence[Mapping[str, Any]], *, hooks: Any, on_predict_start: Any,
                  on_predict_end: Any, hooks_raise: bool | None, hooks_timeout: float | None,
                  **call: Any) -> list[dict]:

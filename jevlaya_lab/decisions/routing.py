@@ -41,6 +41,7 @@ from jevlaya_lab.decisions.registry import Registry
 __all__ = ["REQUEST_KEYS", "Decision", "RoutingPolicy", "decision_card", "primary_subtag"]
 
 REQUEST_KEYS = ("state", "questions", "model", "task", "lang", "lang_guess", "max_len", "head_max_len")
+_REQUEST_KEY_SET = frozenset(REQUEST_KEYS)
 _ENGLISH_CODES = {"en", "eng", "english"}
 LANGUAGE_AGNOSTIC_CODES = frozenset({"und", "mul", "zxx", "c", "posix"})
 """``lang`` / ``lang_guess`` values that name no language (undetermined, multiple, no linguistic
@@ -166,64 +167,75 @@ class RoutingPolicy:
             decision["repo"] = self.registry.repo(decision["model"])
         return decision
 
-    def decide(self, request: Mapping[str, Any]) -> tuple[Decision, list[dict]]:
-        """Walk the precedence chain; returns the decision and the steps considered (for explain)."""
-        steps: list[dict] = []
-
+    def decide(self, request: Mapping[str, Any], *,
+               explain: bool = False) -> tuple[Decision, list[dict] | None]:
+        """Walk the precedence chain; returns the decision and, with ``explain=True``, the steps
+        considered (``None`` otherwise: nobody reads them, so they are not written)."""
+        steps: list[dict] | None = [] if explain else None
         matched = self._match_workflow(request.get("questions"))
-
-        def decided(model: str, source: str, reason: str, *,
-                    found: dict | None = None) -> tuple[Decision, list[dict]]:
-            steps.append({"step": source, "outcome": "decided", "model": model})
-            workflow = None if source in ("model", "task") else matched  # as Laya records it
-            return Decision(model=model, source=source, reason=reason, detection=found,
-                            workflow=workflow, repo=self.registry.repo(model)), steps
 
         model = request.get("model")
         if model is not None:
             canonical = self.registry.resolve(model)
             alias = f" (an alias of {canonical!r})" if canonical != model else ""
-            return decided(canonical, "model", f"The caller asked for the {model!r} checkpoint{alias}.")
-        steps.append({"step": "model", "outcome": "not given"})
+            return self._decided(steps, matched, canonical, "model",
+                                 f"The caller asked for the {model!r} checkpoint{alias}.")
+        if steps is not None:
+            steps.append({"step": "model", "outcome": "not given"})
 
         task = request.get("task")
         if task is not None:
             target = self._task_model(task)
-            return decided(target, "task", f"The task {task!r} runs on the {target!r} checkpoint.")
-        steps.append({"step": "task", "outcome": "not given"})
+            return self._decided(steps, matched, target, "task",
+                                 f"The task {task!r} runs on the {target!r} checkpoint.")
+        if steps is not None:
+            steps.append({"step": "task", "outcome": "not given"})
 
         if self.auto_task_detection:
             if matched is not None:
                 target = self.tasks[matched.casefold()]
-                return decided(target, "workflow",
-                               f"The question ids match the {matched!r} workflow, which runs on "
-                               f"the {target!r} checkpoint.")
-            steps.append({"step": "workflow", "outcome": "no workflow matches the question ids"})
-        else:
+                return self._decided(steps, matched, target, "workflow",
+                                     f"The question ids match the {matched!r} workflow, which runs on "
+                                     f"the {target!r} checkpoint.")
+            if steps is not None:
+                steps.append({"step": "workflow", "outcome": "no workflow matches the question ids"})
+        elif steps is not None:
             steps.append({"step": "workflow", "outcome": "off (auto_task_detection=False)"})
 
         lang = request.get("lang")
         if lang is not None and primary_subtag(lang, "lang") not in LANGUAGE_AGNOSTIC_CODES:
             target, why = self._language_target(primary_subtag(lang, "lang"))
-            return decided(target, "lang", f"The caller said the text is {why}.")
-        steps.append({"step": "lang", "outcome": "not given" if lang is None else
-                      f"{lang!r} names no language, so it decides nothing"})
+            return self._decided(steps, matched, target, "lang", f"The caller said the text is {why}.")
+        if steps is not None:
+            steps.append({"step": "lang", "outcome": "not given" if lang is None else
+                          f"{lang!r} names no language, so it decides nothing"})
 
-        for where, guesser in (("call", request.get("lang_guess")), ("router", self.lang_guess)):
-            if guesser is None:
-                continue
+        guessed = False
+        for where, guesser in _guessers(request.get("lang_guess"), self.lang_guess):
+            guessed = True
             code = guesser(request["state"]) if callable(guesser) else guesser
             if code is None or primary_subtag(code, f"lang_guess ({where})") in LANGUAGE_AGNOSTIC_CODES:
-                steps.append({"step": "lang_guess", "outcome": f"the {where}'s guesser abstained"})
+                if steps is not None:
+                    steps.append({"step": "lang_guess", "outcome": f"the {where}'s guesser abstained"})
                 continue
             target, why = self._language_target(primary_subtag(code, f"lang_guess ({where})"))
-            return decided(target, "lang_guess", f"The language guesser says the text is {why}.")
-        if steps[-1]["step"] != "lang_guess":
+            return self._decided(steps, matched, target, "lang_guess",
+                                 f"The language guesser says the text is {why}.")
+        if steps is not None and not guessed:
             steps.append({"step": "lang_guess", "outcome": "not given"})
 
         found = detection.detect(request["state"])
         target, reason = self._detection_target(found)
-        return decided(target, "detection", reason, found=found)
+        return self._decided(steps, matched, target, "detection", reason, found)
+
+    def _decided(self, steps: list[dict] | None, matched: str | None, model: str, source: str, reason: str,
+                 found: dict | None = None) -> tuple[Decision, list[dict] | None]:
+        """The decision of rule ``source``; ``matched`` is the workflow the question ids match."""
+        if steps is not None:
+            steps.append({"step": source, "outcome": "decided", "model": model})
+        workflow = None if source in ("model", "task") else matched  # as Laya records it
+        return Decision(model=model, source=source, reason=reason, detection=found,
+                        workflow=workflow, repo=self.registry.repo(model)), steps
 
     def _task_model(self, task: Any) -> str:
         if isinstance(task, str):
@@ -297,12 +309,19 @@ class RoutingPolicy:
             self.check_request(request, f"requests[{i}]", need_questions=need_questions, parsed=parsed)
 
     def check_request(self, request: Any, where: str, *, need_questions: bool,
-                       parsed: dict[int, Any] | None = None) -> None:
+                      parsed: dict[int, Any] | None = None) -> None:
+        """A caller's request: a mapping with known keys (:data:`REQUEST_KEYS`) and valid values."""
         if not isinstance(request, Mapping):
             raise TypeError(f"{where}: expected a dict with 'state' and 'questions', got {type(request).__name__}")
-        unknown = [k for k in request if k not in REQUEST_KEYS]
-        if unknown:
+        if request.keys() - _REQUEST_KEY_SET:
+            unknown = [k for k in request if k not in REQUEST_KEYS]
             raise ValueError(f"{where}: unknown key(s) {unknown}; a request may have {list(REQUEST_KEYS)}")
+        self.check_fields(request, where, need_questions=need_questions, parsed=parsed)
+
+    def check_fields(self, request: Mapping[str, Any], where: str, *, need_questions: bool,
+                     parsed: dict[int, Any] | None = None) -> None:
+        """The values of a request whose keys are known (a method built it from its own
+        arguments); a field that is not given costs one lookup."""
         if request.get("state") is None:
             raise TypeError(f"{where}['state']: missing or None; pass a str, dict or list to decide about")
         questions = request.get("questions")
@@ -324,9 +343,18 @@ class RoutingPolicy:
             self._task_model(request["task"])
         if request.get("lang") is not None:
             primary_subtag(request["lang"], f"{where}['lang']")
-        check_lang_guess(request.get("lang_guess"), f"{where}['lang_guess']")
+        if request.get("lang_guess") is not None:
+            check_lang_guess(request["lang_guess"], f"{where}['lang_guess']")
         for key in ("max_len", "head_max_len"):
-            check_budget(f"{where}['{key}']", request.get(key), optional=True)
+            if request.get(key) is not None:
+                check_budget(f"{where}['{key}']", request[key], optional=True)
+
+def _guessers(per_call: Any, router: Any) -> tuple[tuple[str, Any], ...]:
+    """The language guessers given, the call's first: ``(where, guesser)`` pairs."""
+    if per_call is None:
+        return () if router is None else (("router", router),)
+    return (("call", per_call),) if router is None else (("call", per_call), ("router", router))
+
 
 def check_lang_guess(value: Any, where: str) -> None:
     if value is not None and not callable(value):

@@ -14,40 +14,65 @@ page leaves this out; it is written down here.
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
+import functools
+import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, cast
 
-_CALL: contextvars.ContextVar[str | None] = contextvars.ContextVar("jevlaya_call", default=None)
+
+class _Call:
+    """One running :func:`call_scope`. Its id is made the first time a context asks for it:
+    most calls (a ``route()`` nobody listens to) never create a context, so never pay for a uuid."""
+
+    _id: str | None = None  # a class default: a new scope costs no __init__
+
+    @property
+    def id(self) -> str:
+        if self._id is None:
+            with _ID_LOCK:  # hooks may run in threads: all must see one id
+                if self._id is None:
+                    self._id = new_run_id()
+        return self._id
+
+
+_ID_LOCK = threading.Lock()
+_CALL: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("jevlaya_call", default=None)
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def new_run_id() -> str:
     return uuid.uuid4().hex
 
 
-@contextlib.contextmanager
-def call_scope() -> Iterator[str]:
-    """Run a block as one call: contexts created inside get its id as ``parent_id``. Inside an
+def call_scope(func: F) -> F:
+    """Run ``func`` as one call: contexts created inside get its id as ``parent_id``. Inside an
     enclosing scope (a hook calling back into the Router) the enclosing call's id is kept, so
-    everything one outer call caused nests under it. Yields the id."""
-    current = _CALL.get()
-    if current is not None:
-        yield current
-        return
-    token = _CALL.set(new_run_id())
-    try:
-        yield _CALL.get() or ""
-    finally:
-        _CALL.reset(token)
+    everything one outer call caused nests under it. A plain wrapper (no generator-based context
+    manager) and a lazily made id keep the cost of a call that creates no context at a
+    context-variable set and reset."""
+
+    @functools.wraps(func)
+    def scoped(*args: Any, **kwargs: Any) -> Any:
+        if _CALL.get() is not None:
+            return func(*args, **kwargs)
+        token = _CALL.set(_Call())
+        try:
+            return func(*args, **kwargs)
+        finally:
+            _CALL.reset(token)
+
+    return cast(F, scoped)
 
 
 def current_call() -> str | None:
     """The id of the :func:`call_scope` running in this thread or task, if any."""
-    return _CALL.get()
+    call = _CALL.get()
+    return None if call is None else call.id
 
 
 def aggregate_usage(results: list[dict] | None) -> dict[str, int]:

@@ -112,6 +112,11 @@ class HookRunner:
                 with contextlib.suppress(ValueError):
                     self.remove_hook(hook)
 
+    def listens(self, event: str) -> bool:
+        """Whether an installed hook implements ``event``: a call without hooks of its own and
+        without such a hook can skip the event, and building its context, altogether."""
+        return bool(self._installed) and any(event in registered.calls for registered in self._installed)
+
     def call(
         self,
         hooks: Iterable[Any] | None = None,
@@ -150,7 +155,7 @@ class CallHooks:
     def listens(self, event: str) -> bool:
         """Whether any hook of this call implements ``event`` (callers may then skip building
         its context)."""
-        return any(event in registered.calls for registered in self.active)
+        return bool(self.active) and any(event in registered.calls for registered in self.active)
 
     def emit(self, event: str, ctx: Any) -> None:
         """Run ``event`` on every hook that implements it; the first failure raises (or warns)."""

@@ -212,3 +212,61 @@ def test_fasttext_guess_from_the_bundled_lite_model_names_languages_beyond_the_s
     assert guess.scores(basque, k=2)[0][0] == "eu"
     with pytest.raises(ValueError, match="min_score"):
         FastTextGuess(min_score=2)
+
+
+def _ascii_salads(n: int, seed: int = 7) -> list[str]:
+    """Seeded ASCII word salads: sentences in one of one to three languages (often English and
+    another), from their ASCII common words (one-letter ones often, they weigh half), other
+    words, sentence ends and line breaks."""
+    import random
+
+    from jevlaya_lab.decisions.detect.languages import STOPWORDS
+
+    rng = random.Random(seed)
+    vocab = {lang: sorted(w for w in words if w.isascii()) for lang, words in STOPWORDS.items()}
+    short = {lang: [w for w in words if len(w) == 1] or words for lang, words in vocab.items()}
+    others = sorted(set(vocab) - {"en"})
+    ends = [". ", "? ", "! ", "\n", ".\n\n", ".  "]
+    texts = []
+    for _ in range(n):
+        chosen = rng.sample(others, rng.choice((1, 2))) + (["en"] if rng.random() < 0.6 else [])
+        sentences = []
+        for _ in range(rng.randint(1, 4)):
+            lang = rng.choice(chosen)
+            words = [rng.choice(short[lang]) if rng.random() < 0.3 else
+                     rng.choice(vocab[lang]) if rng.random() < 0.8 else rng.choice(["order", "Refund", "4411"])
+                     for _ in range(rng.randint(0, 9))]
+            sentences.append(" ".join(words) + rng.choice(ends))
+        texts.append("".join(sentences).strip())
+    return texts
+
+
+def test_ascii_text_whose_words_cannot_read_otherwise_has_no_foreign_part():
+    """``may_read_otherwise`` lets detection skip judging the sentences of most English states;
+    it must be a proof: whenever it says no for a text (or a part of it), no part judged on its
+    own reads as another language than the whole (or as surely not English in an English
+    whole). Checked on 3,000 seeded ASCII salads, both answers occurring often."""
+    from jevlaya_lab.decisions.detect.languages import may_read_otherwise
+    from jevlaya_lab.decisions.detect.segments import _SEGMENT_SPLIT, judge
+
+    def foreign(part: str, language: str | None) -> bool:
+        judged = judge(part)
+        if judged["letters"] < 4:
+            return False
+        decided = judged["language"]
+        return (decided is not None and decided != language and (language is not None or decided != "en")) \
+            or (decided is None and judged["not_english"] and language == "en")
+
+    answers = {True: 0, False: 0}
+    foreign_parts = 0
+    for text in _ascii_salads(3000):
+        language = judge(text)["language"]
+        whole_may = may_read_otherwise(text, language)
+        answers[whole_may] += 1
+        for part in [p for p in _SEGMENT_SPLIT.split(text) if p.strip()]:
+            is_foreign = foreign(part, language)
+            foreign_parts += is_foreign
+            if is_foreign:
+                assert whole_may, (text, part)
+                assert may_read_otherwise(part, language), (text, part)
+    assert min(answers.values()) > 300 and foreign_parts > 100, (answers, foreign_parts)

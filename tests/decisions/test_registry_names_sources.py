@@ -119,3 +119,19 @@ def test_models_dict_forms_are_accepted_and_bad_specs_rejected(tmp_path):
     assert registry.resolve("bee") == "b" and registry.entry("b").description == "B"
     with pytest.raises(ValueError, match="models\\['c'\\]: expected keys 'source'"):
         Registry({"c": {"path": tmp_path}})
+
+
+def test_a_decision_carries_the_repo_of_the_current_registration(tmp_path):
+    """``repo`` is made once per registration (every decision carries it): registering a name
+    again with another source, or unregistering it, must not leave the old one behind."""
+    from jevlaya_lab.decisions.router import Router
+
+    router = Router({"english": tmp_path / "first", "multilingual": "org/multi"})
+    assert router.route("hello there, where is my order?", model="english").repo == str(tmp_path / "first")
+    router.register("english", ("org/bundle", "english"))
+    assert router.route("hello there, where is my order?", model="english").repo == "org/bundle/english"
+    router.register("later", "bundled:mini-en", aliases=["short"])
+    assert router.route("x", model="short").repo == "bundled:mini-en" == router._registry.repo("short")
+    router.unregister("later")
+    with pytest.raises(ValueError, match="unknown checkpoint name 'later'"):
+        router._registry.repo("later")

@@ -402,3 +402,58 @@ def test_listens_names_only_events_some_hook_of_the_call_implements():
     assert runner.call().listens("on_predict_start") and not runner.call().listens("on_route")
     assert runner.call([Router()]).listens("on_route")
     assert not HookRunner().call().listens("on_predict_end")
+
+
+def test_one_call_scope_gives_every_context_one_parent_id_even_from_threads():
+    """The call id is made when the first context asks for it (most route() calls never create
+    a context); contexts made in the scope, in threads it starts too, all share that one id,
+    nested scopes keep the outer id, and separate scopes get different ids."""
+    import contextvars
+
+    from jevlaya_lab.hooks.context import call_scope, current_call
+
+    @call_scope
+    def one_call(threads: int) -> list:
+        found: list = []
+        gate = threading.Barrier(threads)
+
+        def make() -> None:
+            gate.wait()
+            found.append(PredictContext(["s"], {}).parent_id)
+
+        workers = [threading.Thread(target=contextvars.copy_context().run, args=(make,)) for _ in range(threads)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        found.append(nested())
+        return found
+
+    @call_scope
+    def nested() -> str | None:
+        return current_call()
+
+    assert current_call() is None and PredictContext(["s"], {}).parent_id is None
+    first, second = one_call(8), one_call(8)
+    assert len(set(first)) == 1 and len(set(second)) == 1 and None not in first
+    assert first[0] != second[0] and len(first[0]) == 32
+    assert current_call() is None
+
+
+def test_runner_listens_only_for_events_an_installed_hook_implements():
+    """``listens`` lets a Router skip building an ``on_route`` context nobody sees; a hook
+    installed later is heard at once."""
+
+    class Routes(BaseHook):
+        def on_route(self, ctx):
+            pass
+
+    runner = HookRunner()
+    assert not runner.listens("on_route")
+    runner.add_hook(BaseHook())  # implements nothing
+    assert not runner.listens("on_route")
+    hook = Routes()
+    runner.add_hook(hook)
+    assert runner.listens("on_route") and not runner.listens("on_load")
+    runner.remove_hook(hook)
+    assert not runner.listens("on_route")

@@ -77,12 +77,15 @@ def detect(state: Any) -> dict[str, Any]:
         per_leaf.append((path, text, leaf_counts))
         for name, n in leaf_counts.items():
             counts[name] = counts.get(name, 0) + n
-    whole = "\n".join(text for _, text in leaves)
+    whole = leaves[0][1] if len(leaves) == 1 else "\n".join(text for _, text in leaves)
     verdict = judge(whole, counts)
     total = verdict["letters"]
-    profile = {name: round(n / total, 4) for name, n in
-               sorted(counts.items(), key=lambda item: -item[1])} if total else {}
-    mixed = find_mixed(per_leaf, verdict) if total else None
+    if len(counts) == 1:  # one script (most states): the profile needs no sorting
+        profile = {name: 1.0 for name in counts}
+    else:
+        profile = {name: round(n / total, 4) for name, n in
+                   sorted(counts.items(), key=lambda item: -item[1])} if total else {}
+    mixed = find_mixed(per_leaf, verdict, whole) if total else None
     language = verdict["language"]
     return {
         "script": verdict["script"],

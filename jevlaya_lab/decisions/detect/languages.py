@@ -5,12 +5,20 @@ languages use (``ñ``, ``ß``, ``ł``, ``ř``, ``ő``, ...); the lists and the l
 in ``languages.json`` beside this module. Fewer than ``MIN_WORDS`` words, or no clear winner, is
 *undecided*; undecided text can still be surely *not English* (two other languages tie well
 ahead of English, or several words carry letters English never uses and no English word is seen).
+
+Scores are counted in quarter points, one number per language, packed into one Python integer
+per word (32 bits per language); the score of a text is the sum of its words' integers, added in
+C, unpacked once into an ``array`` (see :func:`_latin_scores`). A common word scores one point
+for each language that has it (one-letter words half a point), a telltale letter a quarter
+point (at most ``_HINT_CAP`` per language), ``¿``/``¡`` one point for Spanish; each word with a
+non-ASCII letter takes half a point from English.
 """
 
 from __future__ import annotations
 
 import json
-import re
+import sys
+from array import array
 from collections import Counter
 from pathlib import Path
 
@@ -25,24 +33,52 @@ STOPWORDS: dict[str, frozenset[str]] = {
 # Letters that only a few Latin-script languages use; each occurrence is weak evidence.
 HINT_LETTERS: dict[str, str] = _DATA["hint_letters"]
 _NAMES: dict[str, str] = _DATA["names"]
-_HINT_WEIGHT = 0.25
-_HINT_CAP = 2.0  # hint letters alone never outweigh a couple of stop words
+_HINT_QUARTERS = 1  # a telltale letter: a quarter point
+_HINT_CAP = 8  # quarter points: hint letters alone never outweigh a couple of stop words
 _INVERTED = {"es": "¿¡"}  # punctuation unique to one language
 
 WORD = regex.compile(r"\p{L}+")
-_ASCII_WORD = re.compile(r"[a-z]+")  # WORD on lowered ASCII text, with the faster stdlib engine
 _NON_ASCII = regex.compile(r"[^\x00-\x7f]")
-_ORDER = {lang: i for i, lang in enumerate(STOPWORDS)}
 
-# word -> the languages it is a common word of; letter -> the languages that use it
-_WORD_LANGUAGES: dict[str, tuple[str, ...]] = {}
+LANGUAGES: tuple[str, ...] = tuple(STOPWORDS)
+"""The languages scored, in the order of ``languages.json``; a tie goes to the one listed first."""
+_EN = LANGUAGES.index("en")
+_POSITION = {lang: i for i, lang in enumerate(LANGUAGES)}
+_BITS = 32  # per language in a packed score: room for 2**29 words of quarter points
+_SCORE_BYTES = _BITS // 8 * len(LANGUAGES)
+assert array("i").itemsize * 8 == _BITS
+
+# word -> its quarter points for every language it is a common word of, packed (one-letter
+# words, "a", "i", "y", "o", are words in many languages and count half). ASCII words are also
+# kept as bytes, for the bytes fast path of _latin_scores.
+_WORD_POINTS: dict[str, int] = {}
 for _lang, _words in STOPWORDS.items():
     for _word in _words:
-        _WORD_LANGUAGES[_word] = (*_WORD_LANGUAGES.get(_word, ()), _lang)
-_HINT_INDEX: dict[str, tuple[str, ...]] = {}
+        _WORD_POINTS[_word] = _WORD_POINTS.get(_word, 0) + ((2 if len(_word) == 1 else 4) << _BITS * _POSITION[_lang])
+_ASCII_WORD_POINTS = {word.encode("ascii"): points for word, points in _WORD_POINTS.items() if word.isascii()}
+# ASCII letters lowered, every other byte a space: ``text.encode().translate(_ASCII_WORDS).split()``
+# are the words ``[a-z]+`` of the lowered text, found in C.
+_ASCII_WORDS = bytes(b | 0x20 if b < 128 and chr(b).isalpha() else 0x20 for b in range(256))
+# letter -> the positions of the languages that use it
+_HINT_INDEX: dict[str, tuple[int, ...]] = {}
 for _lang, _letters in HINT_LETTERS.items():
     for _letter in _letters:
-        _HINT_INDEX[_letter] = (*_HINT_INDEX.get(_letter, ()), _lang)
+        _HINT_INDEX[_letter] = (*_HINT_INDEX.get(_letter, ()), _POSITION[_lang])
+_INVERTED_AT = {_POSITION[lang]: marks for lang, marks in _INVERTED.items()}
+
+Evidence = tuple
+"""``(points, words, foreign words, word points)``: quarter points per language (an ``array``
+indexed like :data:`LANGUAGES`), the word count, how many words carry non-ASCII letters, and the
+packed quarter points of the common words alone (:func:`_latin_scores`)."""
+
+# Masks over packed word points, for :func:`may_read_otherwise`: a 32-bit field holds at least 8
+# (two points) when one of its bits 3-31 is set, and at least 6 (1.5 points) when, besides, both
+# bits 1 and 2 are set.
+_AT_LEAST_8 = (1 << _BITS) - 8
+_BUT_EN_AT_LEAST_8 = sum(_AT_LEAST_8 << _BITS * i for i in range(len(LANGUAGES)) if i != _EN)
+_BUT_EN_BIT_1 = sum(2 << _BITS * i for i in range(len(LANGUAGES)) if i != _EN)
+_BUT_AT_LEAST_8 = {lang: sum(_AT_LEAST_8 << _BITS * i for i in range(len(LANGUAGES)) if i != own)
+                   for lang, own in _POSITION.items()}
 
 
 def language_name(code: str | None) -> str:
@@ -50,56 +86,49 @@ def language_name(code: str | None) -> str:
     return _NAMES.get(code or "", code or "unknown")
 
 
-def _latin_scores(text: str) -> tuple[dict[str, float], int, int]:
-    """Evidence per language that has any (the rest score 0), the word count and how many words
-    carry non-ASCII letters. ASCII text skips the diacritic and hint-letter passes (it has none)."""
+def _latin_scores(text: str) -> Evidence:
+    """The :data:`Evidence` of Latin-script ``text``.
+
+    ASCII text (most states) is split into words by one ``bytes.translate`` and ``split`` and
+    scored by one ``sum`` of packed integers, all in C; it has no diacritics or telltale
+    letters to look for. Other text is lowered and split by a regex first.
+    """
+    if text.isascii():
+        words: list = text.encode("ascii").translate(_ASCII_WORDS).split()
+        packed = sum(filter(None, map(_ASCII_WORD_POINTS.get, words)))
+        return array("i", packed.to_bytes(_SCORE_BYTES, sys.byteorder)), len(words), 0, packed
     lowered = text.lower()
-    ascii_only = lowered.isascii()
-    words = _ASCII_WORD.findall(lowered) if ascii_only else WORD.findall(lowered)
-    scores: dict[str, float] = {}
-    get = _WORD_LANGUAGES.get
-    for word in words:
-        languages = get(word)
-        if languages:
-            weight = 0.5 if len(word) == 1 else 1.0  # "a", "i", "y", "o" are words in many languages
-            for lang in languages:
-                scores[lang] = scores.get(lang, 0.0) + weight
-    if ascii_only:
-        return scores, len(words), 0
+    words = WORD.findall(lowered)
+    packed = sum(filter(None, map(_WORD_POINTS.get, words)))
+    points = array("i", packed.to_bytes(_SCORE_BYTES, sys.byteorder))
+    if lowered.isascii():
+        return points, len(words), 0, packed
     foreign = sum(1 for word in words if not word.isascii())
-    if foreign:
-        scores["en"] = scores.get("en", 0.0) - 0.5 * foreign  # English words almost never carry diacritics
+    points[_EN] -= 2 * foreign  # English words almost never carry diacritics
     special = Counter(_NON_ASCII.findall(lowered))
-    if special:
-        hits: dict[str, int] = {}
-        for ch, n in special.items():
-            for lang in _HINT_INDEX.get(ch, ()):
-                hits[lang] = hits.get(lang, 0) + n
-        for lang, n in hits.items():
-            scores[lang] = scores.get(lang, 0.0) + min(_HINT_CAP, n * _HINT_WEIGHT)
-        for lang, marks in _INVERTED.items():
-            if any(special[ch] for ch in marks):
-                scores[lang] = scores.get(lang, 0.0) + 1.0
-    return scores, len(words), foreign
+    hits = [0] * len(LANGUAGES)
+    for ch, n in special.items():
+        for lang in _HINT_INDEX.get(ch, ()):
+            hits[lang] += n
+    for lang, n in enumerate(hits):
+        if n:
+            points[lang] += min(_HINT_CAP, n * _HINT_QUARTERS)
+    for lang, marks in _INVERTED_AT.items():
+        if any(special[ch] for ch in marks):
+            points[lang] += 4
+    return points, len(words), foreign, packed
 
 
-def _top_two(scores: dict[str, float]) -> list[tuple[str, float]]:
-    """The two best languages when every language without evidence scores 0, ties in the order
-    of ``languages.json`` (what sorting all of them would give, from the few that score)."""
-    candidates = list(scores.items())
-    missing = 2
-    for lang in _ORDER:  # the first two languages without evidence: the best of the zeros
-        if lang not in scores:
-            candidates.append((lang, 0.0))
-            missing -= 1
-            if not missing:
-                break
-    candidates.sort(key=_RANK)
-    return candidates[:2]
-
-
-def _RANK(item: tuple[str, float]) -> tuple[float, int]:
-    return -item[1], _ORDER[item[0]]
+def _top_two(points: array) -> tuple[int, int, int, int]:
+    """``(best, its points, runner-up, its points)``: positions in :data:`LANGUAGES`, ties to
+    the one listed first in ``languages.json`` (``max`` and ``index`` run in C)."""
+    top = max(points)
+    best = points.index(top)
+    points[best] = -(2 ** 31)
+    second = max(points)
+    runner = points.index(second)
+    points[best] = top
+    return best, top, runner, second
 
 
 def guess_language(text: str) -> tuple[str | None, str]:
@@ -117,19 +146,74 @@ def guess(text: str) -> tuple[str | None, str, bool]:
     """``(code, why, not_english)``; ``not_english`` may hold when the language is undecided:
     two other languages tie well ahead of English ("no puedo iniciar sesión": Spanish or
     Catalan), or several words carry letters English never uses and no English word is seen."""
-    scores, n_words, foreign_words = _latin_scores(text)
+    code, not_english, reading = read_latin(text)
+    return code, explain_reading(reading, not_english), not_english
+
+
+def read_latin(text: str) -> tuple[str | None, bool, tuple]:
+    """``(code, not_english, reading)`` of Latin-script ``text``, as :func:`guess` decides them;
+    ``reading`` is what :func:`explain_reading` turns into the *why* phrase, so a caller that
+    never shows the phrase (a sentence judged while looking for a foreign one) skips formatting
+    it. ``reading[-1]`` is the text's evidence (:func:`_latin_scores`)."""
+    evidence = _latin_scores(text)
+    points, n_words, foreign_words, _ = evidence
     if n_words < MIN_WORDS:
-        return None, f"only {n_words} word(s), too few to tell the language", False
-    (best, top), (runner, second) = _top_two(scores)
-    if top >= 2.0 and top - second >= 1.0:
-        why = f"{language_name(best)} common words ({top:g} points, next {language_name(runner)} {second:g})"
-        return best, why, best != "en"
-    english = scores.get("en", 0.0)
-    other = max((score for lang, score in scores.items() if lang != "en"), default=0.0)
-    other = max(other, 0.0) if len(scores) - ("en" in scores) < len(_ORDER) - 1 else other
-    not_english = (other >= 1.5 and other - english >= 1.5) or (foreign_words >= 2 and english <= 0)
-    if top < 2.0:
-        why = f"no language has enough common words among {n_words} words"
+        return None, False, ("few", n_words, evidence)
+    best, top, runner, second = _top_two(points)
+    if top >= 8 and top - second >= 4:  # two points, one ahead of the runner-up
+        return LANGUAGES[best], best != _EN, ("decided", best, top, runner, second, evidence)
+    english = points[_EN]
+    other = _best_other(points)
+    not_english = (other >= 6 and other - english >= 6) or (foreign_words >= 2 and english <= 0)
+    if top < 8:
+        return None, not_english, ("thin", n_words, evidence)
+    return None, not_english, ("tie", best, runner, evidence)
+
+
+def explain_reading(reading: tuple, not_english: bool) -> str:
+    """The *why* phrase of a :func:`read_latin` reading."""
+    kind = reading[0]
+    if kind == "few":
+        return f"only {reading[1]} word(s), too few to tell the language"
+    if kind == "decided":
+        _, best, top, runner, second, _ = reading
+        return (f"{language_name(LANGUAGES[best])} common words ({top / 4:g} points, "
+                f"next {language_name(LANGUAGES[runner])} {second / 4:g})")
+    if kind == "thin":
+        why = f"no language has enough common words among {reading[1]} words"
     else:
-        why = f"{language_name(best)} and {language_name(runner)} are about as likely"
-    return None, why + ("; not English" if not_english else ""), not_english
+        why = (f"{language_name(LANGUAGES[reading[1]])} and {language_name(LANGUAGES[reading[2]])} "
+               "are about as likely")
+    return why + ("; not English" if not_english else "")
+
+
+def may_read_otherwise(text: str, language: str | None, evidence: Evidence | None = None) -> bool:
+    """Whether ASCII ``text`` (``evidence``: its :func:`_latin_scores`, if known) could read as
+    another language than ``language`` (``None``: undecided, where only a language other than
+    English is news), or as surely not English when ``language`` is English.
+
+    ASCII text has no telltale letters or foreign words, so its common words are all its
+    evidence: it names a language only with three words and two points for it, and is surely not
+    English only with 1.5 points for another language; when no field of its packed word points
+    reaches that, it reads as ``language`` or as nothing, which one bitwise test shows. The test
+    holds for every part of the text as well (a part has no more points for any language than
+    the whole), so a ``False`` for a whole ASCII state means none of its fields or sentences can
+    be foreign. ``False`` is a proof, ``True`` only a maybe.
+    """
+    if evidence is None:
+        words = text.encode("ascii").translate(_ASCII_WORDS).split()
+        n_words, packed = len(words), sum(filter(None, map(_ASCII_WORD_POINTS.get, words)))
+    else:
+        n_words, packed = evidence[1], evidence[3]
+    if n_words < MIN_WORDS:
+        return False
+    if language == "en":
+        return bool(packed & _BUT_EN_AT_LEAST_8 or packed & (packed >> 1) & _BUT_EN_BIT_1)
+    if language is None:
+        return bool(packed & _BUT_EN_AT_LEAST_8)
+    return bool(packed & _BUT_AT_LEAST_8[language])
+
+
+def _best_other(points: array) -> int:
+    """The most points of a language other than English."""
+    return max(max(points[:_EN], default=0), max(points[_EN + 1:], default=0))

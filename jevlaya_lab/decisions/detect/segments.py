@@ -12,7 +12,7 @@ from typing import Any, Iterator
 
 import regex
 
-from .languages import guess, language_name
+from .languages import explain_reading, language_name, may_read_otherwise, read_latin
 from .scripts import count_scripts, family, first_run, script_language
 
 MAX_SEGMENTS = 32  # sentences judged one by one when looking for a foreign segment
@@ -21,34 +21,54 @@ _SEGMENT_SPLIT = regex.compile(r"(?<=[.!?。！？])\s+|\n+")
 _NON_LATIN_LETTERS = regex.compile(r"(?V1)[\p{L}--\p{sc=Latin}]+")
 
 
-def judge(text: str, counts: dict[str, int] | None = None) -> dict[str, Any]:
-    """Script and language of one piece of text (``counts``: its script counts, if known)."""
+def judge(text: str, counts: dict[str, int] | None = None, *, why: bool = True) -> dict[str, Any]:
+    """Script and language of one piece of text (``counts``: its script counts, if known).
+
+    ``why`` is the phrase saying how the language was decided; ``why=False`` leaves it ``None``
+    (a sentence judged while looking for a foreign one: nobody reads it). A Latin verdict also
+    carries ``evidence``, the language scores :func:`find_mixed` bounds its search with.
+    """
     if counts is None:
         counts = {}
         count_scripts(text, counts)
     letters = sum(counts.values())
     if not letters:
-        return {"script": None, "language": None, "letters": 0, "why": "no letters", "not_english": False}
-    script = max(counts, key=counts.__getitem__)
+        return {"script": None, "language": None, "letters": 0, "why": "no letters", "not_english": False,
+                "evidence": None}
+    script = max(counts, key=counts.__getitem__) if len(counts) > 1 else next(iter(counts))
     if script == "Han" and counts.get("Hangul", 0):
         script = "Hangul"  # Korean written with some Hanja
     if script == "Latin":
         latin = text if counts["Latin"] == letters else _NON_LATIN_LETTERS.sub(" ", text)
-        language, why, not_english = guess(latin)
-    else:
-        language = script_language(script, text, counts)
-        why = f"{script} script" + (f" → {language_name(language)}" if language else "")
-        not_english = True
-    return {"script": script, "language": language, "letters": letters, "why": why,
-            "not_english": not_english}
+        language, not_english, reading = read_latin(latin)
+        return {"script": script, "language": language, "letters": letters,
+                "why": explain_reading(reading, not_english) if why else None,
+                "not_english": not_english, "evidence": reading[-1]}
+    language = script_language(script, text, counts)
+    return {"script": script, "language": language, "letters": letters,
+            "why": f"{script} script" + (f" → {language_name(language)}" if language else "") if why else None,
+            "not_english": True, "evidence": None}
 
 
-def find_mixed(per_leaf: list[tuple[str, str, dict[str, int]]],
-               overall: dict[str, Any]) -> dict[str, Any] | None:
-    """The first segment unlike the state as a whole (``overall`` is the state's verdict)."""
+def find_mixed(per_leaf: list[tuple[str, str, dict[str, int]]], overall: dict[str, Any],
+               whole: str) -> dict[str, Any] | None:
+    """The first segment unlike the state as a whole (``overall`` is the :func:`judge` of the
+    state's ``whole`` text).
+
+    ASCII text in a Latin state can only be foreign by its language, and its common words alone
+    decide that (:func:`~.languages.may_read_otherwise`): a whole ASCII state whose words cannot
+    read otherwise has no foreign part (most English states), and an ASCII segment whose words
+    cannot is not judged.
+    """
+    latin_state = overall["script"] == "Latin"
+    if latin_state and whole.isascii() and not may_read_otherwise(whole, overall["language"], overall["evidence"]):
+        return None
     state_family = family(overall["script"])
     single = len(per_leaf) == 1
-    for path, text, judged in _segments_of(per_leaf, skip_whole=single):
+    for path, text, counts in _segments_of(per_leaf, skip_whole=single):
+        if latin_state and text.isascii() and not may_read_otherwise(text, overall["language"]):
+            continue
+        judged = judge(text, counts, why=False)
         if judged["letters"] < 4:
             continue
         other_script = family(judged["script"]) != state_family
@@ -71,23 +91,23 @@ def find_mixed(per_leaf: list[tuple[str, str, dict[str, int]]],
 
 
 def _segments_of(per_leaf: list[tuple[str, str, dict[str, int]]], *,
-                 skip_whole: bool) -> Iterator[tuple[str, str, dict[str, Any]]]:
-    """Each leaf, each sentence or line of it, and each run of a foreign script family in it."""
+                 skip_whole: bool) -> Iterator[tuple[str, str, dict[str, int] | None]]:
+    """Each leaf, each run of a foreign script family in it, and each sentence or line of it,
+    with its script counts when known (``None``: to count)."""
     judged_segments = 0
     for path, text, counts in per_leaf:
         if not counts:
             continue
         if not skip_whole:
-            yield path, text, judge(text, counts)
+            yield path, text, counts
         main = family(max(counts, key=counts.__getitem__))
         for script, n in counts.items():
             if n >= 4 and family(script) != main:  # "Hello Иван Петров" inside one sentence
-                run = first_run(text, script)
-                yield path, run, judge(run)
+                yield path, first_run(text, script), None
         parts = [p for p in _SEGMENT_SPLIT.split(text) if p.strip()]
         if len(parts) > 1:
             for i, part in enumerate(parts):
                 if judged_segments >= MAX_SEGMENTS:
                     return
                 judged_segments += 1
-                yield f"{path}#{i}", part, judge(part)
+                yield f"{path}#{i}", part, None

@@ -41,6 +41,8 @@ def sample_leaves(state: Any, budget: int = SAMPLE_CHARS) -> list[tuple[str, str
     """The string leaves detection reads: at most ``budget`` characters, taken from the part of
     the state the model keeps when it truncates (the start of a str/dict, the newest turns of a
     list), so a long document costs no more than the text that can influence the answer."""
+    if isinstance(state, str):  # most states: one leaf, nothing to walk
+        return [("$", state[:budget])] if budget > 0 else []
     leaves = list(string_leaves(state))
     if isinstance(state, (list, tuple)):
         leaves.reverse()
