@@ -15,7 +15,8 @@ The corpus is built at run time, nothing of it is stored here: the fresh hand-wr
 (``tests/data/fresh``), every text of the three intent datasets when ``JEVLAYA_DATA_DIR`` or
 ``/work/shared/datasets`` has them, seeded word salads from the stop-word lists of all 27
 languages (with the letters only some of them use, sentence ends and line breaks), text in ten
-scripts mixed with Latin, and nested states (dicts, lists, tuples, bytes, numbers, long texts
+scripts, two that detection does not tell apart and letters of no script, mixed with Latin, and
+nested states (dicts, lists, tuples, bytes, numbers, long texts
 past the detection budget, many sentences past the segment budget).
 """
 
@@ -38,6 +39,8 @@ SCRIPT_RANGES = {
     "Hebrew": (0x05D0, 0x05EA), "Han": (0x4E00, 0x4FFF), "Hiragana": (0x3041, 0x3093),
     "Katakana": (0x30A1, 0x30F3), "Hangul": (0xAC00, 0xAD00), "Devanagari": (0x0905, 0x0939),
     "Thai": (0x0E01, 0x0E2E),
+    # scripts detection does not tell apart ("Other"), and letters of the Common script
+    "Runic": (0x16A0, 0x16EA), "Tifinagh": (0x2D30, 0x2D67), "Common": (0x02B0, 0x02C1),
 }
 PUNCTUATION = [" ", " ", " ", " ", ", ", ". ", "! ", "? ", "\n", "\n\n", "。", "？", " - ", "; ", "\t", "  "]
 
@@ -199,7 +202,7 @@ def dump(path: str) -> int:
                 batch = [{"state": state}, {"state": "hola amigo, ¿qué tal?"}]
                 row["hooked_batch"] = [_plain(d) for d in hooked.route_batch(batch)]
                 row["seen"] = list(seen.seen)
-            out.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")  # key order is compared too
             count += 1
     print(f"route_corpus: {count} states written to {path}")
     return count

@@ -245,9 +245,14 @@ def test_ascii_text_whose_words_cannot_read_otherwise_has_no_foreign_part():
     """``may_read_otherwise`` lets detection skip judging the sentences of most English states;
     it must be a proof: whenever it says no for a text (or a part of it), no part judged on its
     own reads as another language than the whole (or as surely not English in an English
-    whole). Checked on 3,000 seeded ASCII salads, both answers occurring often."""
-    from jevlaya_lab.decisions.detect.languages import may_read_otherwise
+    whole), and when it says no for a part asked on its own (``part=True``), that part is not
+    foreign. Checked on 3,000 seeded ASCII salads, every answer occurring often."""
+    from jevlaya_lab.decisions.detect.languages import ascii_word_points, ascii_words, may_read_otherwise
     from jevlaya_lab.decisions.detect.segments import _SEGMENT_SPLIT, judge
+
+    def may(text: str, language: str | None, part: bool = False) -> bool:
+        words = ascii_words(text)
+        return may_read_otherwise(len(words), ascii_word_points(words), language, part=part)
 
     def foreign(part: str, language: str | None) -> bool:
         judged = judge(part)
@@ -258,15 +263,83 @@ def test_ascii_text_whose_words_cannot_read_otherwise_has_no_foreign_part():
             or (decided is None and judged["not_english"] and language == "en")
 
     answers = {True: 0, False: 0}
-    foreign_parts = 0
+    foreign_parts = parts_skipped = 0
     for text in _ascii_salads(3000):
         language = judge(text)["language"]
-        whole_may = may_read_otherwise(text, language)
+        whole_may = may(text, language)
         answers[whole_may] += 1
         for part in [p for p in _SEGMENT_SPLIT.split(text) if p.strip()]:
             is_foreign = foreign(part, language)
             foreign_parts += is_foreign
             if is_foreign:
                 assert whole_may, (text, part)
-                assert may_read_otherwise(part, language), (text, part)
-    assert min(answers.values()) > 300 and foreign_parts > 100, (answers, foreign_parts)
+                assert may(part, language), (text, part)
+                assert may(part, language, part=True), (text, part)
+            else:
+                parts_skipped += not may(part, language, part=True)
+    assert min(answers.values()) > 300 and foreign_parts > 100 and parts_skipped > 1000, \
+        (answers, foreign_parts, parts_skipped)
+
+
+def test_one_ascii_string_is_detected_as_the_general_path_detects_it():
+    """A state that is one ASCII string takes a regex-free path (bytes methods find its words
+    and sentences); it must answer exactly as the general path does, key order included, on
+    salads with every ASCII sign, odd spaces (\\v \\f \\r \\x1c-\\x1f) and sentence ends."""
+    import json
+    import random
+
+    from jevlaya_lab.decisions import detect as detection
+
+    rng = random.Random(5)
+    signs = [" ", " ", ". ", "? ", "! ", "\n", "\r\n", ".\r\n", "\t", ".\t", "\x0b", ".\x0c", "\x1c", ".\x1d ",
+             " . . ", "...", "?!  ", "#", "4411", "-", "'", ""]
+    texts = _ascii_salads(1500, seed=11)
+    for _ in range(1500):
+        words = rng.choices(texts[rng.randrange(len(texts))].split() or ["a"], k=rng.randint(0, 30))
+        texts.append("".join(w + rng.choice(signs) for w in words))
+    texts += ["", " ", ". .", "\n\n", "a.\n\nb. c", "Hola amigo. ¿Qué tal?".encode("ascii", "ignore").decode()]
+    mixed = 0
+    for text in texts:
+        fast = detection.detect(text)
+        general = detection._detect_leaves([("$", text)])
+        assert json.dumps(fast) == json.dumps(general), text
+        mixed += fast["mixed_segment"] is not None
+    assert mixed > 100, mixed
+
+
+def _count_by_runs(text: str) -> dict[str, int]:
+    """Letters per script as the regex reads them, run by run (the reference)."""
+    from jevlaya_lab.decisions.detect.scripts import LETTER_RUN, SCRIPT_RUN, SCRIPTS
+
+    counts: dict[str, int] = {}
+    for run in LETTER_RUN.finditer(text):
+        for piece in SCRIPT_RUN.finditer(run.group()):
+            index = piece.lastindex or 0
+            name = SCRIPTS[index - 1] if index <= len(SCRIPTS) else "Other"
+            counts[name] = counts.get(name, 0) + len(piece.group())
+    return counts
+
+
+def test_script_counts_match_the_run_by_run_regex_reading_in_order():
+    """count_scripts tags letters with one str.translate; the counts, and their order (first
+    letter first, which breaks ties of the dominant script), equal the regex's run-by-run
+    reading, including letters of no script (not counted) and of scripts outside the list (an
+    "Other" run takes the letters after it)."""
+    import random
+
+    from jevlaya_lab.decisions.detect.scripts import count_scripts
+
+    rng = random.Random(3)
+    ranges = [(0x41, 0x7A), (0xC0, 0x24F), (0x0410, 0x044F), (0x0391, 0x03C9), (0x0627, 0x064A),
+              (0x05D0, 0x05EA), (0x4E00, 0x4E80), (0x3041, 0x3093), (0x30A1, 0x30FC), (0xAC00, 0xAC80),
+              (0x0905, 0x0939), (0x0E01, 0x0E2E), (0x16A0, 0x16EA), (0x2D30, 0x2D67), (0x02B0, 0x02C1),
+              (0x0300, 0x036F), (0x20, 0x40), (0x1F600, 0x1F64F)]
+    others = 0
+    for _ in range(3000):
+        text = "".join(chr(rng.randint(*rng.choice(ranges))) for _ in range(rng.randint(0, 25)))
+        counts: dict[str, int] = {}
+        count_scripts(text, counts)
+        expected = _count_by_runs(text)
+        assert list(counts.items()) == list(expected.items()), text
+        others += "Other" in expected
+    assert others > 100

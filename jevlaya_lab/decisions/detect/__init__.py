@@ -41,9 +41,17 @@ from __future__ import annotations
 from typing import Any
 
 from .fasttext import FastTextGuess
-from .languages import MIN_WORDS, guess_language, language_name
+from .languages import (
+    MIN_WORDS,
+    ascii_evidence,
+    ascii_words,
+    explain_reading,
+    guess_language,
+    language_name,
+    read_evidence,
+)
 from .scripts import count_scripts, script_profile
-from .segments import find_mixed, judge
+from .segments import find_mixed, find_mixed_ascii, judge
 from .text import SAMPLE_CHARS, sample_leaves, string_leaves
 
 __all__ = [
@@ -68,7 +76,13 @@ def detect(state: Any) -> dict[str, Any]:
     ``language_undecided``, ``mixed_segment`` (``None`` or the first foreign segment), ``letters``
     (letters read) and ``evidence`` (a short phrase on how the language was decided).
     """
-    leaves = sample_leaves(state)
+    if type(state) is str and state.isascii():  # most states: one ASCII string
+        return _detect_ascii(state[:SAMPLE_CHARS])
+    return _detect_leaves(sample_leaves(state))
+
+
+def _detect_leaves(leaves: list[tuple[str, str]]) -> dict[str, Any]:
+    """:func:`detect` of the sampled string leaves of a state: the general path."""
     per_leaf = []
     counts: dict[str, int] = {}
     for path, text in leaves:
@@ -80,12 +94,34 @@ def detect(state: Any) -> dict[str, Any]:
     whole = leaves[0][1] if len(leaves) == 1 else "\n".join(text for _, text in leaves)
     verdict = judge(whole, counts)
     total = verdict["letters"]
-    if len(counts) == 1:  # one script (most states): the profile needs no sorting
+    if len(counts) == 1:  # one script: the profile needs no sorting
         profile = {name: 1.0 for name in counts}
     else:
         profile = {name: round(n / total, 4) for name, n in
                    sorted(counts.items(), key=lambda item: -item[1])} if total else {}
     mixed = find_mixed(per_leaf, verdict, whole) if total else None
+    return _result(verdict, profile, mixed)
+
+
+def _detect_ascii(text: str) -> dict[str, Any]:
+    """:func:`detect` of one ASCII string (already cut to ``SAMPLE_CHARS``): its letters are
+    ``[A-Za-z]``, all Latin, and its words come from one ``bytes.translate`` and ``split``, so
+    no regex runs unless a sentence may be foreign (see ``find_mixed_ascii``). The same answer
+    as the general path, which ``tests/decisions/test_detect_scripts_languages.py`` checks."""
+    words = ascii_words(text)
+    if not words:
+        return _result(_NO_LETTERS, {}, None)
+    evidence = ascii_evidence(words)
+    language, not_english, reading = read_evidence(evidence)
+    verdict = {"script": "Latin", "language": language, "letters": sum(map(len, words)),
+               "why": explain_reading(reading, not_english), "not_english": not_english, "evidence": evidence}
+    return _result(verdict, {"Latin": 1.0}, find_mixed_ascii(text, verdict))
+
+
+_NO_LETTERS = {"script": None, "language": None, "letters": 0, "why": "no letters", "not_english": False}
+
+
+def _result(verdict: dict[str, Any], profile: dict[str, float], mixed: dict[str, Any] | None) -> dict[str, Any]:
     language = verdict["language"]
     return {
         "script": verdict["script"],
@@ -95,6 +131,6 @@ def detect(state: Any) -> dict[str, Any]:
         "not_english": verdict["not_english"],
         "language_undecided": language is None,
         "mixed_segment": mixed,
-        "letters": total,
+        "letters": verdict["letters"],
         "evidence": verdict["why"],
     }

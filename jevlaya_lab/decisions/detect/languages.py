@@ -56,9 +56,9 @@ for _lang, _words in STOPWORDS.items():
     for _word in _words:
         _WORD_POINTS[_word] = _WORD_POINTS.get(_word, 0) + ((2 if len(_word) == 1 else 4) << _BITS * _POSITION[_lang])
 _ASCII_WORD_POINTS = {word.encode("ascii"): points for word, points in _WORD_POINTS.items() if word.isascii()}
-# ASCII letters lowered, every other byte a space: ``text.encode().translate(_ASCII_WORDS).split()``
+# ASCII letters lowered, every other byte a space: ``text.encode().translate(ASCII_WORDS).split()``
 # are the words ``[a-z]+`` of the lowered text, found in C.
-_ASCII_WORDS = bytes(b | 0x20 if b < 128 and chr(b).isalpha() else 0x20 for b in range(256))
+ASCII_WORDS = bytes(b | 0x20 if b < 128 and chr(b).isalpha() else 0x20 for b in range(256))
 # letter -> the positions of the languages that use it
 _HINT_INDEX: dict[str, tuple[int, ...]] = {}
 for _lang, _letters in HINT_LETTERS.items():
@@ -79,6 +79,10 @@ _BUT_EN_AT_LEAST_8 = sum(_AT_LEAST_8 << _BITS * i for i in range(len(LANGUAGES))
 _BUT_EN_BIT_1 = sum(2 << _BITS * i for i in range(len(LANGUAGES)) if i != _EN)
 _BUT_AT_LEAST_8 = {lang: sum(_AT_LEAST_8 << _BITS * i for i in range(len(LANGUAGES)) if i != own)
                    for lang, own in _POSITION.items()}
+_FIELD = (1 << _BITS) - 1
+_LEAD_BIT = 1 << 30
+_EVERY_FIELD = sum(1 << _BITS * i for i in range(len(LANGUAGES)))  # times n: n in every field
+_LEAD_BUT = {own: _LEAD_BIT * (_EVERY_FIELD - (1 << _BITS * own)) for own in range(len(LANGUAGES))}
 
 
 def language_name(code: str | None) -> str:
@@ -94,9 +98,7 @@ def _latin_scores(text: str) -> Evidence:
     letters to look for. Other text is lowered and split by a regex first.
     """
     if text.isascii():
-        words: list = text.encode("ascii").translate(_ASCII_WORDS).split()
-        packed = sum(filter(None, map(_ASCII_WORD_POINTS.get, words)))
-        return array("i", packed.to_bytes(_SCORE_BYTES, sys.byteorder)), len(words), 0, packed
+        return ascii_evidence(ascii_words(text))
     lowered = text.lower()
     words = WORD.findall(lowered)
     packed = sum(filter(None, map(_WORD_POINTS.get, words)))
@@ -117,6 +119,22 @@ def _latin_scores(text: str) -> Evidence:
         if any(special[ch] for ch in marks):
             points[lang] += 4
     return points, len(words), foreign, packed
+
+
+def ascii_words(text: str) -> list[bytes]:
+    """The words of ASCII ``text``, lowered, as bytes (one ``translate`` and ``split``, in C)."""
+    return text.encode("ascii").translate(ASCII_WORDS).split()
+
+
+def ascii_word_points(words: list[bytes]) -> int:
+    """The packed quarter points of :func:`ascii_words` (one ``sum`` of integers, in C)."""
+    return sum(filter(None, map(_ASCII_WORD_POINTS.get, words)))
+
+
+def ascii_evidence(words: list[bytes]) -> Evidence:
+    """The :data:`Evidence` of ASCII text from its :func:`ascii_words`."""
+    packed = ascii_word_points(words)
+    return array("i", packed.to_bytes(_SCORE_BYTES, sys.byteorder)), len(words), 0, packed
 
 
 def _top_two(points: array) -> tuple[int, int, int, int]:
@@ -155,7 +173,11 @@ def read_latin(text: str) -> tuple[str | None, bool, tuple]:
     ``reading`` is what :func:`explain_reading` turns into the *why* phrase, so a caller that
     never shows the phrase (a sentence judged while looking for a foreign one) skips formatting
     it. ``reading[-1]`` is the text's evidence (:func:`_latin_scores`)."""
-    evidence = _latin_scores(text)
+    return read_evidence(_latin_scores(text))
+
+
+def read_evidence(evidence: Evidence) -> tuple[str | None, bool, tuple]:
+    """:func:`read_latin` from the text's :data:`Evidence`."""
     points, n_words, foreign_words, _ = evidence
     if n_words < MIN_WORDS:
         return None, False, ("few", n_words, evidence)
@@ -187,31 +209,38 @@ def explain_reading(reading: tuple, not_english: bool) -> str:
     return why + ("; not English" if not_english else "")
 
 
-def may_read_otherwise(text: str, language: str | None, evidence: Evidence | None = None) -> bool:
-    """Whether ASCII ``text`` (``evidence``: its :func:`_latin_scores`, if known) could read as
-    another language than ``language`` (``None``: undecided, where only a language other than
-    English is news), or as surely not English when ``language`` is English.
+def may_read_otherwise(n_words: int, packed: int, language: str | None, *, part: bool = False) -> bool:
+    """Whether ASCII text of ``n_words`` words whose common words score ``packed``
+    (:func:`ascii_word_points`) could read as another language than ``language`` (``None``:
+    undecided, where only a language other than English is news), or as surely not English when
+    ``language`` is English.
 
     ASCII text has no telltale letters or foreign words, so its common words are all its
     evidence: it names a language only with three words and two points for it, and is surely not
     English only with 1.5 points for another language; when no field of its packed word points
-    reaches that, it reads as ``language`` or as nothing, which one bitwise test shows. The test
+    reaches that, it reads as ``language`` or as nothing, which one bitwise test shows. That
     holds for every part of the text as well (a part has no more points for any language than
     the whole), so a ``False`` for a whole ASCII state means none of its fields or sentences can
-    be foreign. ``False`` is a proof, ``True`` only a maybe.
+    be foreign. ``part=True`` asks about the text alone (a sentence judged on its own), and adds
+    a second test: to read as another language, or as surely not English, the text needs a
+    language one point ahead of ``language`` (of English when undecided). ``False`` is a proof,
+    ``True`` only a maybe.
     """
-    if evidence is None:
-        words = text.encode("ascii").translate(_ASCII_WORDS).split()
-        n_words, packed = len(words), sum(filter(None, map(_ASCII_WORD_POINTS.get, words)))
-    else:
-        n_words, packed = evidence[1], evidence[3]
     if n_words < MIN_WORDS:
         return False
     if language == "en":
-        return bool(packed & _BUT_EN_AT_LEAST_8 or packed & (packed >> 1) & _BUT_EN_BIT_1)
-    if language is None:
-        return bool(packed & _BUT_EN_AT_LEAST_8)
-    return bool(packed & _BUT_AT_LEAST_8[language])
+        reaches = packed & _BUT_EN_AT_LEAST_8 or packed & (packed >> 1) & _BUT_EN_BIT_1
+    elif language is None:
+        reaches = packed & _BUT_EN_AT_LEAST_8
+    else:
+        reaches = packed & _BUT_AT_LEAST_8[language]
+    if not reaches or not part:
+        return bool(reaches)
+    own = _POSITION[language or "en"]
+    # Every field f of packed becomes 2**30 + f - mine - 4: no field goes below 0 or reaches
+    # 2**31 (fields stay below 2**29), so bit 30 of a field is set exactly when f >= mine + 4.
+    mine = (packed >> _BITS * own) & _FIELD
+    return bool((packed + (_LEAD_BIT - mine - 4) * _EVERY_FIELD) & _LEAD_BUT[own])
 
 
 def _best_other(points: array) -> int:

@@ -47,24 +47,48 @@ FAMILY: dict[str, str] = {"Han": "CJK", "Hiragana": "CJK", "Katakana": "CJK", "B
 _ASCII_NON_LETTERS = bytes(b for b in range(128) if not chr(b).isalpha())
 
 
+class _ScriptTags(dict):
+    """``str.translate`` table: code point -> one tag character per script (``chr(i + 1)`` for
+    ``SCRIPTS[i]``, ``_OTHER`` for letters of another script), ``None`` (deleted) for what is not
+    a letter or is a letter of the Common or Inherited script (which ``SCRIPT_RUN`` counts for
+    none). Each code point is classified by the same regex classes once, when first seen;
+    Unicode data does not change, so this memo holds no state of any text."""
+
+    def __missing__(self, code: int) -> str | None:
+        char = chr(code)
+        tag = None
+        if _COUNTED_LETTER.match(char):
+            tag = next((chr(i + 1) for i, cls in enumerate(_SCRIPT_CLASSES) if cls.match(char)), _OTHER)
+        if len(self) < 1 << 16:  # a bound, whatever characters arrive
+            self[code] = tag
+        return tag
+
+
+_COUNTED_LETTER = regex.compile(r"(?V1)[\p{L}--[\p{sc=Common}\p{sc=Inherited}]]")
+_SCRIPT_CLASSES = [regex.compile(f"(?V1)[\\p{{sc={name}}}&&\\p{{L}}]") for name in SCRIPTS]
+_OTHER = chr(len(SCRIPTS) + 1)
+_SCRIPT_TAGS = _ScriptTags()
+
+
 def count_scripts(text: str, counts: dict[str, int]) -> None:
-    """Add the letters of ``text`` per script to ``counts``.
+    """Add the letters of ``text`` per script to ``counts`` (scripts in order of first letter).
 
     ASCII text (most states) is counted with one C-level byte deletion and no regex: its letters
-    are ``[A-Za-z]``, all Latin. Other text takes two regex passes, and a run-by-run walk only
-    when it holds letters of another script than Latin.
+    are ``[A-Za-z]``, all Latin. Other text is tagged letter by letter with one
+    ``str.translate`` (:class:`_ScriptTags`) and each script's tag counted. A letter of a script
+    outside ``SCRIPTS`` starts an "Other" run that ``SCRIPT_RUN`` extends over the letters after
+    it, whatever their script; text holding one is counted by the regex run by run.
     """
     if text.isascii():
         latin = len(text.encode("ascii").translate(None, _ASCII_NON_LETTERS))
         if latin:
             counts["Latin"] = counts.get("Latin", 0) + latin
         return
-    letters = sum(map(len, LETTER_RUN.findall(text)))
-    if not letters:
-        return
-    latin = sum(map(len, LATIN_RUN.findall(text)))
-    if latin == letters:  # the common case, in two C-level passes
-        counts["Latin"] = counts.get("Latin", 0) + latin
+    tags = text.translate(_SCRIPT_TAGS)
+    if _OTHER not in tags:
+        for tag in sorted(set(tags), key=tags.index):  # in order of first letter, as runs are read
+            name = SCRIPTS[ord(tag) - 1]
+            counts[name] = counts.get(name, 0) + tags.count(tag)
         return
     for run in LETTER_RUN.finditer(text):
         letters_run = run.group()
@@ -92,6 +116,13 @@ def script_profile(state: Any) -> dict[str, float]:
     return {name: round(n / total, 4) for name, n in counts.items()} if total else {}
 
 
+# Letters that tell a language of a shared script, checked in this order (the first found decides).
+_CYRILLIC_TELLTALES = tuple((lang, frozenset(letters)) for lang, letters in (
+    ("uk", "їєґ"), ("be", "ў"), ("kk", "әғқңөұүһ"), ("mk", "ќѓѕ"), ("sr", "ђћ"), ("ru", "ыэё"),
+    ("uk", "і"), ("sr", "јљњџ"), ("bg", "ъ")))
+_ARABIC_TELLTALES = ((("ur", frozenset("ٹڈڑںے"))), ("fa", frozenset("پچژگی")))
+
+
 def script_language(script: str, text: str, counts: dict[str, int]) -> str | None:
     """The language a non-Latin script implies, refined by telltale letters."""
     if script in {"Han", "Hiragana", "Katakana"}:
@@ -99,25 +130,16 @@ def script_language(script: str, text: str, counts: dict[str, int]) -> str | Non
             return "ja"
         return "zh"
     if script == "Cyrillic":
-        lowered = text.lower()
-        for lang, letters in (("uk", "їєґ"), ("be", "ў"), ("kk", "әғқңөұүһ"),
-                              ("mk", "ќѓѕ"), ("sr", "ђћ")):
-            if any(ch in lowered for ch in letters):
+        present = set(text.lower())
+        for lang, letters in _CYRILLIC_TELLTALES:
+            if not letters.isdisjoint(present):
                 return lang
-        if any(ch in lowered for ch in "ыэё"):
-            return "ru"
-        if "і" in lowered:
-            return "uk"
-        if any(ch in lowered for ch in "јљњџ"):
-            return "sr"
-        if "ъ" in lowered:
-            return "bg"
         return "ru" if sum(counts.values()) >= 20 else None
     if script == "Arabic":
-        if any(ch in text for ch in "ٹڈڑںے"):
-            return "ur"
-        if any(ch in text for ch in "پچژگی"):
-            return "fa"
+        present = set(text)
+        for lang, letters in _ARABIC_TELLTALES:
+            if not letters.isdisjoint(present):
+                return lang
         return "ar"
     return SCRIPT_LANGUAGE.get(script)
 

@@ -8,16 +8,26 @@ is such a segment. At most ``MAX_SEGMENTS`` sentences are judged one by one.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Iterator
 
 import regex
 
-from .languages import explain_reading, language_name, may_read_otherwise, read_latin
+from .languages import (
+    ASCII_WORDS,
+    ascii_word_points,
+    ascii_words,
+    explain_reading,
+    language_name,
+    may_read_otherwise,
+    read_latin,
+)
 from .scripts import count_scripts, family, first_run, script_language
 
 MAX_SEGMENTS = 32  # sentences judged one by one when looking for a foreign segment
 # Sentence or line boundaries used to find a foreign sentence inside one long string.
 _SEGMENT_SPLIT = regex.compile(r"(?<=[.!?。！？])\s+|\n+")
+_MAY_SPLIT = re.compile("[.!?。！？\n]")  # what every boundary of _SEGMENT_SPLIT holds
 _NON_LATIN_LETTERS = regex.compile(r"(?V1)[\p{L}--\p{sc=Latin}]+")
 
 
@@ -60,34 +70,89 @@ def find_mixed(per_leaf: list[tuple[str, str, dict[str, int]]], overall: dict[st
     read otherwise has no foreign part (most English states), and an ASCII segment whose words
     cannot is not judged.
     """
+    language = overall["language"]
     latin_state = overall["script"] == "Latin"
-    if latin_state and whole.isascii() and not may_read_otherwise(whole, overall["language"], overall["evidence"]):
+    if latin_state and whole.isascii() and not _whole_may_differ(overall):
         return None
     state_family = family(overall["script"])
     single = len(per_leaf) == 1
     for path, text, counts in _segments_of(per_leaf, skip_whole=single):
-        if latin_state and text.isascii() and not may_read_otherwise(text, overall["language"]):
-            continue
+        if latin_state and text.isascii():
+            words = ascii_words(text)
+            if not may_read_otherwise(len(words), ascii_word_points(words), language, part=True):
+                continue
         judged = judge(text, counts, why=False)
-        if judged["letters"] < 4:
-            continue
-        other_script = family(judged["script"]) != state_family
-        other_language = judged["script"] == "Latin" and (
-            judged["language"] is not None and judged["language"] != overall["language"]
-            # in a state of undecided language only a non-English part is news
-            and (overall["language"] is not None or judged["language"] != "en")
-            # a part that is surely not English, though its language is unknown
-            or judged["language"] is None and judged["not_english"] and overall["language"] == "en"
-        )
-        if other_script or other_language:
-            return {
-                "path": path,
-                "script": judged["script"],
-                "language": judged["language"],
-                "not_english": judged["not_english"],
-                "text": text[:60],
-            }
+        if _is_foreign(judged, language, state_family):
+            return _segment(path, text, judged)
     return None
+
+
+def find_mixed_ascii(text: str, overall: dict[str, Any]) -> dict[str, Any] | None:
+    """:func:`find_mixed` for a state that is one ASCII string (most states), finding its
+    sentences with bytes methods instead of the sentence regex.
+
+    ``text.translate`` marks sentence ends and spaces, ``replace`` turns the first space after
+    a sentence end into a line break, and ``split`` cuts at line breaks: the non-blank pieces are
+    the sentences :data:`_SEGMENT_SPLIT` finds, in the same order and number, with the same
+    words (they differ only in the spaces and signs around them). Only a sentence whose words may
+    read otherwise is then cut out by the regex and judged.
+    """
+    if not _whole_may_differ(overall):
+        return None
+    marked = text.encode("ascii").translate(_ASCII_SENTENCES).replace(b". ", b".\n")
+    pieces = [piece for piece in marked.split(b"\n") if piece.strip()]
+    if len(pieces) < 2:
+        return None
+    language = overall["language"]
+    parts: list[str] | None = None
+    for i, piece in enumerate(pieces[:MAX_SEGMENTS]):
+        words = piece.translate(ASCII_WORDS).split()
+        if not may_read_otherwise(len(words), ascii_word_points(words), language, part=True):
+            continue
+        if parts is None:
+            parts = [p for p in _SEGMENT_SPLIT.split(text) if p.strip()]
+        judged = judge(parts[i], why=False)
+        if _is_foreign(judged, language, "Latin"):
+            return _segment(f"$#{i}", parts[i], judged)
+    return None
+
+
+# ASCII bytes for find_mixed_ascii: letters lowered, sentence ends (.!?) as ".", the spaces a
+# sentence end may be followed by (\t \v \f \r and space) as " ", line breaks kept; the other
+# characters str.strip() removes (\x1c-\x1f), which do not end a sentence, as "\v"; everything
+# else as "#", a sign that is neither a letter nor a space.
+_ASCII_SENTENCES = bytes(
+    b | 0x20 if chr(b).isalpha() else ord(".") if chr(b) in ".!?" else b if b == 0x0A
+    else 0x20 if chr(b) in "\t\v\f\r " else 0x0B if 0x1C <= b <= 0x1F else ord("#")
+    for b in range(128)
+) + b"#" * 128
+
+
+def _whole_may_differ(overall: dict[str, Any]) -> bool:
+    """Whether a part of an ASCII Latin state may be foreign (:func:`may_read_otherwise`)."""
+    evidence = overall["evidence"]
+    return may_read_otherwise(evidence[1], evidence[3], overall["language"])
+
+
+def _is_foreign(judged: dict[str, Any], language: str | None, state_family: str | None) -> bool:
+    """Whether a judged segment is unlike a state of ``language`` written in ``state_family``."""
+    if judged["letters"] < 4:
+        return False
+    if family(judged["script"]) != state_family:
+        return True
+    return judged["script"] == "Latin" and (
+        judged["language"] is not None and judged["language"] != language
+        # in a state of undecided language only a non-English part is news
+        and (language is not None or judged["language"] != "en")
+        # a part that is surely not English, though its language is unknown
+        or judged["language"] is None and judged["not_english"] and language == "en"
+    )
+
+
+def _segment(path: str, text: str, judged: dict[str, Any]) -> dict[str, Any]:
+    """A state's ``mixed_segment``."""
+    return {"path": path, "script": judged["script"], "language": judged["language"],
+            "not_english": judged["not_english"], "text": text[:60]}
 
 
 def _segments_of(per_leaf: list[tuple[str, str, dict[str, int]]], *,
@@ -104,6 +169,8 @@ def _segments_of(per_leaf: list[tuple[str, str, dict[str, int]]], *,
         for script, n in counts.items():
             if n >= 4 and family(script) != main:  # "Hello Иван Петров" inside one sentence
                 yield path, first_run(text, script), None
+        if not _MAY_SPLIT.search(text):  # no sentence end or line break: one part, no regex split
+            continue
         parts = [p for p in _SEGMENT_SPLIT.split(text) if p.strip()]
         if len(parts) > 1:
             for i, part in enumerate(parts):
