@@ -251,7 +251,7 @@ class RoutingPolicy:
 
     def _match_workflow(self, questions: Any) -> str | None:
         """The workflow whose question-id set is exactly this one (Laya's rule), else ``None``."""
-        if not isinstance(questions, Mapping) or not questions:
+        if questions is None or not self.workflows or not isinstance(questions, Mapping) or not questions:
             return None
         ids = set(questions)
         return next((name for name, known in self.workflows.items() if ids == known), None)
@@ -333,21 +333,23 @@ class RoutingPolicy:
                                 f"got {type(questions).__name__}")
             if need_questions:
                 validate_questions(questions, where, parsed if parsed is not None else {})
-        for key in ("model", "task", "lang"):
-            value = request.get(key)
-            if value is not None and not isinstance(value, str):
-                raise TypeError(f"{where}['{key}']: expected a string, got {type(value).__name__} {value!r}")
-        if request.get("model") is not None:
-            self.registry.resolve(request["model"])
-        if request.get("task") is not None:
-            self._task_model(request["task"])
-        if request.get("lang") is not None:
-            primary_subtag(request["lang"], f"{where}['lang']")
+        model, task, lang = request.get("model"), request.get("task"), request.get("lang")
+        if model is not None or task is not None or lang is not None:
+            for key, value in (("model", model), ("task", task), ("lang", lang)):
+                if value is not None and not isinstance(value, str):
+                    raise TypeError(f"{where}['{key}']: expected a string, got {type(value).__name__} {value!r}")
+            if model is not None:
+                self.registry.resolve(model)
+            if task is not None:
+                self._task_model(task)
+            if lang is not None:
+                primary_subtag(lang, f"{where}['lang']")
         if request.get("lang_guess") is not None:
             check_lang_guess(request["lang_guess"], f"{where}['lang_guess']")
         for key in ("max_len", "head_max_len"):
             if request.get(key) is not None:
                 check_budget(f"{where}['{key}']", request[key], optional=True)
+
 
 def _guessers(per_call: Any, router: Any) -> tuple[tuple[str, Any], ...]:
     """The language guessers given, the call's first: ``(where, guesser)`` pairs."""

@@ -42,9 +42,9 @@ from typing import Any
 
 from .fasttext import FastTextGuess
 from .languages import (
+    ASCII_WORDS,
     MIN_WORDS,
     ascii_evidence,
-    ascii_words,
     explain_reading,
     guess_language,
     language_name,
@@ -108,14 +108,24 @@ def _detect_ascii(text: str) -> dict[str, Any]:
     ``[A-Za-z]``, all Latin, and its words come from one ``bytes.translate`` and ``split``, so
     no regex runs unless a sentence may be foreign (see ``find_mixed_ascii``). The same answer
     as the general path, which ``tests/decisions/test_detect_scripts_languages.py`` checks."""
-    words = ascii_words(text)
+    lowered = text.encode("ascii").translate(ASCII_WORDS)  # letters lowered, the rest spaces
+    words = lowered.split()
     if not words:
         return _result(_NO_LETTERS, {}, None)
     evidence = ascii_evidence(words)
     language, not_english, reading = read_evidence(evidence)
-    verdict = {"script": "Latin", "language": language, "letters": sum(map(len, words)),
-               "why": explain_reading(reading, not_english), "not_english": not_english, "evidence": evidence}
-    return _result(verdict, {"Latin": 1.0}, find_mixed_ascii(text, verdict))
+    mixed = find_mixed_ascii(text, language, evidence)
+    return {
+        "script": "Latin",
+        "script_profile": {"Latin": 1.0},
+        "language": language,
+        "is_english": language == "en" and mixed is None,
+        "not_english": not_english,
+        "language_undecided": language is None,
+        "mixed_segment": mixed,
+        "letters": len(lowered) - lowered.count(32),
+        "evidence": explain_reading(reading, not_english),
+    }
 
 
 _NO_LETTERS = {"script": None, "language": None, "letters": 0, "why": "no letters", "not_english": False}

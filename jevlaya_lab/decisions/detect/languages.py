@@ -199,14 +199,23 @@ def explain_reading(reading: tuple, not_english: bool) -> str:
         return f"only {reading[1]} word(s), too few to tell the language"
     if kind == "decided":
         _, best, top, runner, second, _ = reading
-        return (f"{language_name(LANGUAGES[best])} common words ({top / 4:g} points, "
-                f"next {language_name(LANGUAGES[runner])} {second / 4:g})")
+        return (f"{_NAME_AT[best]} common words ({_points_text(top)} points, "
+                f"next {_NAME_AT[runner]} {_points_text(second)})")
     if kind == "thin":
         why = f"no language has enough common words among {reading[1]} words"
     else:
         why = (f"{language_name(LANGUAGES[reading[1]])} and {language_name(LANGUAGES[reading[2]])} "
                "are about as likely")
     return why + ("; not English" if not_english else "")
+
+
+_NAME_AT = tuple(language_name(code) for code in LANGUAGES)
+_POINTS_TEXT = tuple(f"{quarters / 4:g}" for quarters in range(1024))  # "9.5" for 38 quarter points
+
+
+def _points_text(quarters: int) -> str:
+    """Quarter points as the *why* phrase writes points (``f"{points:g}"``), from a table."""
+    return _POINTS_TEXT[quarters] if 0 <= quarters < 1024 else f"{quarters / 4:g}"
 
 
 def may_read_otherwise(n_words: int, packed: int, language: str | None, *, part: bool = False) -> bool:

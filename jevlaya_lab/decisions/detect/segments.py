@@ -87,8 +87,9 @@ def find_mixed(per_leaf: list[tuple[str, str, dict[str, int]]], overall: dict[st
     return None
 
 
-def find_mixed_ascii(text: str, overall: dict[str, Any]) -> dict[str, Any] | None:
-    """:func:`find_mixed` for a state that is one ASCII string (most states), finding its
+def find_mixed_ascii(text: str, language: str | None, evidence: tuple) -> dict[str, Any] | None:
+    """:func:`find_mixed` for a state that is one ASCII string (most states) that reads as
+    ``language`` with ``evidence`` (its :func:`~.languages.ascii_evidence`), finding its
     sentences with bytes methods instead of the sentence regex.
 
     ``text.translate`` marks sentence ends and spaces, ``replace`` turns the first space after
@@ -97,13 +98,12 @@ def find_mixed_ascii(text: str, overall: dict[str, Any]) -> dict[str, Any] | Non
     words (they differ only in the spaces and signs around them). Only a sentence whose words may
     read otherwise is then cut out by the regex and judged.
     """
-    if not _whole_may_differ(overall):
+    if not may_read_otherwise(evidence[1], evidence[3], language):
         return None
     marked = text.encode("ascii").translate(_ASCII_SENTENCES).replace(b". ", b".\n")
     pieces = [piece for piece in marked.split(b"\n") if piece.strip()]
     if len(pieces) < 2:
         return None
-    language = overall["language"]
     parts: list[str] | None = None
     for i, piece in enumerate(pieces[:MAX_SEGMENTS]):
         words = piece.translate(ASCII_WORDS).split()
