@@ -157,6 +157,9 @@ class Registry:
         self._entries: dict[str, RegistryEntry] = {}
         self._lookup: dict[str, str] = {}  # casefolded name or alias -> canonical name
         self._repos: dict[str, str | None] = {}  # canonical name -> repo(name), made at registration
+        self.version = 0
+        """Counts the changes of the registered names (register, unregister): what depends on
+        them may be kept until it changes."""
         if isinstance(models, Registry):
             models = models.registered
         for name, spec in (models or {}).items():
@@ -206,6 +209,7 @@ class Registry:
             self._warn_near(name, alias_list)
             self._entries[name] = entry
             self._repos[name] = _repo_of(source)
+            self.version += 1
             for key in (name, *alias_list):
                 self._lookup[key.casefold()] = name
         return entry
@@ -225,6 +229,7 @@ class Registry:
     def _drop(self, entry: RegistryEntry) -> None:
         del self._entries[entry.name]
         del self._repos[entry.name]
+        self.version += 1
         for key in (entry.name, *entry.aliases):
             self._lookup.pop(key.casefold(), None)
 

@@ -270,8 +270,8 @@ class Router(HookHost):
         request = {"state": state, "questions": questions, "model": model, "task": task,
                    "lang": lang, "lang_guess": lang_guess}
         self.policy.check_fields(request, "route", need_questions=False)
-        if hooks is None and not self._hooks.listens("on_route"):  # no hook can see or change it
-            return self._route(request, None, explain)[0]
+        if hooks is None and not explain and not self._hooks.listens("on_route"):
+            return self.policy.decide(request)[0]  # no hook can see or change it: just decide
         return self._route(request, self._hooks.call(hooks, hooks_raise=hooks_raise), explain)[0]
 
     @call_scope

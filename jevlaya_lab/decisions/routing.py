@@ -145,6 +145,7 @@ class RoutingPolicy:
         check_lang_guess(lang_guess, "lang_guess")
         self.lang_guess = lang_guess
         self.auto_task_detection = bool(auto_task_detection)
+        self._targets: dict[str, tuple[tuple, tuple[str, str]]] = {}  # see _language_target
 
     def settle(self, chosen: Any, original: Decision) -> Decision:
         """Accept what an ``on_route`` hook left in ``ctx.decision``; aliases become canonical."""
@@ -211,7 +212,9 @@ class RoutingPolicy:
                           f"{lang!r} names no language, so it decides nothing"})
 
         guessed = False
-        for where, guesser in _guessers(request.get("lang_guess"), self.lang_guess):
+        per_call = request.get("lang_guess")
+        for where, guesser in () if per_call is None and self.lang_guess is None else \
+                _guessers(per_call, self.lang_guess):
             guessed = True
             code = guesser(request["state"]) if callable(guesser) else guesser
             if code is None or primary_subtag(code, f"lang_guess ({where})") in LANGUAGE_AGNOSTIC_CODES:
@@ -257,7 +260,23 @@ class RoutingPolicy:
         return next((name for name, known in self.workflows.items() if ids == known), None)
 
     def _language_target(self, code: str) -> tuple[str, str]:
-        """The checkpoint for language ``code`` and the end of a sentence saying why."""
+        """The checkpoint for language ``code`` and the end of a sentence saying why.
+
+        Both depend only on the code, the registry and the policy's names, so they are kept per
+        code (at most 256 codes) and made again when the registry (its ``version``) or a name
+        changes. A memo of this small function, not of any state's decision.
+        """
+        stamp = (self.registry.version, self.english, self.multilingual, self.default)
+        kept = self._targets.get(code)
+        if kept is not None and kept[0] == stamp:
+            return kept[1]
+        if len(self._targets) >= 256:
+            self._targets.clear()
+        found = self._find_language_target(code)
+        self._targets[code] = (stamp, found)
+        return found
+
+    def _find_language_target(self, code: str) -> tuple[str, str]:
         label = f"{detection.language_name(code)} ({code})"
         role, wanted = ("English", self.english) if code in _ENGLISH_CODES else ("multilingual", self.multilingual)
         if wanted in self.registry:

@@ -134,7 +134,18 @@ def ascii_word_points(words: list[bytes]) -> int:
 def ascii_evidence(words: list[bytes]) -> Evidence:
     """The :data:`Evidence` of ASCII text from its :func:`ascii_words`."""
     packed = ascii_word_points(words)
-    return array("i", packed.to_bytes(_SCORE_BYTES, sys.byteorder)), len(words), 0, packed
+    return _unpacked(packed, len(words)), len(words), 0, packed
+
+
+_NO_POINTS = array("i", bytes(_SCORE_BYTES))  # read only: see _unpacked
+
+
+def _unpacked(packed: int, n_words: int) -> array:
+    """Quarter points per language from packed ones (all zeros for fewer than ``MIN_WORDS``
+    words, which name no language whatever they score, so nothing is unpacked)."""
+    if n_words < MIN_WORDS:
+        return _NO_POINTS
+    return array("i", packed.to_bytes(_SCORE_BYTES, sys.byteorder))
 
 
 def _top_two(points: array) -> tuple[int, int, int, int]:

@@ -8,6 +8,7 @@ letters for Cyrillic and Arabic.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import regex
@@ -121,6 +122,9 @@ _CYRILLIC_TELLTALES = tuple((lang, frozenset(letters)) for lang, letters in (
     ("uk", "їєґ"), ("be", "ў"), ("kk", "әғқңөұүһ"), ("mk", "ќѓѕ"), ("sr", "ђћ"), ("ru", "ыэё"),
     ("uk", "і"), ("sr", "јљњџ"), ("bg", "ъ")))
 _ARABIC_TELLTALES = ((("ur", frozenset("ٹڈڑںے"))), ("fa", frozenset("پچژگی")))
+# one scan finds which telltale letters a text holds; the lists above then decide in their order
+_CYRILLIC_TELLTALE = re.compile("[" + "".join(sorted(set().union(*(s for _, s in _CYRILLIC_TELLTALES)))) + "]")
+_ARABIC_TELLTALE = re.compile("[" + "".join(sorted(set().union(*(s for _, s in _ARABIC_TELLTALES)))) + "]")
 
 
 def script_language(script: str, text: str, counts: dict[str, int]) -> str | None:
@@ -130,13 +134,13 @@ def script_language(script: str, text: str, counts: dict[str, int]) -> str | Non
             return "ja"
         return "zh"
     if script == "Cyrillic":
-        present = set(text.lower())
+        present = set(_CYRILLIC_TELLTALE.findall(text.lower()))
         for lang, letters in _CYRILLIC_TELLTALES:
             if not letters.isdisjoint(present):
                 return lang
         return "ru" if sum(counts.values()) >= 20 else None
     if script == "Arabic":
-        present = set(text)
+        present = set(_ARABIC_TELLTALE.findall(text))
         for lang, letters in _ARABIC_TELLTALES:
             if not letters.isdisjoint(present):
                 return lang

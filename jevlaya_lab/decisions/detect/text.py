@@ -43,7 +43,10 @@ def sample_leaves(state: Any, budget: int = SAMPLE_CHARS) -> list[tuple[str, str
     list), so a long document costs no more than the text that can influence the answer."""
     if isinstance(state, str):  # most states: one leaf, nothing to walk
         return [("$", state[:budget])] if budget > 0 else []
-    leaves = list(string_leaves(state))
+    if type(state) is dict and all(type(value) is str for value in state.values()):
+        leaves = [(f"${_key_path(key)}", value) for key, value in state.items()]  # a flat record
+    else:
+        leaves = list(string_leaves(state))
     if isinstance(state, (list, tuple)):
         leaves.reverse()
     sampled, left = [], budget
