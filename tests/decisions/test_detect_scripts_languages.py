@@ -242,12 +242,18 @@ def _ascii_salads(n: int, seed: int = 7) -> list[str]:
 
 
 def test_ascii_text_whose_words_cannot_read_otherwise_has_no_foreign_part():
-    """``may_read_otherwise`` lets detection skip judging the sentences of most English states;
-    it must be a proof: whenever it says no for a text (or a part of it), no part judged on its
-    own reads as another language than the whole (or as surely not English in an English
-    whole), and when it says no for a part asked on its own (``part=True``), that part is not
+    """``may_read_otherwise`` and ``may_lead_english`` let detection skip judging the sentences
+    of most English states; they must be proofs: whenever one says no for a whole text, no part
+    judged on its own reads as another language than the whole (or as surely not English in an
+    English whole), and when ``may_read_otherwise`` says no for a part asked on its own
+    (``part=True``), that part is not
     foreign. Checked on 3,000 seeded ASCII salads, every answer occurring often."""
-    from jevlaya_lab.decisions.detect.languages import ascii_word_points, ascii_words, may_read_otherwise
+    from jevlaya_lab.decisions.detect.languages import (
+        ascii_word_points,
+        ascii_words,
+        may_lead_english,
+        may_read_otherwise,
+    )
     from jevlaya_lab.decisions.detect.segments import _SEGMENT_SPLIT, judge
 
     def may(text: str, language: str | None, part: bool = False) -> bool:
@@ -263,22 +269,25 @@ def test_ascii_text_whose_words_cannot_read_otherwise_has_no_foreign_part():
             or (decided is None and judged["not_english"] and language == "en")
 
     answers = {True: 0, False: 0}
+    leads = {True: 0, False: 0}
     foreign_parts = parts_skipped = 0
     for text in _ascii_salads(3000):
         language = judge(text)["language"]
         whole_may = may(text, language)
         answers[whole_may] += 1
+        lead = language not in ("en", None) or may_lead_english(ascii_words(text))
+        leads[lead] += language in ("en", None)
         for part in [p for p in _SEGMENT_SPLIT.split(text) if p.strip()]:
             is_foreign = foreign(part, language)
             foreign_parts += is_foreign
             if is_foreign:
-                assert whole_may, (text, part)
+                assert whole_may and lead, (text, part)
                 assert may(part, language), (text, part)
                 assert may(part, language, part=True), (text, part)
             else:
                 parts_skipped += not may(part, language, part=True)
-    assert min(answers.values()) > 300 and foreign_parts > 100 and parts_skipped > 1000, \
-        (answers, foreign_parts, parts_skipped)
+    assert min(answers.values()) > 300 and min(leads.values()) > 300 and foreign_parts > 100 \
+        and parts_skipped > 1000, (answers, leads, foreign_parts, parts_skipped)
 
 
 def test_one_ascii_string_is_detected_as_the_general_path_detects_it():

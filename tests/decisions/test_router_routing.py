@@ -224,3 +224,21 @@ def test_decision_has_an_escaped_notebook_view(router):
     pinned = Decision(model="m<b>", source="hook", reason="x < y & z", detection=None, workflow=None)
     view = pinned._repr_html_()
     assert "m&lt;b&gt;" in view and "x &lt; y &amp; z" in view and "<b>" not in view
+
+
+def test_a_registry_change_reaches_the_next_decision(tmp_path):
+    """The checkpoint for a language (and its reason) is kept per language code; registering or
+    unregistering a checkpoint, or renaming the policy's targets, must change the next
+    decision, not leave the kept one in place."""
+    router = Router({"english": tmp_path / "en"})
+    first = router.route(SPANISH)
+    assert first.model == "english" and "no 'multilingual' checkpoint is registered" in first.reason
+    router.register("multilingual", tmp_path / "multi")
+    second = router.route(SPANISH)
+    assert second.model == "multilingual" and second.reason.endswith("so the multilingual checkpoint "
+                                                                     "'multilingual' reads it.")
+    router.register("spanish", tmp_path / "es")
+    router.policy.multilingual = "spanish"
+    assert router.route(SPANISH).model == "spanish"
+    router.unregister("spanish")
+    assert router.route(SPANISH).model == "english"

@@ -114,7 +114,7 @@ def _detect_ascii(text: str) -> dict[str, Any]:
         return _result(_NO_LETTERS, {}, None)
     evidence = ascii_evidence(words)
     language, not_english, reading = read_evidence(evidence)
-    mixed = find_mixed_ascii(text, language, evidence)
+    mixed = find_mixed_ascii(text, words, language, evidence)
     return {
         "script": "Latin",
         "script_profile": {"Latin": 1.0},

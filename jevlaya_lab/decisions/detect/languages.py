@@ -80,6 +80,10 @@ _BUT_EN_BIT_1 = sum(2 << _BITS * i for i in range(len(LANGUAGES)) if i != _EN)
 _BUT_AT_LEAST_8 = {lang: sum(_AT_LEAST_8 << _BITS * i for i in range(len(LANGUAGES)) if i != own)
                    for lang, own in _POSITION.items()}
 _FIELD = (1 << _BITS) - 1
+# the packed points of each ASCII common word that is not an English one (see may_lead_english)
+_NOT_ENGLISH_POINTS = {word: points for word, points in _ASCII_WORD_POINTS.items()
+                       if word.decode("ascii") not in STOPWORDS["en"]}
+_BUT_EN_AT_LEAST_4 = sum(((1 << _BITS) - 4) << _BITS * i for i in range(len(LANGUAGES)) if i != _EN)
 _LEAD_BIT = 1 << 30
 _EVERY_FIELD = sum(1 << _BITS * i for i in range(len(LANGUAGES)))  # times n: n in every field
 _LEAD_BUT = {own: _LEAD_BIT * (_EVERY_FIELD - (1 << _BITS * own)) for own in range(len(LANGUAGES))}
@@ -261,6 +265,19 @@ def may_read_otherwise(n_words: int, packed: int, language: str | None, *, part:
     # 2**31 (fields stay below 2**29), so bit 30 of a field is set exactly when f >= mine + 4.
     mine = (packed >> _BITS * own) & _FIELD
     return bool((packed + (_LEAD_BIT - mine - 4) * _EVERY_FIELD) & _LEAD_BUT[own])
+
+
+def may_lead_english(words: list[bytes]) -> bool:
+    """Whether some part of ASCII text with these :func:`ascii_words` (a sentence, a field)
+    could have a language one point ahead of English, as a part needs to read as another
+    language than English, or as surely not English.
+
+    A word scores the same for every language that has it (one point, half for one letter), so
+    a word English has too never puts another language ahead of English; only the points of
+    words English lacks can, and a part has no more of them than the whole text. When no
+    language has one point of them, no part can lead. ``False`` is a proof, ``True`` a maybe.
+    """
+    return bool(sum(filter(None, map(_NOT_ENGLISH_POINTS.get, words))) & _BUT_EN_AT_LEAST_4)
 
 
 def _best_other(points: array) -> int:

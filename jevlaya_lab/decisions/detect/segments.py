@@ -19,6 +19,7 @@ from .languages import (
     ascii_words,
     explain_reading,
     language_name,
+    may_lead_english,
     may_read_otherwise,
     read_latin,
 )
@@ -87,10 +88,13 @@ def find_mixed(per_leaf: list[tuple[str, str, dict[str, int]]], overall: dict[st
     return None
 
 
-def find_mixed_ascii(text: str, language: str | None, evidence: tuple) -> dict[str, Any] | None:
-    """:func:`find_mixed` for a state that is one ASCII string (most states) that reads as
-    ``language`` with ``evidence`` (its :func:`~.languages.ascii_evidence`), finding its
-    sentences with bytes methods instead of the sentence regex.
+def find_mixed_ascii(text: str, words: list[bytes], language: str | None,
+                     evidence: tuple) -> dict[str, Any] | None:
+    """:func:`find_mixed` for a state that is one ASCII string (most states) with these
+    ``words`` that reads as ``language`` with ``evidence`` (its
+    :func:`~.languages.ascii_evidence`), finding its sentences with bytes methods instead of
+    the sentence regex. In an English or undecided state, a sentence is foreign only with a
+    language one point ahead of English (:func:`~.languages.may_lead_english`).
 
     ``text.translate`` marks sentence ends and spaces, ``replace`` turns the first space after
     a sentence end into a line break, and ``split`` cuts at line breaks: the non-blank pieces are
@@ -102,7 +106,7 @@ def find_mixed_ascii(text: str, language: str | None, evidence: tuple) -> dict[s
         return None
     marked = text.encode("ascii").translate(_ASCII_SENTENCES).replace(b". ", b".\n")
     pieces = [piece for piece in marked.split(b"\n") if piece.strip()]
-    if len(pieces) < 2:
+    if len(pieces) < 2 or language in ("en", None) and not may_lead_english(words):
         return None
     parts: list[str] | None = None
     for i, piece in enumerate(pieces[:MAX_SEGMENTS]):
