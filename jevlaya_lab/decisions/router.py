@@ -32,7 +32,8 @@ Decisions the spec leaves open, written down here:
   context (Laya gives them two), so a hook or a trace sees routing, start and end of a request
   as one run. Every public call (``predict``, ``route``, ``load``, ``unload``, ...) is one
   :func:`~jevlaya_lab.hooks.context.call_scope`: all contexts it creates, ``on_load`` /
-  ``on_evict`` and the Agent's own included, carry the call's id as ``parent_id``.
+  ``on_evict`` and the Agent's own included, carry the call's id as ``parent_id``. (A ``route``
+  with no hook listening, no callable guesser and no ``explain`` creates none, and skips it.)
 
 Hub options (Laya 0.4.15's constructor keywords; they matter only for hub sources):
 - ``token`` is used for every hub download; ``revision`` pins every checkpoint to one branch, tag
@@ -252,7 +253,6 @@ class Router(HookHost):
         return self._registry.registered
 
     # -- routing -------------------------------------------------------------------------------
-    @call_scope
     def route(
         self,
         state: Any,
@@ -270,8 +270,16 @@ class Router(HookHost):
         request = {"state": state, "questions": questions, "model": model, "task": task,
                    "lang": lang, "lang_guess": lang_guess}
         self.policy.check_fields(request, "route", need_questions=False)
-        if hooks is None and not explain and not self._hooks.listens("on_route"):
-            return self.policy.decide(request)[0]  # no hook can see or change it: just decide
+        if hooks is None and not explain and not callable(lang_guess) and not callable(self.policy.lang_guess) \
+                and not self._hooks.listens("on_route"):
+            # Only the Router's own rules run: no hook sees or changes the decision, and nothing
+            # can create a hook context, so no call scope is needed (its id would never be read).
+            return self.policy.decide(request)[0]
+        return self._scoped_route(request, hooks, hooks_raise, explain)
+
+    @call_scope
+    def _scoped_route(self, request: dict[str, Any], hooks: Sequence[Any] | None, hooks_raise: bool | None,
+                      explain: bool) -> Decision:
         return self._route(request, self._hooks.call(hooks, hooks_raise=hooks_raise), explain)[0]
 
     @call_scope

@@ -172,6 +172,13 @@ class RoutingPolicy:
                explain: bool = False) -> tuple[Decision, list[dict] | None]:
         """Walk the precedence chain; returns the decision and, with ``explain=True``, the steps
         considered (``None`` otherwise: nobody reads them, so they are not written)."""
+        get = request.get
+        if not explain and get("model") is None and get("task") is None and get("lang") is None \
+                and get("lang_guess") is None and self.lang_guess is None and not self.auto_task_detection:
+            # the request names nothing and nothing guesses: detection is the only rule that applies
+            found = detection.detect(request["state"])
+            target, reason = self._detection_target(found)
+            return self._decided(None, self._match_workflow(get("questions")), target, "detection", reason, found)
         steps: list[dict] | None = [] if explain else None
         matched = self._match_workflow(request.get("questions"))
 

@@ -242,3 +242,23 @@ def test_a_registry_change_reaches_the_next_decision(tmp_path):
     assert router.route(SPANISH).model == "spanish"
     router.unregister("spanish")
     assert router.route(SPANISH).model == "english"
+
+
+def test_a_callable_guesser_runs_inside_the_route_call():
+    """A route() that only detects skips the call scope (nothing in it can make a hook
+    context); a callable language guesser is user code, so its route() keeps the scope: a
+    context the guesser makes has the call's id as parent, one id per call."""
+    from jevlaya_lab.hooks.context import current_call
+
+    parents = []
+
+    def guesser(state):
+        parents.append(current_call())
+        return None  # abstain: detection decides
+
+    router = Router()
+    assert router.route(ENGLISH, lang_guess=guesser).model == "english"
+    assert router.route(ENGLISH, lang_guess=guesser).model == "english"
+    Router(lang_guess=guesser).route(ENGLISH)
+    assert len(parents) == 3 and None not in parents and len(set(parents)) == 3
+    assert current_call() is None
