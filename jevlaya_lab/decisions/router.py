@@ -267,14 +267,19 @@ class Router(HookHost):
         explain: bool = False,
     ) -> Decision:
         """Decide which checkpoint answers ``state``; fires ``on_route``; never loads a model."""
+        if model is None and task is None and lang is None and lang_guess is None and hooks is None \
+                and not explain and self.policy.detects_only and not self._hooks.listens("on_route"):
+            # The common call: only detection decides, no hook sees or changes the decision and
+            # nothing can create a hook context, so there is no chain to walk and no call scope
+            # to open (its id would never be read).
+            self.policy.check_state(state, questions, "route", need_questions=False)
+            return self.policy.by_detection(state, questions)
         request = {"state": state, "questions": questions, "model": model, "task": task,
                    "lang": lang, "lang_guess": lang_guess}
         self.policy.check_fields(request, "route", need_questions=False)
         if hooks is None and not explain and not callable(lang_guess) and not callable(self.policy.lang_guess) \
                 and not self._hooks.listens("on_route"):
-            # Only the Router's own rules run: no hook sees or changes the decision, and nothing
-            # can create a hook context, so no call scope is needed (its id would never be read).
-            return self.policy.decide(request)[0]
+            return self.policy.decide(request)[0]  # no hook context can be made: no call scope
         return self._scoped_route(request, hooks, hooks_raise, explain)
 
     @call_scope

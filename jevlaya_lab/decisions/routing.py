@@ -173,12 +173,9 @@ class RoutingPolicy:
         """Walk the precedence chain; returns the decision and, with ``explain=True``, the steps
         considered (``None`` otherwise: nobody reads them, so they are not written)."""
         get = request.get
-        if not explain and get("model") is None and get("task") is None and get("lang") is None \
-                and get("lang_guess") is None and self.lang_guess is None and not self.auto_task_detection:
-            # the request names nothing and nothing guesses: detection is the only rule that applies
-            found = detection.detect(request["state"])
-            target, reason = self._detection_target(found)
-            return self._decided(None, self._match_workflow(get("questions")), target, "detection", reason, found)
+        if not explain and self.detects_only and get("model") is None and get("task") is None \
+                and get("lang") is None and get("lang_guess") is None:
+            return self.by_detection(request["state"], get("questions")), None
         steps: list[dict] | None = [] if explain else None
         matched = self._match_workflow(request.get("questions"))
 
@@ -237,6 +234,19 @@ class RoutingPolicy:
         found = detection.detect(request["state"])
         target, reason = self._detection_target(found)
         return self._decided(steps, matched, target, "detection", reason, found)
+
+    @property
+    def detects_only(self) -> bool:
+        """Whether a request that names no ``model``, ``task``, ``lang`` or ``lang_guess`` is
+        decided by detection alone (no Router-level guesser, no workflow auto-detection)."""
+        return self.lang_guess is None and not self.auto_task_detection
+
+    def by_detection(self, state: Any, questions: Any = None) -> Decision:
+        """The decision of the detection rule, for a request that names nothing when
+        :attr:`detects_only` (the rules before it cannot apply, so none is walked)."""
+        found = detection.detect(state)
+        target, reason = self._detection_target(found)
+        return self._decided(None, self._match_workflow(questions), target, "detection", reason, found)[0]
 
     def _decided(self, steps: list[dict] | None, matched: str | None, model: str, source: str, reason: str,
                  found: dict | None = None) -> tuple[Decision, list[dict] | None]:
@@ -344,13 +354,11 @@ class RoutingPolicy:
             raise ValueError(f"{where}: unknown key(s) {unknown}; a request may have {list(REQUEST_KEYS)}")
         self.check_fields(request, where, need_questions=need_questions, parsed=parsed)
 
-    def check_fields(self, request: Mapping[str, Any], where: str, *, need_questions: bool,
-                     parsed: dict[int, Any] | None = None) -> None:
-        """The values of a request whose keys are known (a method built it from its own
-        arguments); a field that is not given costs one lookup."""
-        if request.get("state") is None:
+    def check_state(self, state: Any, questions: Any, where: str, *, need_questions: bool,
+                    parsed: dict[int, Any] | None = None) -> None:
+        """A request's ``state`` and ``questions``."""
+        if state is None:
             raise TypeError(f"{where}['state']: missing or None; pass a str, dict or list to decide about")
-        questions = request.get("questions")
         if questions is None and need_questions:
             raise TypeError(f"{where}['questions']: missing; pass a dict question_id -> definition")
         if questions is not None:
@@ -359,6 +367,13 @@ class RoutingPolicy:
                                 f"got {type(questions).__name__}")
             if need_questions:
                 validate_questions(questions, where, parsed if parsed is not None else {})
+
+    def check_fields(self, request: Mapping[str, Any], where: str, *, need_questions: bool,
+                     parsed: dict[int, Any] | None = None) -> None:
+        """The values of a request whose keys are known (a method built it from its own
+        arguments); a field that is not given costs one lookup."""
+        self.check_state(request.get("state"), request.get("questions"), where,
+                         need_questions=need_questions, parsed=parsed)
         model, task, lang = request.get("model"), request.get("task"), request.get("lang")
         if model is not None or task is not None or lang is not None:
             for key, value in (("model", model), ("task", task), ("lang", lang)):

@@ -190,6 +190,11 @@ def test_route_rejects_none_state_and_non_list_batches(router):
         router.route(None)
     with pytest.raises(TypeError, match="requests: expected a list of request dicts"):
         router.route_batch({"state": ENGLISH})
+    for plain in (router, Router(), Router.laya()):  # a route that only detects checks its fields too
+        with pytest.raises(TypeError, match="route\\['state'\\]: missing or None"):
+            plain.route(None)
+        with pytest.raises(TypeError, match="route\\['questions'\\]: expected a dict question_id"):
+            plain.route(ENGLISH, ["intent"])
 
 
 def test_router_construction_errors_name_the_fix(tmp_path):
