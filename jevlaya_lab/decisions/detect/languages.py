@@ -44,7 +44,7 @@ LANGUAGES: tuple[str, ...] = tuple(STOPWORDS)
 """The languages scored, in the order of ``languages.json``; a tie goes to the one listed first."""
 _EN = LANGUAGES.index("en")
 _POSITION = {lang: i for i, lang in enumerate(LANGUAGES)}
-_BITS = 32  # per language in a packed score: room for 2**29 words of quarter points
+_BITS = 32  # per language in a packed score; a field stays under 2**29 for texts under 2**27 words
 _SCORE_BYTES = _BITS // 8 * len(LANGUAGES)
 assert array("i").itemsize * 8 == _BITS
 
@@ -260,7 +260,9 @@ def may_read_otherwise(n_words: int, packed: int, language: str | None, *, part:
         return bool(reaches)
     own = _POSITION[language or "en"]
     # Every field f of packed becomes 2**30 + f - mine - 4: no field goes below 0 or reaches
-    # 2**31 (fields stay below 2**29), so bit 30 of a field is set exactly when f >= mine + 4.
+    # 2**31 (fields stay below 2**29; detection reads at most 4,000 characters), so no field
+    # borrows from or carries into the next, and bit 30 of a field is set exactly when
+    # f >= mine + 4.
     mine = (packed >> _BITS * own) & _FIELD
     return bool((packed + (_LEAD_BIT - mine - 4) * _EVERY_FIELD) & _LEAD_BUT[own])
 

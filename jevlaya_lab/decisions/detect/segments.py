@@ -110,8 +110,8 @@ def find_mixed_ascii(text: str, words: list[bytes], language: str | None,
         return None
     parts: list[str] | None = None
     for i, piece in enumerate(pieces[:MAX_SEGMENTS]):
-        words = piece.translate(ASCII_WORDS).split()
-        if not may_read_otherwise(len(words), ascii_word_points(words), language, part=True):
+        piece_words = piece.translate(ASCII_WORDS).split()
+        if not may_read_otherwise(len(piece_words), ascii_word_points(piece_words), language, part=True):
             continue
         if parts is None:
             parts = [p for p in _SEGMENT_SPLIT.split(text) if p.strip()]
