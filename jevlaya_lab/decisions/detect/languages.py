@@ -24,6 +24,8 @@ from pathlib import Path
 
 import regex
 
+from .text import letters_are_ascii
+
 MIN_WORDS = 3  # fewer Latin words than this is too little evidence to name a language
 
 _DATA = json.loads((Path(__file__).with_name("languages.json")).read_text(encoding="utf-8"))
@@ -97,12 +99,18 @@ def language_name(code: str | None) -> str:
 def _latin_scores(text: str) -> Evidence:
     """The :data:`Evidence` of Latin-script ``text``.
 
-    ASCII text (most states) is split into words by one ``bytes.translate`` and ``split`` and
-    scored by one ``sum`` of packed integers, all in C; it has no diacritics or telltale
-    letters to look for. Other text is lowered and split by a regex first.
+    Text whose letters are all ASCII (most states) is split into words by one
+    ``bytes.translate`` and ``split`` and scored by one ``sum`` of packed integers, all in C; it
+    has no diacritics or telltale letters to look for (``¿`` / ``¡``, signs that count for
+    Spanish, send text to the general path). Other text is lowered and split by a regex first.
     """
-    if text.isascii():
+    if letters_are_ascii(text) and "¿" not in text and "¡" not in text:
         return ascii_evidence(ascii_words(text))
+    return _unicode_scores(text)
+
+
+def _unicode_scores(text: str) -> Evidence:
+    """:func:`_latin_scores` of any text, by the general path (regex words, hint letters)."""
     lowered = text.lower()
     words = WORD.findall(lowered)
     packed = sum(filter(None, map(_WORD_POINTS.get, words)))
@@ -126,8 +134,9 @@ def _latin_scores(text: str) -> Evidence:
 
 
 def ascii_words(text: str) -> list[bytes]:
-    """The words of ASCII ``text``, lowered, as bytes (one ``translate`` and ``split``, in C)."""
-    return text.encode("ascii").translate(ASCII_WORDS).split()
+    """The words of ``text`` whose letters are all ASCII (:func:`~.text.letters_are_ascii`),
+    lowered, as bytes (one ``encode``, ``translate`` and ``split``, in C; a sign becomes ``?``)."""
+    return text.encode("ascii", "replace").translate(ASCII_WORDS).split()
 
 
 def ascii_word_points(words: list[bytes]) -> int:

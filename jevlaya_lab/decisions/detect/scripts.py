@@ -13,7 +13,7 @@ from typing import Any
 
 import regex
 
-from .text import string_leaves
+from .text import letters_are_ascii, string_leaves
 
 # Scripts told apart; letters of any other script are counted as "Other".
 SCRIPTS: tuple[str, ...] = (
@@ -74,14 +74,15 @@ _SCRIPT_TAGS = _ScriptTags()
 def count_scripts(text: str, counts: dict[str, int]) -> None:
     """Add the letters of ``text`` per script to ``counts`` (scripts in order of first letter).
 
-    ASCII text (most states) is counted with one C-level byte deletion and no regex: its letters
-    are ``[A-Za-z]``, all Latin. Other text is tagged letter by letter with one
-    ``str.translate`` (:class:`_ScriptTags`) and each script's tag counted. A letter of a script
+    Text whose letters are all ASCII (most states; :func:`~.text.letters_are_ascii`) is counted
+    with one C-level byte deletion: its letters are ``[A-Za-z]``, all Latin. Other text is
+    tagged letter by letter with one ``str.translate`` (:class:`_ScriptTags`) and each script's
+    tag counted. A letter of a script
     outside ``SCRIPTS`` starts an "Other" run that ``SCRIPT_RUN`` extends over the letters after
     it, whatever their script; text holding one is counted by the regex run by run.
     """
-    if text.isascii():
-        latin = len(text.encode("ascii").translate(None, _ASCII_NON_LETTERS))
+    if letters_are_ascii(text):  # the signs around ASCII letters are dropped with the encoding
+        latin = len(text.encode("ascii", "ignore").translate(None, _ASCII_NON_LETTERS))
         if latin:
             counts["Latin"] = counts.get("Latin", 0) + latin
         return

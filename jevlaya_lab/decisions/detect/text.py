@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
+import regex
+
 SAMPLE_CHARS = 4000  # characters read per state (about what a 512-token model keeps, with margin)
 
 
@@ -58,3 +60,14 @@ def sample_leaves(state: Any, budget: int = SAMPLE_CHARS) -> list[tuple[str, str
     if isinstance(state, (list, tuple)):
         sampled.reverse()
     return sampled
+
+
+_NON_ASCII_LETTER = regex.compile(r"(?V1)[\p{L}--\p{ASCII}]")
+
+
+def letters_are_ascii(text: str) -> bool:
+    """Whether every letter of ``text`` is ASCII: ASCII text, or text whose other characters
+    are all signs (typographic quotes and dashes, ``…``, no-break spaces, emoji). Such text has
+    the letters and words of ASCII text: a sign splits words as a space does, and no sign
+    lowers to a letter (checked over all of Unicode in the tests)."""
+    return text.isascii() or not _NON_ASCII_LETTER.search(text)
