@@ -3,6 +3,7 @@
     .venv/bin/python bench/quality.py                       # hand-written dev + locked test, LODO, 2 seeds
     .venv/bin/python bench/quality.py --no-lodo --split dev # quick: the dev split only
     .venv/bin/python bench/quality.py --alternatives        # LODO of the design alternatives too
+    .venv/bin/python bench/quality.py --no-lodo --split dev --cross-writer --checkpoints mini-en
     .venv/bin/python bench/quality.py --no-lodo --split dev --quantize int8  # a fast mode (or bf16)
 
 (a) **Hand-written states** (``tests/data/fresh/``, written for issue 11, never trained on): per
@@ -16,7 +17,9 @@ as the shipped one but without that dataset, scored on its test split over its f
 held-out descriptions (``eval_description``) and held-out yes/no statements, next to the cosine of
 the same encoder on the same options. Mean and spread over ``--seeds`` (the seed sets initialisation and
 batch order; the data draw is fixed, ``data_seed=0``, so the runs pool each text once).
-Prints tables and writes bench/results/quality.json.
+(c) With ``--cross-writer``: the shipped recipe trained without one writer batch of the English
+training states and scored on it (:func:`cross_writer`), a validation set that is neither the
+evaluation states nor the datasets. Prints tables and writes bench/results/quality.json.
 """
 
 from __future__ import annotations
@@ -59,7 +62,11 @@ def _cosine_probs(builder: PriorBuilder, tokenizer, states, question) -> list[li
 
 def hand_written(name: str, group: str, split: str, agent) -> dict:
     """Metrics of ``agent`` and of the cosine baseline per question on one split."""
-    states = evaluation.load_gold_states(FRESH, group, prefix="", split=split)
+    return _next_to_cosine(agent, evaluation.load_gold_states(FRESH, group, prefix="", split=split))
+
+
+def _next_to_cosine(agent, states: list[evaluation.GoldState]) -> dict:
+    """Per question: ``agent``'s metrics on ``states`` and, under ``cosine``, the untrained cosine's."""
     model_report = evaluation.evaluate_gold_states(agent, states)
     builder = PriorBuilder(agent.decision_model, row_tokenizer(agent.tokenizer))
     out = {}
@@ -138,7 +145,8 @@ def lodo(name: str, seeds: list[int], alternatives: bool, data_dir: str | None,
     recipes = {"shipped": {}}
     if alternatives:
         recipes.update({"ungated": {"gated": 0}, "calibrated cosine (rank 0)": {"rank": 0},
-                        "no reference states": {"reference": 0}})
+                        "no reference states": {"reference": 0},
+                        "gate at quantile 0.665": {"gate_quantile": 0.665}})
     probe = DecisionModel(encoder, head_layers=0, n_act=2,
                           prior=PriorConfig(prefix=base.get("prefix", ""), joint_head=False))
     builder = PriorBuilder(probe, row_tokenizer(tokenizer), memo)
@@ -157,6 +165,38 @@ def lodo(name: str, seeds: list[int], alternatives: bool, data_dir: str | None,
                       "spread": round(max(r[key] for r in runs) - min(r[key] for r in runs), 4)}
                 for key in ("choice_accuracy", "choice_cosine", "noul_balanced_accuracy", "noul_cosine")}
             out[recipe][held]["seeds"] = len(runs)
+    if pool_cache:
+        save_memo(memo, pool_cache)
+    return out
+
+
+def cross_writer(name: str, data_dir: str | None, pool_cache: str | None = None) -> dict:
+    """Each writer batch of the English hand-written training states (files ``en_*.json``: ``a``
+    without a suffix, ``_b``), held out whole from a run of the shipped recipe and scored through an
+    Agent next to the cosine: how the training carries to another writer's wording. It reads no
+    evaluation state, so design choices may be made on it (the locked test stays locked)."""
+    import tempfile
+
+    from jevlaya_lab.decisions.agent import Agent
+    from jevlaya_lab.decisions.checkpoint import CheckpointConfig, save_checkpoint
+    from jevlaya_lab.decisions.training.cli import NAME_DEFAULTS, load_encoder
+    from jevlaya_lab.decisions.training.trainer import TrainConfig, load_memo, save_memo, train
+    from jevlaya_lab.decisions.training.written import load_written
+
+    with quiet_loading():
+        encoder, tokenizer, encoder_id = load_encoder(name)
+    memo: dict = load_memo(pool_cache) if pool_cache else {}
+    out = {}
+    for batch in ("a", "b"):
+        cfg = TrainConfig(**{**NAME_DEFAULTS[name], "data_dir": data_dir, "written_holdout": batch})
+        result = train(encoder, tokenizer, cfg, encoder_id=encoder_id, log=lambda m: None, memo=memo)
+        held = [evaluation.GoldState(w.preset, {presets.STATE_FIELDS[w.preset]: w.text}, w.golds)
+                for w in load_written(("en",)) if w.batch == batch]
+        with tempfile.TemporaryDirectory() as tmp, quiet_loading():
+            path = save_checkpoint(Path(tmp) / name, result.model, result.tokenizer,
+                                   CheckpointConfig.from_dict(result.config))
+            out[batch] = _next_to_cosine(Agent(str(path), model_id=name), held)
+        _print_hand(f"\n{name} trained without writer batch {batch!r}, on its {len(held)} states", out[batch])
     if pool_cache:
         save_memo(memo, pool_cache)
     return out
@@ -181,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
     p.add_argument("--alternatives", action="store_true",
                    help="LODO of the design alternatives too (first seed only: they are cheaper to dismiss)")
+    p.add_argument("--cross-writer", action="store_true",
+                   help="also hold out each writer batch of the English training states (see cross_writer)")
     p.add_argument("--pool-cache", default=None, help="file prefix of pooled vectors (as for jevlaya-lab train)")
     p.add_argument("--data-dir", default=None)
     p.add_argument("--threads", type=int, default=2)
@@ -191,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     from jevlaya_lab.decisions.agent import Agent
 
-    results: dict = {"hand_written": {}, "lodo": {}}
+    results: dict = {"hand_written": {}, "lodo": {}, "cross_writer": {}}
     splits = ["dev", "test"] if args.split == "both" else [args.split]
     started = time.perf_counter()
     for name in args.checkpoints:
@@ -202,6 +244,9 @@ def main(argv: list[str] | None = None) -> int:
                 report = hand_written(name, group, split, agent)
                 results["hand_written"][f"{name}/{group}/{split}"] = report
                 _print_hand(f"\n{name} on hand-written {group} states, {split} split", report)
+        if args.cross_writer:
+            results["cross_writer"][name] = cross_writer(name, args.data_dir,
+                                                         args.pool_cache and f"{args.pool_cache}-{name}")
         if not args.no_lodo:
             print(f"\n{name}: leave one dataset out (seeds {args.seeds})")
             results["lodo"][name] = lodo(name, args.seeds, args.alternatives, args.data_dir,

@@ -67,3 +67,30 @@ def test_a_bad_record_or_file_name_is_refused_with_the_place_and_the_fix(tmp_pat
 def test_unknown_groups_are_refused():
     with pytest.raises(ValueError, match="use a subset of en, multi"):
         load_written(("de",))
+
+
+def test_each_state_knows_its_writer_batch_from_the_file_name(tmp_path):
+    record = {"message": "The invoice total looks wrong.", "intent": "billing", "sentiment": "neutral", "priority": 1}
+    for name in ("en_triage.json", "en_triage_b.json", "en_triage_c.json"):
+        (tmp_path / name).write_text(json.dumps([record]), encoding="utf-8")
+    assert [s.batch for s in load_written(("en",), str(tmp_path))] == ["a", "b", "c"]
+    assert {s.batch for s in load_written(("en",))} == {"a", "b", "c"}
+
+
+def test_a_held_out_writer_batch_is_the_whole_written_held_out_split_and_nothing_of_it_is_trained():
+    """Cross-writer validation (bench/quality.py --cross-writer): batch b's states are held out
+    whole, once per question, and the other batches train (written_copies rows each)."""
+    from jevlaya_lab.decisions.training.trainer import TrainConfig, _examples
+
+    cfg = TrainConfig(datasets="", n_synthetic=4, n_heldout_synthetic=4, written="en", written_holdout="b")
+    train, held = _examples(cfg, lambda m: None)
+    states = load_written(("en",))
+    questions = {p: len(presets.PRESETS[p]()) for p in presets.PRESETS}
+    held_rows = [e for e in held if e.task.startswith("written.")]
+    train_rows = [e for e in train if e.task.startswith("written.")]
+    assert len(held_rows) == sum(questions[s.preset] for s in states if s.batch == "b")
+    assert len(train_rows) == 3 * sum(questions[s.preset] for s in states if s.batch != "b")
+    held_texts = [s.text for s in states if s.batch == "b"]
+    assert all(any(t in str(e.state) for t in held_texts) for e in held_rows[::25])
+    with pytest.raises(ValueError, match="written_holdout='z'"):
+        _examples(TrainConfig(datasets="", n_synthetic=4, written="en", written_holdout="z"), lambda m: None)

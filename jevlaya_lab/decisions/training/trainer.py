@@ -90,6 +90,7 @@ class TrainConfig:
     heldout_share: float = 0.1  # of the drawn utterances (and written states), kept for temperatures and the act head
     written: str = ""  # comma-separated groups of hand-written preset states (en, multi); "" for none
     written_copies: int = 3  # rows per written state and question, each with its own option order
+    written_holdout: str = ""  # a writer batch ("a", "b", ...) held out whole instead of a random share
     reference: int = 1000  # reference states kept to standardise noul statements (0: none); see prior.py
     n_heldout_synthetic: int = 1500
     steps: int = 1500
@@ -267,10 +268,19 @@ def _examples(cfg: TrainConfig, log: Callable[[str], None]) -> tuple[list[Exampl
     if cfg.written_groups and cfg.written_copies:
         states = list(load_written(cfg.written_groups))
         rng.shuffle(states)
-        n_held = int(len(states) * cfg.heldout_share)
-        held += written_examples(states[:n_held], copies=1, seed=seed + 3)
-        train += written_examples(states[n_held:], copies=cfg.written_copies, seed=seed + 4)
-        log(f"written {', '.join(cfg.written_groups)}: {len(states) - n_held} train / {n_held} held-out states")
+        if cfg.written_holdout:  # another writer's batch, for cross-writer validation (bench/quality.py)
+            held_states = [s for s in states if s.batch == cfg.written_holdout]
+            train_states = [s for s in states if s.batch != cfg.written_holdout]
+            if not held_states:
+                raise ValueError(f"written_holdout={cfg.written_holdout!r}: no written state of group(s) "
+                                 f"{cfg.written!r} is in that batch; give a batch some file name ends with "
+                                 "(_b, _c; 'a' for none)")
+        else:
+            n_held = int(len(states) * cfg.heldout_share)
+            held_states, train_states = states[:n_held], states[n_held:]
+        held += written_examples(held_states, copies=1, seed=seed + 3)
+        train += written_examples(train_states, copies=cfg.written_copies, seed=seed + 4)
+        log(f"written {', '.join(cfg.written_groups)}: {len(train_states)} train / {len(held_states)} held-out states")
     shares = {"generic_share": cfg.generic_share, "multilingual_share": cfg.multilingual_share}
     if cfg.n_synthetic:
         train += generate(cfg.n_synthetic, seed=seed, **shares)

@@ -48,15 +48,19 @@ DERIVED: dict[str, dict[str, Callable[[dict[str, Any]], Any]]] = {
 
 
 class WrittenState(NamedTuple):
-    """One hand-written record: its group (``en``/``multi``), preset, text and gold answers."""
+    """One hand-written record: its group (``en``/``multi``), preset, text, gold answers and writer
+    batch (the file name's ``_<batch>`` suffix, ``a`` without one): each batch was written by a
+    different writer, so holding one out whole measures how the training carries to another
+    writer's wording."""
 
     group: str
     preset: str
     text: str
     golds: dict[str, Any]
+    batch: str = "a"
 
 
-def _check(where: str, group: str, preset: str, questions: dict[str, Any], record: Any) -> WrittenState:
+def _check(where: str, group: str, preset: str, batch: str, questions: dict[str, Any], record: Any) -> WrittenState:
     """One record as a :class:`WrittenState`; a ``ValueError`` names the file, the row and the field."""
     field = presets.STATE_FIELDS[preset]
     if not isinstance(record, dict) or not isinstance(record.get(field), str) or not record[field].strip():
@@ -74,7 +78,7 @@ def _check(where: str, group: str, preset: str, questions: dict[str, Any], recor
         if not ok:
             raise ValueError(f"{where}: {qid} = {gold!r} is not a valid answer of presets.{preset}")
         golds[qid] = gold
-    return WrittenState(group, preset, record[field], golds)
+    return WrittenState(group, preset, record[field], golds, batch)
 
 
 @lru_cache(maxsize=4)
@@ -86,14 +90,15 @@ def load_written(groups: tuple[str, ...] = GROUPS, directory: str | None = None)
     out: list[WrittenState] = []
     for path in sorted(Path(directory or DATA).glob("*.json")):
         group, _, rest = path.stem.partition("_")
-        preset = rest.split("_", 1)[0]
+        preset, _, batch = rest.partition("_")
         if group not in GROUPS or preset not in presets.PRESETS:
             raise ValueError(f"{path}: name it <group>_<preset>[_<batch>].json with group in {GROUPS} "
                              f"and preset in {sorted(presets.PRESETS)}")
         if group in groups:
             records = json.loads(path.read_text(encoding="utf-8"))
             questions = presets.PRESETS[preset]()  # once per file, not per record
-            out.extend(_check(f"{path.name}[{i}]", group, preset, questions, r) for i, r in enumerate(records))
+            out.extend(_check(f"{path.name}[{i}]", group, preset, batch or "a", questions, r)
+                       for i, r in enumerate(records))
     return tuple(out)
 
 
