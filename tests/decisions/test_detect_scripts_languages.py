@@ -392,3 +392,20 @@ def test_text_with_signs_around_ascii_letters_scores_as_the_general_path_scores_
         assert list(counts.items()) == list(_count_by_runs(signed).items()), signed
         fast += letters_are_ascii(signed) and not signed.isascii() and "¿" not in signed and "¡" not in signed
     assert fast > 300, fast
+
+
+def test_the_split_precheck_finds_every_sentence_boundary():
+    """A leaf is split into sentences only if a sentence end is followed by a space (stdlib
+    ``\\s``) or a line break; the sentence regex (module ``regex``) splits at no other place,
+    since every space its ``\\s`` takes, the stdlib's takes too (all of Unicode checked)."""
+    import re
+    import sys
+
+    import regex
+
+    from jevlaya_lab.decisions.detect.segments import _MAY_SPLIT, _SEGMENT_SPLIT
+
+    theirs, ours = regex.compile(r"\s"), re.compile(r"\s")
+    assert [hex(c) for c in range(sys.maxunicode + 1) if theirs.match(chr(c)) and not ours.match(chr(c))] == []
+    for text in ["Hola.\u00a0Qué tal", "Fin。\u3000次", "a.b. c", "one\ntwo", "no end", "end.", "¿Sí?\u2029No"]:
+        assert (len(_SEGMENT_SPLIT.split(text)) > 1) <= bool(_MAY_SPLIT.search(text)), text

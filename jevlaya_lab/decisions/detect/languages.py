@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import sys
 from array import array
-from collections import Counter
 from pathlib import Path
 
 import regex
@@ -117,18 +116,18 @@ def _unicode_scores(text: str) -> Evidence:
     points = array("i", packed.to_bytes(_SCORE_BYTES, sys.byteorder))
     if lowered.isascii():
         return points, len(words), 0, packed
-    foreign = sum(1 for word in words if not word.isascii())
+    foreign = len(words) - sum(map(str.isascii, words))
     points[_EN] -= 2 * foreign  # English words almost never carry diacritics
-    special = Counter(_NON_ASCII.findall(lowered))
-    hits = [0] * len(LANGUAGES)
-    for ch, n in special.items():
-        for lang in _HINT_INDEX.get(ch, ()):
-            hits[lang] += n
-    for lang, n in enumerate(hits):
-        if n:
-            points[lang] += min(_HINT_CAP, n * _HINT_QUARTERS)
+    special = _NON_ASCII.findall(lowered)
+    hits: dict[int, int] = {}
+    for ch in set(special).intersection(_HINT_INDEX):  # the telltale letters present
+        n = special.count(ch)
+        for lang in _HINT_INDEX[ch]:
+            hits[lang] = hits.get(lang, 0) + n
+    for lang, n in hits.items():
+        points[lang] += min(_HINT_CAP, n * _HINT_QUARTERS)
     for lang, marks in _INVERTED_AT.items():
-        if any(special[ch] for ch in marks):
+        if any(mark in lowered for mark in marks):
             points[lang] += 4
     return points, len(words), foreign, packed
 

@@ -29,7 +29,9 @@ from .text import letters_are_ascii
 MAX_SEGMENTS = 32  # sentences judged one by one when looking for a foreign segment
 # Sentence or line boundaries used to find a foreign sentence inside one long string.
 _SEGMENT_SPLIT = regex.compile(r"(?<=[.!?。！？])\s+|\n+")
-_MAY_SPLIT = re.compile("[.!?。！？\n]")  # what every boundary of _SEGMENT_SPLIT holds
+# What every boundary of _SEGMENT_SPLIT holds: a sentence end and a space (the stdlib's \s
+# takes every space the regex module's does, and a few more), or a line break.
+_MAY_SPLIT = re.compile("[.!?。！？]\\s|\n")
 _NON_LATIN_LETTERS = regex.compile(r"(?V1)[\p{L}--\p{sc=Latin}]+")
 
 
