@@ -1,7 +1,7 @@
 """The journal under contention and damage (issue 15, defects 4, 5 and 7).
 
 - The event loop never waits for the database: another process holds the SQLite write lock
-  while calls, streams, ratings and snapshots run; the loop's worst lateness stays under 50 ms
+  while calls, streams, ratings and snapshots run; the loop's worst lateness stays under 250 ms
   (a correctness bound on blocking, not a speed target).
 - No row is dropped: rows wait in memory while the database refuses; when it refuses past
   closing, ``close()`` raises naming the spill file, and the next broker writes them, once.
@@ -34,7 +34,10 @@ from jevlaya_lab.journal import JournalWriter, open_store
 from jevlaya_lab.journal.errors import JournalFileError, JournalWriteError
 from jevlaya_lab.journal.sqlite import SQLiteStore
 
-MAX_STALL_S = 0.050
+MAX_STALL_S = 0.25
+"""The loop may be late by scheduling and collection pauses (59 ms seen once in a whole-suite run
+beside a CPU benchmark, after the CPU-wait correction below); waiting for the locked database
+makes it late by seconds (1.9 s measured with the old key lookup), far above this bound."""
 
 _HOLDER = """
 import sqlite3, sys, time
