@@ -411,10 +411,9 @@ class Agent(HookHost):
         163 ms grouped, 120 ms whole; float32 133 ms grouped, 140 ms whole)."""
         amp = torch.autocast(self.device.type, dtype=self._amp) if self._amp else nullcontext()
         with torch.inference_mode(), amp:
-            if prior is not None:
-                return self.decision_model(batch.to(self.device), prior.to(self.device))
-            lengths = batch.attention_mask.sum(dim=1)
-            groups = length_groups(lengths) if self.quantize is None else [torch.arange(len(lengths))]
+            if prior is not None or self.quantize is not None:
+                return self.decision_model(batch.to(self.device), prior and prior.to(self.device))
+            groups = length_groups(batch.attention_mask.sum(dim=1))
             parts = [self.decision_model(batch.take(rows).to(self.device)) for rows in groups]
             if len(parts) == 1 and len(groups[0]) == 1:
                 return parts[0]
