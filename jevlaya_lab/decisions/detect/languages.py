@@ -103,9 +103,15 @@ def _latin_scores(text: str) -> Evidence:
     has no diacritics or telltale letters to look for (``¿`` / ``¡``, signs that count for
     Spanish, send text to the general path). Other text is lowered and split by a regex first.
     """
-    if letters_are_ascii(text) and "¿" not in text and "¡" not in text:
+    if reads_as_ascii(text):
         return ascii_evidence(ascii_words(text))
     return _unicode_scores(text)
+
+
+def reads_as_ascii(text: str) -> bool:
+    """Whether ``text`` is read as ASCII text: its letters are all ASCII and it has no ``¿`` /
+    ``¡`` (which count for Spanish), so its common words are all its evidence."""
+    return letters_are_ascii(text) and "¿" not in text and "¡" not in text
 
 
 def _unicode_scores(text: str) -> Evidence:

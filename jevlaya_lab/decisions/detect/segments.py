@@ -22,9 +22,9 @@ from .languages import (
     may_lead_english,
     may_read_otherwise,
     read_latin,
+    reads_as_ascii,
 )
 from .scripts import count_scripts, family, first_run, script_language
-from .text import letters_are_ascii
 
 MAX_SEGMENTS = 32  # sentences judged one by one when looking for a foreign segment
 # Sentence or line boundaries used to find a foreign sentence inside one long string.
@@ -69,21 +69,21 @@ def find_mixed(per_leaf: list[tuple[str, str, dict[str, int]]], overall: dict[st
     """The first segment unlike the state as a whole (``overall`` is the :func:`judge` of the
     state's ``whole`` text).
 
-    Text read as ASCII (:func:`_read_as_ascii`) in a Latin state can only be foreign by its
-    language, and its common words alone decide that (:func:`~.languages.may_read_otherwise`): a
+    Text read as ASCII (:func:`~.languages.reads_as_ascii`) in a Latin state can only be foreign
+    by its language, and its common words alone decide that (:func:`~.languages.may_read_otherwise`): a
     whole state read as ASCII whose words cannot read otherwise, or in an English or undecided
     state give no language a lead over English (:func:`~.languages.may_lead_english`), has no
     foreign part (most English states), and such a segment whose words cannot is not judged.
     """
     language = overall["language"]
     latin_state = overall["script"] == "Latin"
-    if latin_state and _read_as_ascii(whole) and (not _whole_may_differ(overall) or (
+    if latin_state and reads_as_ascii(whole) and (not _whole_may_differ(overall) or (
             language in ("en", None) and not may_lead_english(ascii_words(whole)))):
         return None
     state_family = family(overall["script"])
     single = len(per_leaf) == 1
     for path, text, counts in _segments_of(per_leaf, skip_whole=single):
-        if latin_state and _read_as_ascii(text):
+        if latin_state and reads_as_ascii(text):
             words = ascii_words(text)
             if not may_read_otherwise(len(words), ascii_word_points(words), language, part=True):
                 continue
@@ -135,12 +135,6 @@ _ASCII_SENTENCES = bytes(
     else 0x20 if chr(b) in "\t\v\f\r " else 0x0B if 0x1C <= b <= 0x1F else ord("#")
     for b in range(128)
 ) + b"#" * 128
-
-
-def _read_as_ascii(text: str) -> bool:
-    """Whether ``text`` is read as ASCII text: its letters are all ASCII and it has no ``¿`` /
-    ``¡`` (which count for Spanish), so its common words are all its evidence."""
-    return letters_are_ascii(text) and "¿" not in text and "¡" not in text
 
 
 def _whole_may_differ(overall: dict[str, Any]) -> bool:
