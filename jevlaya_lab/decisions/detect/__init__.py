@@ -118,17 +118,9 @@ def _detect_ascii(text: str) -> dict[str, Any]:
     evidence = ascii_evidence(words)
     language, not_english, reading = read_evidence(evidence)
     mixed = find_mixed_ascii(text, words, language, evidence)
-    return {
-        "script": "Latin",
-        "script_profile": {"Latin": 1.0},
-        "language": language,
-        "is_english": language == "en" and mixed is None,
-        "not_english": not_english,
-        "language_undecided": language is None,
-        "mixed_segment": mixed,
-        "letters": len(lowered) - lowered.count(32),
-        "evidence": explain_reading(reading, not_english),
-    }
+    verdict = {"script": "Latin", "language": language, "letters": len(lowered) - lowered.count(32),
+               "why": explain_reading(reading, not_english), "not_english": not_english}
+    return _result(verdict, {"Latin": 1.0}, mixed)
 
 
 _NO_LETTERS = {"script": None, "language": None, "letters": 0, "why": "no letters", "not_english": False}
