@@ -217,8 +217,7 @@ class RoutingPolicy:
 
         guessed = False
         per_call = request.get("lang_guess")
-        for where, guesser in () if per_call is None and self.lang_guess is None else \
-                _guessers(per_call, self.lang_guess):
+        for where, guesser in _guessers(per_call, self.lang_guess):
             guessed = True
             code = guesser(request["state"]) if callable(guesser) else guesser
             if code is None or primary_subtag(code, f"lang_guess ({where})") in LANGUAGE_AGNOSTIC_CODES:
@@ -394,9 +393,8 @@ class RoutingPolicy:
 
 def _guessers(per_call: Any, router: Any) -> tuple[tuple[str, Any], ...]:
     """The language guessers given, the call's first: ``(where, guesser)`` pairs."""
-    if per_call is None:
-        return () if router is None else (("router", router),)
-    return (("call", per_call),) if router is None else (("call", per_call), ("router", router))
+    return tuple((where, guesser) for where, guesser in (("call", per_call), ("router", router))
+                 if guesser is not None)
 
 
 def check_lang_guess(value: Any, where: str) -> None:
