@@ -186,12 +186,13 @@ def cross_writer(name: str, data_dir: str | None, pool_cache: str | None = None)
     with quiet_loading():
         encoder, tokenizer, encoder_id = load_encoder(name)
     memo: dict = load_memo(pool_cache) if pool_cache else {}
+    english = [(w.batch, evaluation.GoldState(w.preset, {presets.STATE_FIELDS[w.preset]: w.text}, w.golds))
+               for w in load_written(("en",))]
     out = {}
     for batch in ("a", "b"):
         cfg = TrainConfig(**{**NAME_DEFAULTS[name], "data_dir": data_dir, "written_holdout": batch})
         result = train(encoder, tokenizer, cfg, encoder_id=encoder_id, log=lambda m: None, memo=memo)
-        held = [evaluation.GoldState(w.preset, {presets.STATE_FIELDS[w.preset]: w.text}, w.golds)
-                for w in load_written(("en",)) if w.batch == batch]
+        held = [state for b, state in english if b == batch]
         with tempfile.TemporaryDirectory() as tmp, quiet_loading():
             path = save_checkpoint(Path(tmp) / name, result.model, result.tokenizer,
                                    CheckpointConfig.from_dict(result.config))
