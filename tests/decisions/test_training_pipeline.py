@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import statistics
 from collections import Counter
 from dataclasses import replace
 
@@ -110,6 +111,26 @@ def test_ece_matches_a_hand_computed_value():
     expected = (abs(0.9 - 1) + abs(0.8 - 0) + abs(0.7 - 1) + abs(0.6 - 1)) / 4
     assert metrics.expected_calibration_error(probs, golds) == pytest.approx(expected)
     assert metrics.accuracy(probs, golds) == 0.75
+
+
+def test_calibrated_ece_is_what_sampling_alone_gives():
+    rng = random.Random(3)
+    probs = [[p, 1 - p] for p in (rng.uniform(0.5, 1.0) for _ in range(40))]
+    reference = metrics.calibrated_ece(probs)
+    # golds drawn from the probabilities themselves: a calibrated model, whose ECE on 40 rows is
+    # still far from 0 and close to the reference
+    draws = [metrics.expected_calibration_error(probs, [0 if rng.random() < p[0] else 1 for p in probs])
+             for _ in range(300)]
+    assert 0.05 < reference < 0.2
+    assert statistics.mean(draws) == pytest.approx(reference, abs=0.01)
+    # the reference shrinks with more rows, and an overconfident model stands out above it
+    many = probs * 25
+    assert metrics.calibrated_ece(many, draws=50) < reference / 3
+    always_wrong = metrics.expected_calibration_error(probs, [1] * len(probs))
+    assert always_wrong > reference + 0.3
+    assert metrics.calibrated_ece(probs) == reference  # seeded: reports are reproducible
+    with pytest.raises(ValueError, match="probs"):
+        metrics.expected_calibration_error([[0.5, 0.5]], [])
 
 
 def test_score_mae_uses_the_expected_level():
@@ -267,6 +288,26 @@ def test_synthetic_evaluation_scores_each_example_against_its_own_option_order(t
         mine = [e for e in examples if e.task == task]
         right = sum(agent.predict(e.state, {"q": e.question})["answers"]["q"]["choice"] == e.gold for e in mine)
         assert report["questions"][task]["accuracy"] == pytest.approx(right / len(mine), abs=1e-3), task
+
+
+def test_the_gold_state_report_carries_each_questions_ece_reference(tmp_path):
+    """Hand-written states are few per question, so each question's row carries the ECE a
+    calibrated model would show on as many states, computed from the Agent's own probabilities."""
+    from jevlaya_lab.decisions.training import evaluation
+
+    agent = Agent(str(make_tiny_checkpoint(tmp_path / "tiny", seed=3)))
+    texts = ["refund me now", "the app crashes", "great service, thanks", "how do I export?"] * 3
+    states = [evaluation.GoldState("triage", {"message": t}, {"is_urgent": i % 2 == 0, "intent": "billing"})
+              for i, t in enumerate(texts)]
+    report = evaluation.evaluate_gold_states(agent, states)
+    questions = presets.PRESETS["triage"]()
+    for qid in ("is_urgent", "intent"):
+        row = report["questions"][f"triage.{qid}"]
+        answers = agent.predict_batch([s.state for s in states], questions)
+        probs = [evaluation._probs(r["answers"][qid]) for r in answers]
+        assert row["n"] == len(states)
+        assert row["ece_if_calibrated"] == pytest.approx(metrics.calibrated_ece(probs), abs=1e-4)
+    assert "ece_if_calibrated" not in report["types"]["noul"]
 
 
 def test_the_gate_sits_at_the_same_place_in_each_encoders_own_cosine_scale():

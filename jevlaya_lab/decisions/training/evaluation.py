@@ -100,22 +100,25 @@ def _gold_position(question: dict[str, Any], gold: Any) -> int:
     return list(question["criteria"]).index(gold)
 
 
-def _report(rows: dict[str, tuple[str, list, list]]) -> dict[str, dict[str, dict[str, Any]]]:
-    """``{"questions": per question, "types": pooled per question type}``."""
+def _report(rows: dict[str, tuple[str, list, list]], *, ece_reference: bool = False) -> dict[str, dict[str, dict[str, Any]]]:
+    """``{"questions": per question, "types": pooled per question type}``; with ``ece_reference``,
+    each question also gets ``ece_if_calibrated`` (:func:`metrics.calibrated_ece`)."""
     pooled: dict[str, tuple[str, list, list]] = {}
     for qtype, probs, golds in rows.values():
         _, all_probs, all_golds = pooled.setdefault(qtype, (qtype, [], []))
         all_probs.extend(probs)
         all_golds.extend(golds)
     return {
-        "questions": {key: {"type": qtype, **metrics.summarize(qtype, probs, golds)}
+        "questions": {key: {"type": qtype, **metrics.summarize(qtype, probs, golds),
+                            **({"ece_if_calibrated": round(metrics.calibrated_ece(probs), 4)} if ece_reference else {})}
                       for key, (qtype, probs, golds) in sorted(rows.items())},
         "types": {qtype: metrics.summarize(qtype, probs, golds) for qtype, (_, probs, golds) in pooled.items()},
     }
 
 
 def evaluate_gold_states(agent: Any, states: Sequence[GoldState], *, batch_size: int = 16) -> dict[str, dict[str, dict[str, Any]]]:
-    """Per ``<preset>.<question>`` and per type: n, accuracy, ece (+ mae for scores) of ``agent`` on ``states``."""
+    """Per ``<preset>.<question>`` and per type: n, accuracy, ece (+ mae for scores) of ``agent`` on
+    ``states``; per question also the ECE a perfectly calibrated model would show on as few states."""
     rows: dict[str, tuple[str, list, list]] = {}
     for preset in dict.fromkeys(s.preset for s in states):
         group = [s for s in states if s.preset == preset]
@@ -126,7 +129,7 @@ def evaluate_gold_states(agent: Any, states: Sequence[GoldState], *, batch_size:
                 qtype, probs, golds = rows.setdefault(f"{preset}.{qid}", (questions[qid]["type"], [], []))
                 probs.append(_probs(result["answers"][qid]))
                 golds.append(_gold_position(questions[qid], gold))
-    return _report(rows)
+    return _report(rows, ece_reference=True)
 
 
 def evaluate_examples(agent: Any, examples: Iterable[Example]) -> dict[str, dict[str, dict[str, Any]]]:
