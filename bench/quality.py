@@ -8,11 +8,12 @@
 
 (a) **Hand-written states** (``tests/data/fresh/``, written for issue 11, never trained on): per
 question accuracy, balanced accuracy for yes/no, score MAE and ECE (10 bins) of each shipped
-checkpoint (with ``ece@cal``: the ECE a perfectly calibrated model with the same probabilities
-shows on as few states, since ECE on a few dozen states is biased upward) through the public Agent, per split (``dev`` may guide decisions; ``test`` is locked and
-only reported here). ``cosine`` is the same encoder untrained: the option (or statement) whose
-mean-pooled vector is nearest to the state's; for yes/no the cosine is thresholded at the split's
-median (which favours the baseline: it knows the share of yes answers).
+checkpoint (with ``ece@cal``: the ECE a perfectly calibrated model with the same probabilities shows
+on as few states, since ECE on a few dozen states is biased upward) through the public Agent, per
+split (``dev`` may guide decisions; ``test`` is locked and only reported here). ``cosine`` is the
+same encoder untrained: the option (or statement) whose mean-pooled vector is nearest to the
+state's; for yes/no the cosine is thresholded at the split's median (which favours the baseline: it
+knows the share of yes answers).
 (b) **Leave one dataset out**: for each of CLINC150, BANKING77 and HWU64, a model trained exactly
 as the shipped one but without that dataset, scored on its test split over its full label set with
 held-out descriptions (``eval_description``) and held-out yes/no statements, next to the cosine of
