@@ -174,9 +174,10 @@ def lodo(name: str, seeds: list[int], alternatives: bool, data_dir: str | None,
 
 def cross_writer(name: str, data_dir: str | None, pool_cache: str | None = None) -> dict:
     """Each writer batch of the English hand-written training states (files ``en_*.json``: ``a``
-    without a suffix, ``_b``), held out whole from a run of the shipped recipe and scored through an
-    Agent next to the cosine: how the training carries to another writer's wording. It reads no
-    evaluation state, so design choices may be made on it (the locked test stays locked)."""
+    without a suffix, else the ``_<batch>`` suffix: ``b``, ``c`` (triage only), ``d``), held out
+    whole from a run of the shipped recipe and scored through an Agent next to the cosine: how the
+    training carries to another writer's wording. It reads no evaluation state, so design choices
+    may be made on it (the locked test stays locked)."""
     import tempfile
 
     from jevlaya_lab.decisions.agent import Agent
@@ -191,7 +192,7 @@ def cross_writer(name: str, data_dir: str | None, pool_cache: str | None = None)
     english = [(w.batch, evaluation.GoldState(w.preset, {presets.STATE_FIELDS[w.preset]: w.text}, w.golds))
                for w in load_written(("en",))]
     out = {}
-    for batch in ("a", "b"):
+    for batch in sorted({b for b, _ in english}):
         cfg = TrainConfig(**{**NAME_DEFAULTS[name], "data_dir": data_dir, "written_holdout": batch})
         result = train(encoder, tokenizer, cfg, encoder_id=encoder_id, log=lambda m: None, memo=memo)
         held = [state for b, state in english if b == batch]
