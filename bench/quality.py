@@ -174,7 +174,7 @@ def lodo(name: str, seeds: list[int], alternatives: bool, data_dir: str | None,
 
 def cross_writer(name: str, data_dir: str | None, pool_cache: str | None = None) -> dict:
     """Each writer batch of the English hand-written training states (files ``en_*.json``: ``a``
-    without a suffix, else the ``_<batch>`` suffix: ``b``, ``c`` (triage only), ``d``), held out
+    without a suffix, else the ``_<batch>`` suffix: ``b``, ``c`` (triage only), ``d``, ``e``), held out
     whole from a run of the shipped recipe and scored through an Agent next to the cosine: how the
     training carries to another writer's wording. It reads no evaluation state, so design choices
     may be made on it (the locked test stays locked)."""
