@@ -167,6 +167,8 @@ def test_train_config_rejects_bad_values_naming_the_field():
         TrainConfig(datasets="clinc,hwu64")
     with pytest.raises(ValueError, match="gate_quantile=1.5"):
         TrainConfig(gate_quantile=1.5)
+    with pytest.raises(ValueError, match="label_aliases=1.5"):
+        TrainConfig(label_aliases=1.5)
 
 
 # ------------------------------------------------------------------ end to end on a tiny budget
@@ -238,6 +240,30 @@ def test_training_runs_end_to_end_on_a_tiny_budget_and_the_result_loads_in_an_ag
     out = agent.predict({"message": "I want a refund now"}, presets.triage_questions())
     assert set(out["answers"]) == {"intent", "sentiment", "is_urgent", "priority"}
     assert math.isclose(sum(out["answers"]["intent"]["probabilities"].values()), 1.0, abs_tol=1e-3)
+
+
+def test_alias_option_texts_train_but_are_never_anchors(tmp_path):
+    """label_aliases: rows naming options as a user might train the correction against options
+    whose gate is shut, so the alias texts must stay out of the anchors (and out of the gate's
+    placement); every other training text is an anchor, as without aliases."""
+    from jevlaya_lab.decisions.prior import option_texts
+    from jevlaya_lab.decisions.training.trainer import _examples, _parse
+    from jevlaya_lab.decisions.training.written import is_alias_text
+
+    source = make_tiny_checkpoint(tmp_path / "tiny", seed=1)
+    encoder, tokenizer, encoder_id = train_cli.load_encoder(str(source))
+    cfg = TrainConfig(**{**TINY, "steps": 2}, datasets="", written="en", written_copies=1, label_aliases=0.5)
+    texts = {t for ex in _examples(cfg, lambda m: None)[0] for t in option_texts(_parse(ex)) if t is not None}
+    aliases = {t for t in texts if is_alias_text(t)}
+    assert len(aliases) > 20 and "tech support" in {t.partition(": ")[0] for t in aliases}
+    result = train(encoder, tokenizer, cfg, encoder_id=encoder_id, log=lambda m: None)
+    anchors = result.model.prior.anchors
+    assert result.config["similarity_prior"]["anchors"] == len(anchors) == len(texts) - len(aliases)
+    assert tuple(result.config["similarity_prior"]["gate"]) == gate_for(anchors, cfg.gate_quantile)
+    plain = train(encoder, tokenizer, replace(cfg, label_aliases=0.0), encoder_id=encoder_id, log=lambda m: None)
+    assert not any(is_alias_text(t) for ex in _examples(replace(cfg, label_aliases=0.0), lambda m: None)[0]
+                   for t in option_texts(_parse(ex)) if t is not None)
+    assert plain.config["similarity_prior"]["anchors"] > 0
 
 
 def _save(result, tmp_path):

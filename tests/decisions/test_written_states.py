@@ -86,6 +86,65 @@ def test_every_english_preset_has_four_writers():
         assert min(sizes.values()) >= 40, (preset, sizes)
 
 
+def test_label_aliases_rename_options_and_the_gold_alike_and_nothing_else():
+    """label_aliases: a share of the choice rows name some options as a user might ("tech support"),
+    from a stream of their own, so the rows stay those of alias_share=0 apart from the names."""
+    from jevlaya_lab.decisions.training import bank
+
+    states = load_written(("en",))[::40]
+    plain = written_examples(states, copies=2, seed=5)
+    renamed = written_examples(states, copies=2, seed=5, alias_share=1.0)
+    assert len(plain) == len(renamed)
+    changed = mixed = 0
+    for a, b in zip(plain, renamed):
+        assert (a.state, a.task) == (b.state, b.task)
+        if a.question["type"] != "choice":
+            assert (a.question, a.gold) == (b.question, b.gold)
+            continue
+        changed += 1
+        preset = a.task.split(".")[1]
+        old, new = list(a.question["criteria"]), list(b.question["criteria"])
+        assert len(old) == len(new)
+        assert all(n == o or n in bank.LABEL_ALIASES[preset][o] for o, n in zip(old, new))
+        assert old != new  # at least one option renamed; the others keep their names (mixed rows)
+        assert gold_index(b) == gold_index(a) and b.gold in [a.gold, *bank.LABEL_ALIASES[preset][a.gold]]
+        mixed += 0 < sum(o == n for o, n in zip(old, new))
+        if isinstance(a.question["criteria"], dict):  # descriptions stay with their option
+            assert list(a.question["criteria"].values()) == list(b.question["criteria"].values())
+    assert changed > 20 and mixed > changed / 3
+    some = written_examples(states, copies=2, seed=5, alias_share=0.3)
+    share = sum(x.question != y.question for x, y in zip(plain, some)) / changed
+    assert 0.15 < share < 0.45
+    with pytest.raises(ValueError, match="alias_share=1.5"):
+        written_examples(states, copies=1, seed=5, alias_share=1.5)
+
+
+def test_no_alias_is_a_label_the_training_uses():
+    """An alias text is kept out of the anchors (written.is_alias_text), so no alias may equal a
+    preset, dataset or generic-task label: that label's texts would lose their gate."""
+    from jevlaya_lab.decisions.training import bank
+    from jevlaya_lab.decisions.training.intents import load_intents
+    from jevlaya_lab.decisions.training.written import is_alias_text
+
+    labels = {i.intent for i in load_intents().values()} | set(bank.TOPICS) | set(bank.EMOTIONS)
+    labels |= {label for make in presets.PRESETS.values() for q in make().values() if q["type"] == "choice"
+               for label in q["criteria"]}
+    assert not [label for label in labels if is_alias_text(label.replace("_", " "))]
+    assert is_alias_text("tech support") and is_alias_text("tech support: an existing customer needs help")
+    assert not is_alias_text("technical issue: the product is broken")
+
+
+def test_every_label_of_every_preset_choice_has_aliases():
+    from jevlaya_lab.decisions.training import bank
+
+    for preset, make in presets.PRESETS.items():
+        for qid, q in make().items():
+            if q["type"] == "choice":
+                assert set(q["criteria"]) <= set(bank.LABEL_ALIASES[preset]), (preset, qid)
+                names = [n for label in q["criteria"] for n in bank.LABEL_ALIASES[preset][label]]
+                assert len(names) == len(set(names)), (preset, qid)  # one alias names one option
+
+
 def test_no_text_is_in_two_writer_batches():
     """A held-out batch must be unseen: the same text in two batches would be trained and scored."""
     batches: dict[str, set[str]] = {}

@@ -32,3 +32,5 @@ ROUTER_COMPLEXITY: dict[str, list[int]] = _DATA["ROUTER_COMPLEXITY"]
 ROUTER_NEEDS_TOOLS: dict[str, bool] = _DATA["ROUTER_NEEDS_TOOLS"]
 TOPICS: dict[str, list[Any]] = _DATA["TOPICS"]  # topic -> [description, phrases]
 EMOTIONS: dict[str, list[str]] = _DATA["EMOTIONS"]
+# preset -> label -> other names a user might give the label ("tech support" for technical_issue)
+LABEL_ALIASES: dict[str, dict[str, list[str]]] = _DATA["LABEL_ALIASES"]

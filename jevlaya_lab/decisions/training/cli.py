@@ -30,9 +30,10 @@ __all__ = ["NAME_DEFAULTS", "load_encoder", "main"]
 NAME_DEFAULTS: dict[str, dict[str, Any]] = {
     # what shipped each head; options given on the command line override these, and these
     # override TrainConfig's defaults
-    "mini-en": {"dataset_rows": 9000, "n_synthetic": 14000, "written": "en", "steps": 3000, "threads": 1},
+    "mini-en": {"dataset_rows": 9000, "n_synthetic": 14000, "written": "en", "steps": 3000, "threads": 1,
+                "label_aliases": 0.3},
     "mini-multi": {"prefix": "query: ", "multilingual_share": 0.6, "dataset_rows": 4000, "n_synthetic": 10000,
-                   "written": "en,multi", "steps": 3000, "threads": 1},
+                   "written": "en,multi", "steps": 3000, "threads": 1, "label_aliases": 0.3},
 }
 
 

@@ -53,7 +53,7 @@ from jevlaya_lab.decisions.training.real_data import examples_from_utterances
 from jevlaya_lab.decisions.training.synthetic import Example, generate, gold_index
 from jevlaya_lab.decisions.training.temperature import TemperatureFit, fit_temperatures
 from jevlaya_lab.decisions.training.written import GROUPS as WRITTEN_GROUPS
-from jevlaya_lab.decisions.training.written import load_written, written_examples
+from jevlaya_lab.decisions.training.written import is_alias_text, load_written, written_examples
 
 __all__ = ["EncodedRows", "TrainConfig", "TrainResult", "encode_rows", "export_head", "row_logits", "train"]
 
@@ -92,6 +92,7 @@ class TrainConfig:
     written: str = ""  # comma-separated groups of hand-written preset states (en, multi); "" for none
     written_copies: int = 3  # rows per written state and question, each with its own option order
     written_holdout: str = ""  # a writer batch ("a", "b", ...) held out whole instead of a random share
+    label_aliases: float = 0.0  # share of written choice rows whose options get a user's other names
     reference: int = 1000  # reference states kept to standardise noul statements (0: none); see prior.py
     n_heldout_synthetic: int = 1500
     steps: int = 1500
@@ -116,7 +117,7 @@ class TrainConfig:
                                  "written_copies may be 0)")
         if not (isinstance(self.gate_quantile, (int, float)) and 0 < self.gate_quantile < 1):
             raise ValueError(f"gate_quantile={self.gate_quantile!r}: must be a number in (0, 1), e.g. 0.85")
-        for name in ("generic_share", "multilingual_share", "heldout_share"):
+        for name in ("generic_share", "multilingual_share", "heldout_share", "label_aliases"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and 0 <= value < 1):
                 raise ValueError(f"{name}={value!r}: must be a number in [0, 1)")
@@ -280,7 +281,8 @@ def _examples(cfg: TrainConfig, log: Callable[[str], None]) -> tuple[list[Exampl
             n_held = int(len(states) * cfg.heldout_share)
             held_states, train_states = states[:n_held], states[n_held:]
         held += written_examples(held_states, copies=1, seed=seed + 3)
-        train += written_examples(train_states, copies=cfg.written_copies, seed=seed + 4)
+        train += written_examples(train_states, copies=cfg.written_copies, seed=seed + 4,
+                                  alias_share=cfg.label_aliases)
         log(f"written {', '.join(cfg.written_groups)}: {len(train_states)} train / {len(held_states)} held-out states")
     shares = {"generic_share": cfg.generic_share, "multilingual_share": cfg.multilingual_share}
     if cfg.n_synthetic:
@@ -433,9 +435,12 @@ def train(encoder: nn.Module, tokenizer: Any, cfg: TrainConfig, *, encoder_id: s
     seconds["encode"] = time.perf_counter() - t0
     log(f"pooled {len(train_rows.states)} + {len(held_rows.states)} states and "
         f"{len(train_rows.text_list)} option texts in {seconds['encode']:.0f}s")
-    anchors = len(train_rows.text_list) if cfg.gated else 0
+    # alias texts stand for a user's own labels (written.written_examples): never anchors
+    anchor_rows = [i for i, text in enumerate(train_rows.text_list) if not is_alias_text(text)]
+    anchor_vectors = train_rows.texts[anchor_rows]
+    anchors = len(anchor_rows) if cfg.gated else 0
     reference = _reference_states(train_rows, cfg)
-    gate = gate_for(train_rows.texts[:-1], cfg.gate_quantile) if anchors > 1 else DEFAULT_GATE
+    gate = gate_for(anchor_vectors, cfg.gate_quantile) if anchors > 1 else DEFAULT_GATE
     prior_config = PriorConfig(prefix=cfg.prefix, rank=cfg.rank, anchors=anchors, joint_head=False,
                                reference=len(reference), gate=gate)
     torch.manual_seed(cfg.seed)
@@ -446,7 +451,7 @@ def train(encoder: nn.Module, tokenizer: Any, cfg: TrainConfig, *, encoder_id: s
         model.scorer[-1].weight.zero_()  # the Laya scorer adds nothing (joint_head false)
         model.scorer[-1].bias.zero_()
         if anchors:
-            model.prior.anchors.copy_(train_rows.texts[:-1])
+            model.prior.anchors.copy_(anchor_vectors)
         if len(reference):
             model.prior.reference.copy_(train_rows.states[reference])
     model.prior.anchors.requires_grad_(False)

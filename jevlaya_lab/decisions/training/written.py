@@ -26,9 +26,10 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from jevlaya_lab.decisions import presets
+from jevlaya_lab.decisions.training import bank
 from jevlaya_lab.decisions.training.synthetic import Example, preset_rows, wrap_state
 
-__all__ = ["DERIVED", "GROUPS", "WrittenState", "load_written", "written_examples"]
+__all__ = ["DERIVED", "GROUPS", "WrittenState", "is_alias_text", "load_written", "written_examples"]
 
 DATA = Path(__file__).with_name("data") / "written"
 GROUPS = ("en", "multi")
@@ -102,16 +103,52 @@ def load_written(groups: tuple[str, ...] = GROUPS, directory: str | None = None)
     return tuple(out)
 
 
-def written_examples(states: Sequence[WrittenState], *, copies: int, seed: int) -> list[Example]:
+def written_examples(states: Sequence[WrittenState], *, copies: int, seed: int,
+                     alias_share: float = 0.0) -> list[Example]:
     """``copies`` rows per (state, question): each copy wraps the state and varies the options anew.
 
+    ``alias_share`` of the choice rows name some of their options (each with even odds, at least
+    one) by another name a user might give it (:data:`bank.LABEL_ALIASES`: "tech support" for
+    ``technical_issue``), drawn from a separate seeded stream, so at 0 the rows are exactly those
+    of earlier versions. Users mix their own labels with familiar ones (the README asks
+    ``["billing", "technical"]``): the correction then acts on the familiar option only (the gate
+    is per option), and unless training shows such mixed rows it learns nothing about how far to
+    move a familiar option against an unfamiliar one. The trainer keeps alias texts out of the
+    anchors (:func:`is_alias_text`), so in these rows they stand for a user's unseen label.
     Multilingual triage rows are reported as ``triage_ml.*``, like the synthetic ones."""
-    rng = random.Random(seed)
+    if not 0.0 <= alias_share <= 1.0:
+        raise ValueError(f"alias_share={alias_share!r}: must be within [0, 1]")
+    rng, renamer = random.Random(seed), random.Random(seed + 7919)
     out = []
     for _ in range(copies):
         for s in states:
             field = presets.STATE_FIELDS[s.preset]
             for ex in preset_rows(rng, s.preset, wrap_state(rng, field, s.text), s.golds):
                 task = ex.task.replace("triage.", "triage_ml.", 1) if s.group == "multi" else ex.task
-                out.append(Example(ex.state, ex.question, ex.gold, "written." + task))
+                question, gold = ex.question, ex.gold
+                if question["type"] == "choice" and alias_share and renamer.random() < alias_share:
+                    question, gold = _aliased(renamer, s.preset, question, gold)
+                out.append(Example(ex.state, question, gold, "written." + task))
     return out
+
+
+def _aliased(rng: random.Random, preset: str, question: dict[str, Any], gold: Any) -> tuple[dict[str, Any], Any]:
+    """The question with some options renamed to one of their aliases, and the gold renamed alike."""
+    criteria = question["criteria"]
+    renamed_labels = [label for label in criteria if rng.random() < 0.5] or [rng.choice(list(criteria))]
+    names = {label: rng.choice(bank.LABEL_ALIASES[preset][label]) if label in renamed_labels else label
+             for label in criteria}
+    renamed = ([names[label] for label in criteria] if isinstance(criteria, list)
+               else {names[label]: text for label, text in criteria.items()})
+    return {**question, "criteria": renamed}, names[gold]
+
+
+@lru_cache(maxsize=1)
+def _alias_names() -> frozenset[str]:
+    return frozenset(name for labels in bank.LABEL_ALIASES.values() for names in labels.values() for name in names)
+
+
+def is_alias_text(text: str) -> bool:
+    """Whether an option text (``"label: description"`` or a bare label, as the prior pools it)
+    names its option by an alias of :data:`bank.LABEL_ALIASES`."""
+    return text.partition(": ")[0] in _alias_names()
