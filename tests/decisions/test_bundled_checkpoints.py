@@ -249,13 +249,15 @@ def test_mini_multi_gets_the_intent_of_clear_cut_foreign_states(multi_agent, sta
 
 
 def test_mini_multi_reads_urgency_across_languages(multi_agent):
-    """An outage in Spanish is urgent; a calm cancellation and a login question are not."""
+    """An outage in Spanish is urgent; a calm cancellation and a how-to question are not. (A
+    customer locked out of the account is not a calm case: the presets' "high" level is "blocks the
+    customer", so it is left out.)"""
     questions = presets.triage_questions()
     urgent = multi_agent.predict({"message": "¡URGENTE! Toda la plataforma está caída y nuestros clientes no "
                                              "pueden pagar."}, questions)["answers"]
     calm = [multi_agent.predict({"message": text}, questions)["answers"] for text in (
         "Quiero cancelar mi suscripción ya mismo, no pienso pagar ni un mes más.",
-        "Не могу войти в аккаунт: код подтверждения по SMS так и не пришёл.")]
+        "Подскажите, пожалуйста, можно ли выгрузить отчёт в Excel?")]
     assert urgent["is_urgent"]["noul"] > 0.5
     assert all(a["is_urgent"]["noul"] < 0.5 for a in calm)
     assert urgent["priority"]["score"] > max(a["priority"]["score"] for a in calm)
