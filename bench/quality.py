@@ -4,6 +4,7 @@
     .venv/bin/python bench/quality.py --no-lodo --split dev # quick: the dev split only
     .venv/bin/python bench/quality.py --alternatives        # LODO of the design alternatives too
     .venv/bin/python bench/quality.py --no-lodo --split dev --cross-writer --checkpoints mini-en
+    .venv/bin/python bench/quality.py --no-lodo --split dev --user-names  # options named as users do
     .venv/bin/python bench/quality.py --no-lodo --split dev --quantize int8  # a fast mode (or bf16)
 
 (a) **Hand-written states** (``tests/data/fresh/``, written for issue 11, never trained on): per
@@ -21,7 +22,9 @@ the same encoder on the same options. Mean and spread over ``--seeds`` (the seed
 batch order; the data draw is fixed, ``data_seed=0``, so the runs pool each text once).
 (c) With ``--cross-writer``: the shipped recipe trained without one writer batch of the English
 training states and scored on it (:func:`cross_writer`), a validation set that is neither the
-evaluation states nor the datasets. Prints tables and writes bench/results/quality.json.
+evaluation states nor the datasets. (d) With ``--user-names``: the English presets' choices asked
+with a user's own bare option names (:func:`user_names`). Prints tables and writes
+bench/results/quality.json.
 """
 
 from __future__ import annotations
@@ -206,6 +209,50 @@ def cross_writer(name: str, data_dir: str | None, pool_cache: str | None = None)
     return out
 
 
+# Names a user might give the presets' options, written for this probe and not among the training
+# aliases (decisions/training/data/bank.json LABEL_ALIASES): bare, without descriptions.
+USER_NAMES = {
+    "triage": ("intent", {"refund": "refund", "billing": "billing", "technical_issue": "technical",
+                          "account_access": "login", "shipping": "delivery", "cancellation": "cancel",
+                          "product_question": "how-to question", "feedback": "feedback"}),
+    "email": ("category", {"sales_inquiry": "sales", "support_request": "support", "invoice": "invoice",
+                           "meeting_request": "meeting", "newsletter": "newsletter",
+                           "job_application": "job application", "personal": "personal", "spam": "spam"}),
+    "guard": ("attack", {"none": "safe", "prompt_injection": "prompt injection", "jailbreak": "jailbreak",
+                         "data_exfiltration": "data theft", "harmful_request": "harmful"}),
+    "moderation": ("category", {"ok": "fine", "harassment": "harassment", "hate": "hate", "violence": "violence",
+                                "sexual": "sexual", "self_harm": "self-harm", "spam": "spam"}),
+    "router": ("route", {r: r for r in presets.ROUTES}),
+}
+
+
+def user_names(agent) -> dict:
+    """Each preset's choice asked with a user's own bare option names (:data:`USER_NAMES`) on the
+    English dev split and the older ``tests/data/eval_en_*.tsv`` states (no locked-test state), and
+    the README's ``["billing", "technical"]`` on their billing and technical states: accuracy next
+    to the cosine."""
+    states = (evaluation.load_gold_states(FRESH, "en", prefix="", split="dev")
+              + evaluation.load_gold_states(ROOT / "tests" / "data", "en"))
+    builder = PriorBuilder(agent.decision_model, row_tokenizer(agent.tokenizer))
+    asks = [(f"{preset}.{qid}", [s for s in states if s.preset == preset], presets.PRESETS[preset]()[qid]["instructions"],
+             names, qid) for preset, (qid, names) in USER_NAMES.items()]
+    pair = {"billing": "billing", "technical_issue": "technical"}
+    asks.append(("readme billing/technical", [s for s in states if s.preset == "triage" and s.gold["intent"] in pair],
+                 "Who handles this?", pair, "intent"))
+    out = {}
+    for key, rows, instructions, names, qid in asks:
+        question = {"type": "choice", "instructions": instructions, "criteria": list(dict.fromkeys(names.values()))}
+        answers = agent.predict_batch([s.state for s in rows], {"q": question})
+        gold = [question["criteria"].index(names[s.gold[qid]]) for s in rows]
+        cos = _cosine_probs(builder, agent.tokenizer, [s.state for s in rows], question)
+        out[key] = {"n": len(rows),
+                    "accuracy": round(sum(a["answers"]["q"]["choice"] == question["criteria"][g]
+                                          for a, g in zip(answers, gold)) / len(rows), 4),
+                    "cosine": round(metrics.accuracy(cos, gold), 4)}
+        print(f"  {key:<26}{len(rows):>4}{out[key]['accuracy']:>7.3f} | cosine {out[key]['cosine']:.3f}")
+    return out
+
+
 def _print_hand(title: str, report: dict) -> None:
     print(title)
     print(f"  {'question':<24}{'n':>4}{'acc':>7}{'bal':>7}{'mae':>7}{'ece':>7}{'ece@cal':>8} | "
@@ -229,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="LODO of the design alternatives too (first seed only: they are cheaper to dismiss)")
     p.add_argument("--cross-writer", action="store_true",
                    help="also hold out each writer batch of the English training states (see cross_writer)")
+    p.add_argument("--user-names", action="store_true",
+                   help="also ask the English presets' choices with a user's own bare option names (see user_names)")
     p.add_argument("--pool-cache", default=None, help="file prefix of pooled vectors (as for jevlaya-lab train)")
     p.add_argument("--data-dir", default=None)
     p.add_argument("--threads", type=int, default=2)
@@ -250,6 +299,9 @@ def main(argv: list[str] | None = None) -> int:
                 report = hand_written(name, group, split, agent)
                 results["hand_written"][f"{name}/{group}/{split}"] = report
                 _print_hand(f"\n{name} on hand-written {group} states, {split} split", report)
+        if args.user_names and agent is not None and "en" in GROUPS[name]:
+            print(f"\n{name} with a user's own option names (dev split and the older eval set)")
+            results.setdefault("user_names", {})[name] = user_names(agent)
         if args.cross_writer:
             results["cross_writer"][name] = cross_writer(name, args.data_dir,
                                                          args.pool_cache and f"{args.pool_cache}-{name}")
