@@ -24,7 +24,8 @@ the ``true`` slot and nothing on the ``false`` slot. Option vectors depend only 
 set, so they are computed once per set. ``scale`` and ``bias`` are per question type (choice,
 score, noul). The learned correction ``(A s) . (B o)`` (``A`` starts at zero) applies only to
 option texts near one the head was trained on: the ``anchors`` are the unit vectors of every
-option text and statement of its training data, so on a label far from all of them the answer
+option text and statement of its training data (but the alias names that stand for a user's own
+labels, ``training.written.is_alias_text``), so on a label far from all of them the answer
 falls back to the calibrated cosine instead of a guess learned for other labels.
 With ``joint_head`` false the row pass through the encoder is skipped (the scorer would add
 nothing) and the act head reads a zero first-position vector: the cost of a call is then one

@@ -426,7 +426,7 @@ def train(encoder: nn.Module, tokenizer: Any, cfg: TrainConfig, *, encoder_id: s
     train_examples, held_examples = _examples(cfg, log)
     for p in encoder.parameters():
         p.requires_grad_(False)
-    # the anchors are every training text; their number fixes the buffer's shape
+    # the anchors are every training text but the alias names; their number fixes the buffer's shape
     probe = DecisionModel(encoder, head_layers=0, n_act=len(ACT_COSTS) + 1,
                           prior=PriorConfig(prefix=cfg.prefix, rank=cfg.rank, joint_head=False))
     builder = PriorBuilder(probe, row_tokenizer(tokenizer), memo)
