@@ -143,12 +143,11 @@ def _aliased(rng: random.Random, preset: str, question: dict[str, Any], gold: An
     return {**question, "criteria": renamed}, names[gold]
 
 
-@lru_cache(maxsize=1)
-def _alias_names() -> frozenset[str]:
-    return frozenset(name for labels in bank.LABEL_ALIASES.values() for names in labels.values() for name in names)
+_ALIAS_NAMES = frozenset(name for labels in bank.LABEL_ALIASES.values() for names in labels.values()
+                         for name in names)
 
 
 def is_alias_text(text: str) -> bool:
     """Whether an option text (``"label: description"`` or a bare label, as the prior pools it)
     names its option by an alias of :data:`bank.LABEL_ALIASES`."""
-    return text.partition(": ")[0] in _alias_names()
+    return text.partition(": ")[0] in _ALIAS_NAMES
