@@ -216,8 +216,7 @@ class RoutingPolicy:
                           f"{lang!r} names no language, so it decides nothing"})
 
         guessed = False
-        per_call = request.get("lang_guess")
-        for where, guesser in _guessers(per_call, self.lang_guess):
+        for where, guesser in _guessers(request.get("lang_guess"), self.lang_guess):
             guessed = True
             code = guesser(request["state"]) if callable(guesser) else guesser
             if code is None or primary_subtag(code, f"lang_guess ({where})") in LANGUAGE_AGNOSTIC_CODES:

@@ -77,9 +77,9 @@ def count_scripts(text: str, counts: dict[str, int]) -> None:
     Text whose letters are all ASCII (most states; :func:`~.text.letters_are_ascii`) is counted
     with one C-level byte deletion: its letters are ``[A-Za-z]``, all Latin. Other text is
     tagged letter by letter with one ``str.translate`` (:class:`_ScriptTags`) and each script's
-    tag counted. A letter of a script
-    outside ``SCRIPTS`` starts an "Other" run that ``SCRIPT_RUN`` extends over the letters after
-    it, whatever their script; text holding one is counted by the regex run by run.
+    tag counted. A letter of a script outside ``SCRIPTS`` starts an "Other" run that
+    ``SCRIPT_RUN`` extends over the letters after it, whatever their script; text holding one is
+    counted by the regex run by run.
     """
     if letters_are_ascii(text):  # the signs around ASCII letters are dropped with the encoding
         latin = len(text.encode("ascii", "ignore").translate(None, _ASCII_NON_LETTERS))
