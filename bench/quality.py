@@ -245,9 +245,8 @@ def user_names(agent) -> dict:
         answers = agent.predict_batch([s.state for s in rows], {"q": question})
         gold = [question["criteria"].index(names[s.gold[qid]]) for s in rows]
         cos = _cosine_probs(builder, agent.tokenizer, [s.state for s in rows], question)
-        out[key] = {"n": len(rows),
-                    "accuracy": round(sum(a["answers"]["q"]["choice"] == question["criteria"][g]
-                                          for a, g in zip(answers, gold)) / len(rows), 4),
+        probs = [evaluation._probs(a["answers"]["q"]) for a in answers]
+        out[key] = {"n": len(rows), "accuracy": round(metrics.accuracy(probs, gold), 4),
                     "cosine": round(metrics.accuracy(cos, gold), 4)}
         print(f"  {key:<26}{len(rows):>4}{out[key]['accuracy']:>7.3f} | cosine {out[key]['cosine']:.3f}")
     return out
@@ -288,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     from jevlaya_lab.decisions.agent import Agent
 
-    results: dict = {"hand_written": {}, "lodo": {}, "cross_writer": {}}
+    results: dict = {"hand_written": {}, "lodo": {}, "cross_writer": {}, "user_names": {}}
     splits = ["dev", "test"] if args.split == "both" else [args.split]
     started = time.perf_counter()
     for name in args.checkpoints:
@@ -301,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
                 _print_hand(f"\n{name} on hand-written {group} states, {split} split", report)
         if args.user_names and agent is not None and "en" in GROUPS[name]:
             print(f"\n{name} with a user's own option names (dev split and the older eval set)")
-            results.setdefault("user_names", {})[name] = user_names(agent)
+            results["user_names"][name] = user_names(agent)
         if args.cross_writer:
             results["cross_writer"][name] = cross_writer(name, args.data_dir,
                                                          args.pool_cache and f"{args.pool_cache}-{name}")
