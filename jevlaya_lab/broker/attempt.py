@@ -2,10 +2,15 @@
 
 Creating an attempt takes a slot of its model; ``finish`` releases the slot, applies nothing to
 the pool (the engine does that) and hands one row to the journal writer.
+
+``observers`` (the runtime's list, see :meth:`AsyncBroker.observe`) are told when an attempt
+starts and when it has its row, so a tracer can draw one span per attempt and race lane. An
+observer that raises is logged and never changes the call.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Callable
@@ -16,11 +21,26 @@ from jevlaya_lab.broker.http import Failure, Reply, merge_tool_calls
 from jevlaya_lab.broker.pool import ModelState, Pool, utc
 from jevlaya_lab.journal.rows import MAX_DETAIL
 
+log = logging.getLogger(__name__)
+
+
+def notify(observers: list[Any], event: str, *args: Any) -> None:
+    """Call ``observer.<event>(*args)`` on every observer that has it; errors are logged."""
+    for observer in observers:
+        method = getattr(observer, event, None)
+        if method is None:
+            continue
+        try:
+            method(*args)
+        except Exception:  # noqa: BLE001 - an observer never breaks a call
+            log.exception("broker observer %r failed in %s", observer, event)
+
 
 class Attempt:
     def __init__(self, state: ModelState, pool: Pool, journal: Callable[[dict[str, Any]], int], *,
                  trace_id: str, operation: str | None, scope: str | None,
-                 budget_ms: float | None, prompt_text: str | None = None) -> None:
+                 budget_ms: float | None, prompt_text: str | None = None,
+                 observers: list[Any] | None = None) -> None:
         self.state = state
         self.llm_name = state.entry.name
         self.call_id = uuid.uuid4().hex
@@ -41,7 +61,9 @@ class Attempt:
         self.cancel_status = "superseded"  # what a cancellation journals as
         self._pool = pool
         self._journal = journal
+        self._observers = observers if observers is not None else []
         pool.acquire(self.llm_name)
+        notify(self._observers, "attempt_started", self)
 
     @property
     def text(self) -> str:
@@ -77,7 +99,7 @@ class Attempt:
             return
         self.status = status
         self._pool.release(self.llm_name)
-        self.journal_seq = self._journal({
+        row = {
             "call_id": self.call_id, "trace_id": self.trace_id, "llm_name": self.llm_name,
             "operation": self.operation, "scope": self.scope, "status": status,
             "called_at": self.called_at,
@@ -92,7 +114,10 @@ class Attempt:
                                if cooldown_until else None),
             "budget_ms": self.budget_ms, "prompt_text": self.prompt_text,
             "answer_text": self.text if self.prompt_text is not None else None,
-        })
+        }
+        self.journal_seq = self._journal(row)
+        if self._observers:
+            notify(self._observers, "attempt_finished", self, dict(row))
 
     def __repr__(self) -> str:
         return f"<Attempt {self.llm_name} {self.call_id[:8]} {self.status or 'open'}>"

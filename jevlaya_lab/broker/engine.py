@@ -121,6 +121,17 @@ class AsyncBroker(AsyncCalls):
         close HTTP, servers and storage. See the module docstring."""
         await self._rt.close(check_grace(grace))
 
+    def observe(self, observer: Any) -> None:
+        """Tell ``observer`` about every pooled call and attempt from now on (a tracer such as
+        :class:`jevlaya_lab.telemetry.TraceExporter` uses it). Each method is optional:
+        ``call_scope(call)`` is a context manager around one ``ask``/``chat``;
+        ``attempt_started(attempt)`` and ``attempt_finished(attempt, row)`` bracket every
+        request (``row`` is its journal row). They run on the broker's loop, in the calling
+        task's context (the sync ``Broker`` carries the caller's context variables there), must
+        not block, and an exception in them is logged without changing the call."""
+        if observer not in self._rt.observers:
+            self._rt.observers.append(observer)
+
     # calls (ask, chat, stream, record_quality come from AsyncCalls) ----------------------------
     def for_scope(self, scope: str) -> AsyncScopedBroker:
         """A caller whose keys resolve ``<scope>/<REF>`` first and whose journal rows and

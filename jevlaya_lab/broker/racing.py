@@ -24,6 +24,7 @@ except that the lane whose text is shown first is the answer (as with one lane).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 
@@ -56,7 +57,14 @@ async def route(rt: Runtime, caller: Caller, call: Call) -> LLMResult:
     pool = await rt.ready()
     if rt.closed:  # closed while this call waited for the registry
         raise closed_error(rt.name)
-    return await rt.guarded(_Route(rt, pool, caller, call).run())
+    if not rt.observers:
+        return await rt.guarded(_Route(rt, pool, caller, call).run())
+    with contextlib.ExitStack() as scopes:  # observers' call scopes (a tracer's call span)
+        for observer in list(rt.observers):
+            opener = getattr(observer, "call_scope", None)
+            if opener is not None:
+                scopes.enter_context(opener(call))
+        return await rt.guarded(_Route(rt, pool, caller, call).run())
 
 
 class _Route:

@@ -118,6 +118,7 @@ class Runtime:
         self._sync_task: asyncio.Task[None] | None = None
         self.last_sync: SyncReport | None = None
         self._calls: set[asyncio.Task[Any]] = set()  # calls in flight, settled by close()
+        self.observers: list[Any] = []  # tracers told of calls and attempts (AsyncBroker.observe)
         self._close_done: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -348,7 +349,8 @@ class Runtime:
             prompt_text = "\n".join(str(m.get("content") or "") for m in call.messages)
         return Attempt(state, self.pool, self._journal_row, trace_id=call.trace_id,
                        operation=call.operation, scope=caller.scope,
-                       budget_ms=budget.budget_ms, prompt_text=prompt_text)
+                       budget_ms=budget.budget_ms, prompt_text=prompt_text,
+                       observers=self.observers)
 
     async def endpoint(self, state: ModelState, caller: Caller) -> tuple[str, str | None]:
         """(base URL, key) for ``state``; an embedded model is started first (a failure to

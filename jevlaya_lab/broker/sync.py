@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures as cf
+import contextvars
 import threading
 import weakref
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
@@ -40,6 +41,7 @@ from jevlaya_lab.broker.validation import (
     Messages,
     check_grace,
 )
+from jevlaya_lab.errors import JevlayaError
 
 T = TypeVar("T")
 
@@ -81,10 +83,16 @@ class LoopThread:
             if self._finished or self.loop.is_closed():
                 coro.close()
                 raise closed_error("this broker")
-            future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+            # the call runs in a copy of the caller's context variables, so what the caller
+            # set (an open tracing span, a hook's call scope) is seen on the loop too
+            future = contextvars.copy_context().run(asyncio.run_coroutine_threadsafe, coro, self.loop)
             self._pending.add(future)
         try:
             return future.result()
+        except JevlayaError as exc:
+            # a documented error is the caller's to read: its traceback starts at the caller's
+            # line, not in the loop thread's internals (a bug elsewhere keeps its full trace)
+            raise exc.with_traceback(None) from exc.__cause__  # its cause, if any, still shows
         except BaseException:
             future.cancel()  # KeyboardInterrupt in the caller cancels the call
             raise
@@ -202,6 +210,10 @@ class Broker(SyncCalls):
     @property
     def _owner(self) -> Broker:
         return self
+
+    def observe(self, observer: Any) -> None:
+        """See ``AsyncBroker.observe``: a tracer told of every call and attempt."""
+        self._engine.observe(observer)
 
     def __enter__(self) -> Broker:
         self._run(self._engine.__aenter__())
