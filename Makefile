@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: setup test lint demo bench clean
+.PHONY: setup test lint demo lab bench clean
 
 setup: $(VENV)/.installed
 
@@ -35,6 +35,10 @@ lint: setup
 
 demo: setup
 	$(PY) -m jevlaya_lab.cli demo
+
+# JupyterLab from this venv on 127.0.0.1, notebooks/ open, the tutorials' kernel registered
+lab: setup
+	$(PY) -m jevlaya_lab.cli lab
 
 # Every benchmark in turn; each prints a table and writes bench/results/<name>.json.
 BENCHES := decisions routing quality local broker streaming workbench chaos

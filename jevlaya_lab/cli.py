@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "notebooks": ("jevlaya_lab.notebooks:notebooks_command",
                   "list or run the tutorial notebooks (each ends with regression checks)"),
     "demo": ("jevlaya_lab.notebooks:demo_command", "run the quickstart tour offline and write a report to reports/"),
+    "lab": ("jevlaya_lab.notebooks:lab_command", "JupyterLab on 127.0.0.1 with the tutorials (notebooks/) open"),
 }
 
 

@@ -221,7 +221,8 @@ def llm_html(result: Any) -> str:
     call = f" &middot; call {escape(str(data['call_id'])[:8])}" if data["call_id"] else ""
     body = escape(data["text"]) or f"<i style='{MUTED}'>(tool calls only)</i>"
     return card(f"<div><b>{escape(str(data['llm_name']))}</b> <small>{usage}{call}</small></div>"
-                f"<pre style='white-space:pre-wrap;margin:.3em 0'>{body}</pre>")
+                f"<pre style='white-space:pre-wrap;word-break:normal;overflow-wrap:break-word;"
+                f"margin:.3em 0'>{body}</pre>")
 
 
 # -- a stream ------------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -99,12 +100,57 @@ def checks_of(notebook: Any) -> dict[str, Any]:
     return dict(found)
 
 
+def _progress_engine() -> str:
+    """Register (once) a papermill engine that reports each code cell as it starts, and return
+    its name: nbclient's engine with ``on_cell(done, total, section, first_line)`` called before
+    every code cell (``section``: the last markdown heading above it)."""
+    from papermill.engines import NBClientEngine, papermill_engines
+
+    class ProgressEngine(NBClientEngine):
+        @classmethod
+        def execute_managed_notebook(cls, nb_man: Any, kernel_name: str, **kwargs: Any) -> Any:
+            on_cell = kwargs.pop("on_cell", None)
+            if on_cell is not None:
+                cells = nb_man.nb.cells
+                code = [i for i, c in enumerate(cells) if c.cell_type == "code"]
+                started = nb_man.cell_start
+
+                def cell_start(cell: Any, cell_index: int | None = None, **more: Any) -> None:
+                    started(cell, cell_index, **more)
+                    if cell.cell_type != "code" or cell_index is None:
+                        return
+                    section = next((line.lstrip("# ").strip() for c in reversed(cells[:cell_index])
+                                    if c.cell_type == "markdown"
+                                    for line in c.source.splitlines() if line.startswith("#")), "")
+                    first = next((line.strip() for line in cell.source.splitlines()
+                                  if line.strip() and not line.lstrip().startswith("#")), "")
+                    tags = cell.metadata.get("tags", [])
+                    if "parameters" in tags or "injected-parameters" in tags:
+                        section = "defaults" if "parameters" in tags else "this run's parameters"
+                    on_cell(code.index(cell_index) + 1, len(code), section, first)
+
+                nb_man.cell_start = cell_start
+            return super().execute_managed_notebook(nb_man, kernel_name, **kwargs)
+
+    papermill_engines.register("jevlaya-progress", ProgressEngine)
+    return "jevlaya-progress"
+
+
+def print_step(done: int, total: int, section: str, first_line: str) -> None:
+    """One flushed line per code cell, so a piped ``make demo`` shows each step as it runs."""
+    where = f"{section}: " if section else ""
+    print(f"  [{done:>2}/{total}] {where}{first_line[:70]}", flush=True)
+
+
 def run_notebook(path: Path, out_dir: Path, *, parameters: dict[str, Any] | None = None,
                  cell_timeout: float = 180.0, kernel_name: str = KERNEL,
-                 store_widget_state: bool = False) -> dict[str, Any]:
+                 store_widget_state: bool = False,
+                 on_cell: Callable[[int, int, str, str], None] | None = None) -> dict[str, Any]:
     """Execute ``path`` into ``out_dir/<name>.ipynb``; returns its checks plus ``seconds``.
 
     ``store_widget_state=True`` saves the views' state in the notebook (for :func:`report_html`).
+    ``on_cell(done, total, section, first_line)`` is called as each code cell starts
+    (:func:`print_step` prints it).
 
     Raises papermill's ``PapermillExecutionError`` when a cell fails (a failing check included)
     and :class:`NotebookCheckError` when no checks were displayed.
@@ -118,7 +164,8 @@ def run_notebook(path: Path, out_dir: Path, *, parameters: dict[str, Any] | None
     papermill.execute_notebook(
         str(path), str(out), parameters=parameters or {}, kernel_name=kernel_name,
         execution_timeout=cell_timeout, store_widget_state=store_widget_state, progress_bar=False,
-        cwd=str(out_dir), log_output=False)
+        cwd=str(out_dir), log_output=False,
+        **({"engine_name": _progress_engine(), "on_cell": on_cell} if on_cell is not None else {}))
     result = checks_of(nbformat.read(out, as_version=4))
     failed = [k for k, ok in result["checks"].items() if not ok]
     if failed:
@@ -150,6 +197,20 @@ for (const view of document.querySelectorAll('script[type="application/vnd.jupyt
   const url = URL.createObjectURL(new Blob([values._esm], { type: "text/javascript" }));
   const mod = await import(url);
   await (mod.default || mod).render({ model, el });
+  // a snapshot honours no control that needs the kernel (another(), ratings, the routing box):
+  // those go, a typed state stays as text; the timeline's zoom runs in the page and stays
+  if (!el.querySelector(".jv-timeline")) {
+    let removed = 0;
+    for (const control of el.querySelectorAll("button, textarea, input, select")) {
+      if (control.tagName === "TEXTAREA" && control.value && control.style.display !== "none") {
+        control.replaceWith(Object.assign(document.createElement("pre"),
+          { className: "jv-snapshot-state", textContent: control.value }));
+      } else control.remove();
+      removed += 1;
+    }
+    if (removed) el.append(Object.assign(document.createElement("div"), { className: "jv-snapshot-note",
+      textContent: "snapshot: this view's controls need a running kernel (open the notebook in JupyterLab)" }));
+  }
 }
 document.body.dataset.viewsDrawn = "yes";
 </script>"""
@@ -172,7 +233,12 @@ def report_html(executed: Path, result: dict[str, Any]) -> str:
     body = WIDGET_LOADER.sub("", body)
     rows = "".join(f"<li>{'✔' if ok else '✘'} {escape(k)}</li>"
                    for k, ok in result["checks"].items())
-    summary = (f"<div class='jv-report-checks' style='margin:1em 2em'><b>{escape(result['notebook'])}"
+    summary = (f"<div class='jv-report-snapshot' style='margin:1em 2em;padding:.5em 1em;"
+               f"border-left:4px solid #e0a000'><b>A snapshot, not a live notebook.</b> This page was "
+               f"written when the tour ran: the views are drawn from their saved state, and controls "
+               f"that need a Python kernel are left out. Run <code>make lab</code> and open "
+               f"<code>notebooks/{escape(result['notebook'])}.ipynb</code> to use them.</div>"
+               f"<div class='jv-report-checks' style='margin:1em 2em'><b>{escape(result['notebook'])}"
                f"</b> ran in {result['seconds']} s; checks:<ul>{rows}</ul></div>")
     body = body.replace("<body", "<body data-views-drawn='no'", 1)
     body = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + summary, body, count=1)
@@ -228,10 +294,11 @@ def demo_command(argv: list[str]) -> int:
     out = args.out.resolve()
     private_kernel(out / ".kernels")
     print("running the quickstart tour with "
-          + ("tiny models (--fast)" if args.fast else "SmolLM2 and the bundled checkpoints") + "...")
+          + ("tiny models (--fast)" if args.fast else "SmolLM2 and the bundled checkpoints") + "...",
+          flush=True)
     try:
         result = run_notebook(find_notebook(TOUR), out, parameters={"fast": args.fast},
-                              cell_timeout=args.timeout, store_widget_state=True)
+                              cell_timeout=args.timeout, store_widget_state=True, on_cell=print_step)
     except Exception as exc:
         print(f"demo failed: {type(exc).__name__}: {str(exc)[:2000]}\n(the executed notebook "
               f"is in {out})", file=sys.stderr)
@@ -244,3 +311,27 @@ def demo_command(argv: list[str]) -> int:
           f"{out / 'demo.json'}")
     print(f"report: {out / 'demo.html'}")
     return 0
+
+
+def lab_command(argv: list[str]) -> int:
+    """``jevlaya-lab lab [JUPYTER OPTIONS]``: JupyterLab from this environment on 127.0.0.1 with
+    ``notebooks/`` as its folder and the tutorials' kernel registered in this environment (not
+    in the user's Jupyter setup); as root (a container) it adds ``--allow-root``. Other options
+    go to ``jupyter lab`` (``--port 8890``, ``--no-browser``); the exit code is JupyterLab's."""
+    import subprocess
+
+    if any(a in ("-h", "--help") for a in argv):
+        print(lab_command.__doc__)
+        return 0
+    install_kernel(Path(sys.prefix) / "share" / "jupyter")
+    cmd = [sys.executable, "-m", "jupyter", "lab", "--ip=127.0.0.1",
+           f"--ServerApp.root_dir={NOTEBOOKS_DIR}", *argv]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:  # containers and CI machines run as root
+        cmd.append("--allow-root")
+    print(f"starting JupyterLab on 127.0.0.1 in {NOTEBOOKS_DIR} (Ctrl-C stops it); start with "
+          f"{TOUR}.ipynb", flush=True)
+    try:
+        return subprocess.call(cmd)
+    except KeyboardInterrupt:
+        return 0
+
