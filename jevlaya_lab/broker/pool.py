@@ -91,8 +91,10 @@ def utc(ts: float | None) -> datetime | None:
 class Pool:
     def __init__(self, entries: list[LLMConfig], keys: KeyResolver, quality: Quality,
                  *, optimize: bool = True, fallback: frozenset[str] = frozenset(),
-                 local: bool | None = None) -> None:
+                 local: bool | None = None, own: frozenset[str] | None = None) -> None:
         self.keys = keys
+        # the broker's own entries (models=); None: every entry counts as its own (tests, tools)
+        self.own = own
         self.quality = quality
         self.optimize = optimize
         self.local = local
@@ -130,8 +132,12 @@ class Pool:
         return ref is None or self.keys.resolve(ref, caller.scope) is not None
 
     def members(self, caller: Caller) -> list[ModelState]:
-        """The entries in this caller's pool (see the module docstring)."""
-        states = list(self.states.values())
+        """The entries in this caller's pool (see the module docstring): the broker's own
+        entries, the registry's provider models whose key resolves for this caller, and the
+        embedded fallback. A catalog model without its key is no member, so ``count()``,
+        ``in_pool`` and ``usable`` agree on what the pool can call."""
+        states = [s for s in self.states.values()
+                  if s.fallback or self.own is None or s.entry.name in self.own or self.has_key(s, caller)]
         if self.local is True:
             return states
         own = [s for s in states if not s.fallback]
@@ -170,6 +176,14 @@ class Pool:
         """Rank what may serve this call; raise ``NoLLMAvailableError`` when nothing ever can."""
         states = self.members(caller)
         if not states:
+            keyless = sorted({s.entry.api_key_ref for s in self.states.values()
+                              if not s.fallback and s.entry.api_key_ref and not s.disabled})
+            if keyless:  # catalog models wait for their keys: say which keys would do
+                raise NoLLMAvailableError(
+                    f"no key for any model of the catalog (scope={caller.scope!r}); set one of "
+                    f"{', '.join(keyless)} in the environment, a .env file, secrets= or the "
+                    "database" + (" (local=False keeps the embedded local models out)"
+                                  if self.local is False else ""), reason="no_keys")
             raise empty_pool_error(self)
         enabled = [s for s in states if not s.disabled]
         if not enabled:

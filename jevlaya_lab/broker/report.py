@@ -65,8 +65,10 @@ class LLMInfo:
         return self._state.disabled
 
     def state(self) -> dict[str, Any]:
-        """``phase`` (``available``, ``cooling``, ``disabled`` or ``unavailable``: it cannot
-        start), ``cooldown_until`` (UTC, while cooling), ``consecutive_failures``, ``key``
+        """``phase`` (``available``, ``cooling``, ``disabled``, ``unavailable``: it cannot
+        start, or ``no key``: its key is missing or was refused, so no call can use it; only an
+        ``available`` or ``cooling`` model can be in ``snapshot().usable``), ``cooldown_until``
+        (UTC, while cooling), ``consecutive_failures``, ``key``
         (``present``/``missing``/``refused``/``not needed``), ``in_pool`` and the rest of
         the model's ``snapshot()`` row."""
         return model_row(self._pool, self._state, self._caller, time.time(),
@@ -110,7 +112,7 @@ def model_row(pool: Pool, s: ModelState, caller: Caller, now: float,
     usable, _ = pool.key_for(s, caller)
     cooling = s.cooling(now)
     phase = ("disabled" if s.disabled else "unavailable" if s.unavailable is not None
-             else "cooling" if cooling else "available")
+             else "no key" if not usable else "cooling" if cooling else "available")
     return {
         "phase": phase, "model": s.entry.model, "base_url": s.entry.base_url,
         "api_key_ref": s.entry.api_key_ref,

@@ -183,7 +183,8 @@ class Runtime:
         self._next_sync = time.monotonic() + (self._sync_interval or math.inf)
         entries, fallback = self._registry()
         pool = Pool(entries, self.keys, Quality(self.store.ratings()),
-                    optimize=self._optimize, fallback=fallback, local=self._local)
+                    optimize=self._optimize, fallback=fallback, local=self._local,
+                    own=frozenset(m.name for m in self.user_models))
         for name in self.store.disabled_models() & pool.states.keys():  # disable_llm persists
             pool.states[name].disabled = True
         return pool
