@@ -72,7 +72,7 @@ from jevlaya_lab.decisions.encoding import (
 from jevlaya_lab.decisions.model import DecisionModel, DecisionOutput
 from jevlaya_lab.decisions.prior import PriorBuilder, PriorInputs
 from jevlaya_lab.decisions.questions import QUESTION_TYPES, Question, parse_questions
-from jevlaya_lab.display import AgentResult
+from jevlaya_lab.display import AgentResult, ResultList
 from jevlaya_lab.hooks import HookHost, HookRunner, PredictContext
 
 ROWS_PER_CHUNK = 256
@@ -257,7 +257,8 @@ class Agent(HookHost):
         with calls.lifecycle(ctx):
             thresholds = parse_min_confidence(min_confidence)
             if ctx.results is None:
-                ctx.results = self._infer(ctx, batch_size=batch_size, sort_by_length=sort_by_length)
+                ctx.results = ResultList(self._infer(ctx, batch_size=batch_size,
+                                                     sort_by_length=sort_by_length))
             if thresholds is not None:
                 self._gate(ctx, thresholds)
         return ctx.results  # the lifecycle page: the very list (and dicts) the end hooks saw

@@ -79,6 +79,7 @@ from jevlaya_lab.decisions.registry import (
     laya_standalone_repo,
 )
 from jevlaya_lab.decisions.routing import REQUEST_KEYS, Decision, RoutingPolicy
+from jevlaya_lab.display import ResultList
 from jevlaya_lab.hooks import CallHooks, HookHost, HookRunner, PredictContext, aggregate_usage
 from jevlaya_lab.hooks.context import call_scope, new_run_id
 
@@ -606,7 +607,7 @@ class Router(HookHost):
             for i, result in zip(indices, group.run([requests[i] for i in indices],
                                                    [routed[i] for i in indices])):
                 results[i] = result
-        return results
+        return ResultList(results)  # a table in a notebook, a plain list to code
 
     def __repr__(self) -> str:
         return (f"Router(registered={list(self._registry.names)}, loaded={list(self.loaded)}, "
