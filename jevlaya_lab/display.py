@@ -120,8 +120,10 @@ def answer_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
         scale = level = None
         if kind == "noul":
             p_yes = float(a["noul"])
-            bars = [{"label": "yes", "p": p_yes}, {"label": "no", "p": 1.0 - p_yes}]
-            answer: Any = "yes" if p_yes >= 0.5 else "no"
+            words = a.get("labels") if isinstance(a.get("labels"), Mapping) else {}
+            yes, no = str(words.get("true", "yes")), str(words.get("false", "no"))  # labels=... words
+            bars = [{"label": yes, "p": p_yes}, {"label": no, "p": 1.0 - p_yes}]
+            answer: Any = yes if p_yes >= 0.5 else no
         elif kind == "score":
             legend = a.get("legend") or {}
             probs = a.get("probabilities", {})

@@ -188,6 +188,9 @@ def decode_answer(question: Question, slot_probs: Sequence[float], act_probabili
     else:
         answer["noul"] = round(probs[1], 4)
         conf = max(probs[1], 1.0 - probs[1])
+        if question.words:  # the question's own yes/no words (labels=...), so results read as asked
+            answer["label"] = question.words[1 if probs[1] >= 0.5 else 0]
+            answer["labels"] = {"false": question.words[0], "true": question.words[1]}
     answer["confidence"] = round(conf, 4)
     answer["answer_confidence"] = round(max(probs), 4)
     answer["action"] = {"act_probability": round(float(act_probability), 4)}

@@ -62,6 +62,8 @@ class Question:
     """``option_order[slot]`` is the caller index of the option placed in that slot."""
     legend: tuple[str, ...] = ()
     """Score only: the rendered level descriptions."""
+    words: tuple[str, ...] = ()
+    """Yes/no only: the (false, true) words of ``labels`` when given, shown on the answer."""
 
     @property
     def type_id(self) -> int:
@@ -244,7 +246,11 @@ def parse_question(qid: Any, definition: Any) -> Question:
         else:
             labels, texts, legend = _score_options(qid, definition["criteria"])
         order = _option_order(qid, definition.get("option_order"), len(labels))
-    return Question(qid, qtype, instructions, labels, texts, order, legend)
+    words: tuple[str, ...] = ()
+    if qtype == "noul" and definition.get("labels") is not None:
+        named = _noul_labels(qid, definition["labels"])
+        words = (named["false"], named["true"])
+    return Question(qid, qtype, instructions, labels, texts, order, legend, words)
 
 
 def parse_questions(questions: Any) -> tuple[Question, ...]:
