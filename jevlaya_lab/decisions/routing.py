@@ -251,6 +251,8 @@ class RoutingPolicy:
         """The decision of rule ``source``; ``matched`` is the workflow the question ids match."""
         if steps is not None:
             steps.append({"step": source, "outcome": "decided", "model": model})
+            for step in steps:  # one shape for every row, so a table of them has no empty (NaN) cell
+                step.setdefault("model", "")
         workflow = None if source in ("model", "task") else matched  # as Laya records it
         return Decision(model=model, source=source, reason=reason, detection=found,
                         workflow=workflow, repo=self.registry.repo(model)), steps
@@ -317,8 +319,11 @@ class RoutingPolicy:
         if found["script"] != "Latin":
             language = found["language"]
             target, _ = self._language_target(language or "und")
-            named = f" ({detection.language_name(language)})" if language else ""
-            return target, (f"The text is written mostly in {found['script']} script{named}, so the "
+            named = f" ({detection.language_name(language)}: {found['evidence']})" if language else ""
+            scripts = [name for name, share in (found.get("script_profile") or {}).items() if share >= 0.3]
+            written = (f"in {' and '.join(scripts)} script" if len(scripts) > 1
+                       else f"mostly in {found['script']} script")
+            return target, (f"The text is written {written}{named}, so the "
                             f"checkpoint {target!r} reads it.")
         if found["language"] is None and found["not_english"]:
             target, _ = self._language_target("und")
@@ -329,7 +334,8 @@ class RoutingPolicy:
             return default, (f"The language could not be decided ({found['evidence']}), so the "
                              f"default checkpoint {default!r} answers.")
         target, why = self._language_target(found["language"])
-        return target, f"The text reads as {why}."
+        return target, f"The text reads as {why}." + (
+            f" Decided by: {found['evidence']}." if found.get("evidence") else "")
 
     # -- validation ------------------------------------------------------------------------
     def check_requests(self, requests: Any, *, need_questions: bool) -> None:

@@ -162,7 +162,7 @@ def test_the_projects_hand_written_english_states_are_english():
 
 @pytest.mark.parametrize("text", [
     "No puedo iniciar sesión en mi cuenta",  # Spanish and Catalan tie, both far ahead of English
-    "Hesabıma giriş yapamıyorum",  # no stop word, but every word has letters English never uses
+    "Mi paquete nunca llegó.",  # one word with ó (Spanish, Catalan, Hungarian...) and no English word
 ])
 def test_undecided_text_can_still_be_surely_not_english(text):
     """Honest undecided language, yet the evidence says not English: the Router must not send it
@@ -175,7 +175,35 @@ def test_undecided_text_can_still_be_surely_not_english(text):
     assert decision.model == "multilingual" and "does not read as English" in decision.reason
 
 
-@pytest.mark.parametrize("text", ["Meeting with José Muñoz at the café", "My order never arrived"])
+@pytest.mark.parametrize("text,language,letter", [
+    ("Hesabıma giriş yapamıyorum", "tr", "ı"),  # no stop word, but ı is Turkish's alone
+    ("El niño llegó tarde.", "es", "ñ"),
+    ("Não recebi.", "pt", "ã"),  # two words: too few for common words, not for its letters
+])
+def test_a_short_text_with_a_letter_only_one_language_uses_is_decided(text, language, letter):
+    """A strong cue decides a short text, and the explanation names it."""
+    from jevlaya_lab.decisions.router import Router
+
+    found = detect(text)
+    assert found["language"] == language and found["not_english"]
+    assert letter in found["evidence"] and "only" in found["evidence"]
+    decision = Router().route(text)
+    assert decision.model == "multilingual" and f"Decided by: the letter(s) {letter}" in decision.reason
+
+
+def test_a_text_in_han_and_kana_is_japanese_and_says_it_was_the_kana():
+    from jevlaya_lab.decisions.router import Router
+
+    decision = Router().route("請求書がです")
+    assert decision.detection["language"] == "ja"
+    assert "Han and Hiragana script" in decision.reason and "mostly" not in decision.reason
+    assert "kana" in decision.reason
+    steps = Router().route("請求書がです", explain=True)["explain"]["steps"]
+    assert all(set(step) == {"step", "outcome", "model"} for step in steps)  # no NaN cell in a table
+
+
+@pytest.mark.parametrize("text", ["Meeting with José Muñoz at the café", "My order never arrived",
+                                  "I love jalapeño pizza"])
 def test_english_with_a_few_accented_names_is_not_called_foreign(text):
     found = detect(text)
     assert found["not_english"] is False
@@ -190,7 +218,7 @@ def test_a_field_of_undecided_but_foreign_language_in_an_english_state_is_mixed(
     found = detect(state)
     assert found["language"] == "en" and found["mixed_segment"]["path"] == "$.note"
     decision = Router().route(state)
-    assert decision.model == "multilingual" and "($.note) is not English" in decision.reason
+    assert decision.model == "multilingual" and "($.note) is Turkish" in decision.reason  # ı: Turkish
 
 
 def test_fasttext_guess_from_the_bundled_lite_model_names_languages_beyond_the_stop_words():

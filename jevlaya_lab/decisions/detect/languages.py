@@ -200,7 +200,29 @@ def read_latin(text: str) -> tuple[str | None, bool, tuple]:
     ``reading`` is what :func:`explain_reading` turns into the *why* phrase, so a caller that
     never shows the phrase (a sentence judged while looking for a foreign one) skips formatting
     it. ``reading[-1]`` is the text's evidence (:func:`_latin_scores`)."""
-    return read_evidence(_latin_scores(text))
+    evidence = _latin_scores(text)
+    code, not_english, reading = read_evidence(evidence)
+    if code is None and evidence[2]:  # undecided, and some word has letters English never uses
+        return _strong_cue(text, evidence) or (code, not_english, reading)
+    return code, not_english, reading
+
+
+def _strong_cue(text: str, evidence: Evidence) -> tuple[str | None, bool, tuple] | None:
+    """A short or undecided text that still tells its language: no English word at all, and
+    words with letters English never uses. A letter only one language uses (``ñ`` Spanish, ``ã``
+    Portuguese, ``ß`` German, ``ł`` Polish, ...) names that language; otherwise the text is at
+    least not English. An English word anywhere (``I love jalapeño pizza``) keeps the usual
+    reading: a loanword does not make a text foreign."""
+    points, n_words, foreign, _ = evidence
+    if points[_EN] + 2 * foreign > 0:  # English points before the foreign-word penalty
+        return None
+    lowered = text.lower()
+    unique = sorted({ch for ch in _NON_ASCII.findall(lowered) if len(_HINT_INDEX.get(ch, ())) == 1})
+    named = {_HINT_INDEX[ch][0] for ch in unique}
+    if len(named) == 1:
+        return LANGUAGES[named.pop()], True, ("cue", unique, evidence)
+    marked = sorted({w for w in WORD.findall(lowered) if not w.isascii()})
+    return None, True, ("foreign", marked, evidence)
 
 
 def read_evidence(evidence: Evidence) -> tuple[str | None, bool, tuple]:
@@ -222,6 +244,12 @@ def read_evidence(evidence: Evidence) -> tuple[str | None, bool, tuple]:
 def explain_reading(reading: tuple, not_english: bool) -> str:
     """The *why* phrase of a :func:`read_latin` reading."""
     kind = reading[0]
+    if kind == "cue":
+        letters = ", ".join(reading[1])
+        return f"the letter(s) {letters}, which only {_NAME_AT[_HINT_INDEX[reading[1][0]][0]]} uses here"
+    if kind == "foreign":
+        words = ", ".join(reading[1][:3])
+        return f"{words}: letters English never uses, and no English word; not English"
     if kind == "few":
         return f"only {reading[1]} word(s), too few to tell the language"
     if kind == "decided":

@@ -59,9 +59,12 @@ def judge(text: str, counts: dict[str, int] | None = None, *, why: bool = True) 
                 "why": explain_reading(reading, not_english) if why else None,
                 "not_english": not_english, "evidence": reading[-1]}
     language = script_language(script, text, counts)
+    phrase = f"{script} script" + (f" → {language_name(language)}" if language else "")
+    kana = [k for k in ("Hiragana", "Katakana") if counts.get(k)]
+    if language == "ja" and kana and counts.get("Han"):  # Han alone would read as Chinese
+        phrase = f"{' and '.join(kana)} letters (kana) beside Han → Japanese"
     return {"script": script, "language": language, "letters": letters,
-            "why": f"{script} script" + (f" → {language_name(language)}" if language else "") if why else None,
-            "not_english": True, "evidence": None}
+            "why": phrase if why else None, "not_english": True, "evidence": None}
 
 
 def find_mixed(per_leaf: list[tuple[str, str, dict[str, int]]], overall: dict[str, Any],
