@@ -14,6 +14,7 @@ const MARK_PX = 10;
 
 function tip(e) {
   const lines = [`${e.event} @ ${fmt(e.t_ms, 2)} ms`, `model: ${e.model ?? "–"}`];
+  if (e.model_path && e.model_path !== e.model) lines.push(`path: ${e.model_path}`);
   if (e.run_id) lines.push(`run: ${e.run_id}`);
   if (e.n_states != null) lines.push(`states: ${e.n_states}`);
   if (e.elapsed_ms != null) lines.push(`elapsed: ${fmt(e.elapsed_ms, 2)} ms`);
@@ -61,7 +62,7 @@ function render({ model, el }) {
             style: `left:${pct(a)};width:${pct(Math.max(b - a, 0))};top:2px`,
             onclick: () => {
               const pad = Math.max((row.span[1] ?? end) - row.span[0], 0.01) * 0.1;
-              zoom = [row.span[0] - pad, (row.span[1] ?? end) + pad];
+              zoom = [Math.max(0, row.span[0] - pad), (row.span[1] ?? end) + pad];  // time starts at 0
               el.replaceChildren(draw());
             },
           }));
@@ -92,11 +93,11 @@ function render({ model, el }) {
         h("td", { class: "jv-n" }, fmt(e.t_ms, 2)), h("td", {}, e.event),
         h("td", { title: e.parent_id ?? "" }, e.parent_id ? String(e.parent_id).slice(0, 8) : "–"),
         h("td", { title: e.run_id ?? "" }, e.run_id ? String(e.run_id).slice(0, 8) : "–"),
-        h("td", {}, e.model ?? "–"), h("td", { class: "jv-n" }, e.n_states ?? "–"),
+        h("td", { title: e.model_path ?? "" }, e.model ?? "–"), h("td", { class: "jv-n" }, e.n_states ?? "–"),
         h("td", { class: "jv-n" }, fmt(e.elapsed_ms, 2)), h("td", {}, e.error ?? "")))));
     const runs = new Set(events.filter((e) => e.run_id).map((e) => e.run_id)).size;
     return h("div", { class: "jv-card jv-timeline" },
-      h("div", { class: "jv-muted" }, `${runs} runs · ${events.length} events · ${fmt(end, 1)} ms`,
+      h("div", { class: "jv-muted" }, `${runs} run${runs === 1 ? "" : "s"} · ${events.length} event${events.length === 1 ? "" : "s"} · ${fmt(end, 1)} ms`,
         zoom ? " · zoomed " : " ",
         zoom ? h("button", { onclick: () => { zoom = null; el.replaceChildren(draw()); } }, "show all") : null),
       legend,

@@ -33,7 +33,7 @@ import traitlets
 
 from jevlaya_lab.hooks import BaseHook
 from jevlaya_lab.widgets.assets import css, esm
-from jevlaya_lab.widgets.render import jsonable
+from jevlaya_lab.widgets.render import jsonable, model_label
 from jevlaya_lab.widgets.throttle import Throttle
 
 LOAD_LANE = "router"
@@ -96,7 +96,8 @@ def trace_rows(events: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
         else:
             counter["run"] += 1
             n_states = events[start].get("n_states")
-            label = f"run {counter['run']} · {model}" + (f" · {n_states} states" if n_states is not None else "")
+            label = f"run {counter['run']} · {model}" + (
+                f" · {n_states} state{'' if n_states == 1 else 's'}" if n_states is not None else "")
         return {"label": label, "title": f"run_id {evs[0]['run_id']}", "depth": depth, "kind": "run",
                 "span": None if start is None else [events[start]["t_ms"],
                                                     None if stop is None else events[stop]["t_ms"]],
@@ -167,11 +168,13 @@ class HookTimeline(anywidget.AnyWidget, BaseHook):
 
     # load/evict belong to no run (run_id None): their context's model is the checkpoint name
     def on_load(self, ctx: Any) -> None:
-        self._add({"event": "on_load", "run_id": None, "model": ctx.model, "level": "router",
+        self._add({"event": "on_load", "run_id": None, "model": model_label(ctx.model),
+                   "model_path": str(ctx.model or ""), "level": "router",
                    "parent_id": ctx.parent_id}, time.perf_counter())
 
     def on_evict(self, ctx: Any) -> None:
-        self._add({"event": "on_evict", "run_id": None, "model": ctx.model, "level": "router",
+        self._add({"event": "on_evict", "run_id": None, "model": model_label(ctx.model),
+                   "model_path": str(ctx.model or ""), "level": "router",
                    "parent_id": ctx.parent_id}, time.perf_counter())
 
     def _record(self, event: str, ctx: Any, *, model: str | None = None) -> None:
@@ -182,7 +185,9 @@ class HookTimeline(anywidget.AnyWidget, BaseHook):
             elapsed = (now - ctx.started_at) * 1000.0
         states = ctx.states if isinstance(ctx.states, (list, tuple)) else None
         self._add({
-            "event": event, "run_id": ctx.run_id, "parent_id": ctx.parent_id, "model": model or ctx.model,
+            "event": event, "run_id": ctx.run_id, "parent_id": ctx.parent_id,
+            # the checkpoint's short name (as on the answers card); the full path on hover
+            "model": model_label(model or ctx.model), "model_path": str(model or ctx.model or ""),
             "elapsed_ms": elapsed, "n_states": None if states is None else len(states),
             "usage": jsonable(ctx.usage), "level": "router" if ctx.router is not None else "agent",
             "error": None if error is None else f"{type(error).__name__}: {error}",
@@ -195,7 +200,7 @@ class HookTimeline(anywidget.AnyWidget, BaseHook):
                 self._t0 = t
             event["t_ms"] = round((t - self._t0) * 1000.0, 3)
             event["lane"] = event["run_id"] or LOAD_LANE
-            for key in ("parent_id", "elapsed_ms", "n_states", "usage", "level", "error"):
+            for key in ("parent_id", "elapsed_ms", "n_states", "usage", "level", "error", "model_path"):
                 event.setdefault(key, None)
             self._pending.append(event)
         self._throttle.mark()
@@ -249,6 +254,8 @@ class HookTimeline(anywidget.AnyWidget, BaseHook):
                      for k in ("run_id", "parent_id", "model", "elapsed_ms", "n_states", "level", "error")}
             if field["n_states"] is not None:
                 field["n_states"] = int(field["n_states"])
+            field["model_path"] = field["model"]
+            field["model"] = model_label(field["model"]) if field["model"] is not None else None
             view._add({"event": r["event"], **field}, float(r["t"]))
         view.flush()
         return view

@@ -67,7 +67,7 @@ def test_the_trace_nests_router_call_then_loads_and_runs_then_agent_runs(router:
         (0, "run", "run 4")], shape
     call, request, agent_run, _, second = rows[2:7]
     assert call["label"] == "router call 2 · 2 requests" and rows[7]["label"] == "router call 3 · 1 request"
-    assert request["label"] == "run 1 · english · 1 states" and second["label"].startswith("run 3 · multilingual")
+    assert request["label"] == "run 1 · english · 1 state" and second["label"].startswith("run 3 · multilingual")
     assert [timeline.events[i]["event"] for i in request["marks"]] == ["on_route"]
     assert call["span"][0] <= request["span"][0] <= agent_run["span"][0] <= agent_run["span"][1] \
         <= request["span"][1] <= call["span"][1]
@@ -143,7 +143,7 @@ def test_from_records_accepts_the_analysis_decisions_frame(router: Any) -> None:
     assert len(timeline.events) == len(frame)
     shape = [(r["depth"], r["kind"], r["label"]) for r in timeline.rows]
     assert shape == [(0, "call", "router call 1 · 1 request"), (1, "load", "load multilingual"),
-                     (1, "run", "run 1 · multilingual · 1 states")]
+                     (1, "run", "run 1 · multilingual · 1 state")]
     # records without parent_id (written before it existed) still nest under one router row
     older = HookTimeline.from_records(frame.drop(columns=["parent_id"]))
     assert [(r["depth"], r["label"].split(" · ")[0]) for r in older.rows] == [
