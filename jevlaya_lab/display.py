@@ -77,15 +77,21 @@ def clipped_html(text: str, limit: int, *, empty: str = "(no text yet)") -> str:
 
 def bars_html(bars: Sequence[Mapping[str, Any]], color: str = BLUE) -> str:
     """A table of labelled probability bars (``{"label": ..., "p": 0..1}``)."""
+    # the look of AnswersView's bars (widgets.css .jv-bars): label left, a 14em track filled from
+    # the left, the number right; every cell says its alignment, because a notebook's rendered
+    # HTML right-aligns table cells (which made these bars grow from the right edge)
     cells = []
     for bar in bars:
         p = max(0.0, min(1.0, float(bar["p"])))
         cells.append(
-            f"<tr><td style='padding:0 .5em 0 0'>{escape(str(bar['label']))}</td>"
-            f"<td style='width:12em;background:var(--jp-layout-color2,rgba(128,128,128,.15))'>"
+            f"<tr><td style='padding:0 6px 0 0;text-align:left'>{escape(str(bar['label']))}</td>"
+            f"<td style='width:14em;min-width:14em;padding:0 6px 0 0;text-align:left;"
+            f"background:var(--jp-layout-color2,rgba(128,128,128,.15))'>"
             f"<span style='{_BAR.format(color=color, pct=p * 100)}'>"
-            f"</span></td><td style='text-align:right'>{p:.2f}</td></tr>")
-    return f"<table style='border-collapse:collapse;font-size:90%'>{''.join(cells)}</table>"
+            f"</span></td><td style='padding:0 6px 0 0;text-align:right;"
+            f"font-variant-numeric:tabular-nums'>{p:.2f}</td></tr>")
+    return (f"<table class='jv-bars' style='border-collapse:collapse;margin:2px 0 4px 0'>"
+            f"{''.join(cells)}</table>")
 
 
 # -- an Agent result -----------------------------------------------------------------------------

@@ -124,6 +124,24 @@ def use_quickstart(page: LabPage) -> None:
     gated = nb.locator(".jv-answers").nth(1)
     for row in gated.locator(".jv-q.jv-abstained").all():
         assert re.search(r"< 0\.6", row.inner_text()), row.inner_text()
+    # one look for a plain agent.predict(...) card and AnswersView: labels left, bars filled from
+    # the left edge of a track of the same width (JupyterLab right-aligns rendered table cells)
+    looks = page.page.evaluate("""() => {
+      const look = (table) => {
+        const row = table.querySelector("tr"), cells = row.querySelectorAll("td");
+        const bar = cells[1].querySelector("span").getBoundingClientRect();
+        const track = cells[1].getBoundingClientRect();
+        return {label: getComputedStyle(cells[0]).textAlign, barFromLeft: Math.round(bar.left - track.left),
+                track: Math.round(track.width)};
+      };
+      const card = [...document.querySelectorAll(".jp-OutputArea-output table.jv-bars")]
+        .find((t) => !t.closest(".jv-answers"));
+      const view = document.querySelector(".jv-answers table.jv-bars");
+      return {card: card && look(card), view: view && look(view)};
+    }""")
+    assert looks["card"] and looks["view"], looks
+    assert looks["card"]["label"] in ("left", "start") and looks["card"]["barFromLeft"] <= 1, looks
+    assert abs(looks["card"]["track"] - looks["view"]["track"]) <= 2, looks
     # typing in the routing box reroutes in the kernel
     routing = nb.locator(".jv-routing").first
     routing.locator("textarea").fill("Where is my refund? I paid twice last week.")
