@@ -321,6 +321,31 @@ class StreamView(anywidget.AnyWidget):
         await self._refresh()
         return result
 
+    async def _why_no_more(self) -> str:
+        """Why ``another()`` had nothing more: which models answered, and what keeps the others
+        (cooling down, no key, disabled, unable to start) or that the call's attempt limit is spent."""
+        answered = [a["model"] for a in self.answers]
+        if self.stream.llm_name:
+            answered.insert(0, self.stream.llm_name)
+        try:
+            snap = await awaited(self.broker.snapshot())
+        except Exception:  # noqa: BLE001 - the reason is a courtesy; the answer stands
+            return f"{', '.join(answered) or 'no model'} answered; the pool cannot be read now"
+        others = {name: row for name, row in snap.items() if row.get("in_pool") and name not in answered}
+        if not others:
+            return f"every model in the pool has answered ({', '.join(answered)})"
+        kept = []
+        for name, row in others.items():
+            phase = row.get("phase")
+            if phase == "cooling":
+                until = str(row.get("cooldown_until") or "")[11:19]
+                kept.append(f"{name} is cooling down" + (f" until {until} UTC" if until else ""))
+            elif phase == "available":
+                kept.append(f"{name} was tried for this call already (or its attempt limit is spent)")
+            else:
+                kept.append(f"{name}: {phase}")
+        return f"{', '.join(answered)} answered; " + "; ".join(kept)
+
     def rate(self, score: float, *, answer: int | None = None) -> None:
         """``record_quality(score)`` on the shown answer, or on ``answers[answer]``."""
         self._require(False, "rate", "rate_async")
@@ -341,7 +366,12 @@ class StreamView(anywidget.AnyWidget):
         else:
             target = self._results[answer]
         await awaited(target.record_quality(score))
-        self.ratings = [*self.ratings, {"call_id": target.call_id, "score": float(score)}]
+        which = "shown" if answer is None else f"another() #{answer + 1}"
+        model = self.stream.llm_name if answer is None else self._results[answer].llm_name
+        # one entry per answer: rating an answer again replaces its rating (as the journal does)
+        kept = [r for r in self.ratings if r["call_id"] != target.call_id]
+        self.ratings = [*kept, {"call_id": target.call_id, "score": float(score), "answer": which,
+                                "model": model}]
 
     def _on_button(self, _widget: Any, content: dict[str, Any], _buffers: Any) -> None:
         press = self._press(content)
@@ -369,7 +399,7 @@ class StreamView(anywidget.AnyWidget):
                 return
             if content.get("action") == "another":
                 if await self._another() is None:
-                    self.error = "another(): no further answer can be had"
+                    self.error = f"another(): no further answer: {await self._why_no_more()}"
             elif content.get("action") == "rate":
                 await self._rate(float(content["score"]), content.get("answer"))
         except Exception as exc:  # a button's failure is shown in the view
