@@ -362,8 +362,11 @@ def _go() -> Any:
 
 
 def _layout(fig: Any, title: str) -> Any:
+    # transparent, so the notebook's theme shows through; the package stylesheet (widgets.css)
+    # recolours text and grid lines for JupyterLab Dark
     fig.update_layout(title=title, template="plotly_white", height=320,
-                      margin=dict(l=40, r=10, t=40, b=40))
+                      margin=dict(l=40, r=10, t=40, b=40),
+                      paper_bgcolor="rgba(0,0,0,0)", plot_bgcolor="rgba(0,0,0,0)")
     return fig
 
 

@@ -153,12 +153,24 @@ def use_quickstart(page: LabPage) -> None:
 def use_stream(page: LabPage, stream: Any, *, other_models: int, rated: int = 0) -> None:
     """Rate the shown answer, then ask another() until there is none; check each step."""
     stream.locator("button", has_text="rate good").click()
-    stream.locator(".jv-ratings", has_text=f"{rated + 1} rating").wait_for(timeout=15_000)
+    stream.locator(".jv-ratings", has_text="shown (").filter(has_text="good").wait_for(timeout=15_000)
+    counted = stream.locator(".jv-ratings").inner_text()
+    # rating the same answer again changes its rating, not the count of rated answers
+    stream.locator("button", has_text="rate bad").click()
+    stream.locator(".jv-ratings", has_text="shown (").filter(has_text="bad").wait_for(timeout=15_000)
+    assert stream.locator(".jv-ratings").inner_text().split(":")[0] == counted.split(":")[0]
+    assert counted.startswith(f"{rated + 1} answer") or counted.startswith(f"{rated} answer"), counted
     for n in range(1, other_models + 1):
         stream.locator("button", has_text="another()").click()
         stream.locator(".jv-another").nth(n - 1).wait_for(timeout=30_000)
     stream.locator("button", has_text="another()").click()
-    stream.locator(".jv-err", has_text="no further answer").wait_for(timeout=30_000)
+    why = stream.locator(".jv-err", has_text="no further answer: ")
+    why.wait_for(timeout=30_000)
+    assert "answered" in why.inner_text(), why.inner_text()  # says why: who answered, what is left
+    # an answer that came through another() is drawn once, as its card, not also as an empty lane
+    lanes = stream.locator(".jv-stream-lane:not(.jv-another) > div > b").all_inner_texts()
+    cards = [t.split(": ", 1)[1] for t in stream.locator(".jv-another > b").all_inner_texts()]
+    assert not set(lanes) & set(cards), (lanes, cards)
 
 
 def use_routing_explorer(page: LabPage) -> None:
@@ -218,9 +230,12 @@ def use_streaming_racing(page: LabPage) -> None:
     failover = streams.nth(0)
     assert failover.locator("[data-state='failed'] .jv-err").count() == 1  # error shown, not hover
     last = streams.nth(2)  # the notebook already rated twice and took every other answer
+    before = int(last.locator(".jv-ratings").inner_text().split(" ")[0])
     last.locator(".jv-another button", has_text="bad").first.click()
-    last.locator(".jv-ratings", has_text="3 ratings").wait_for(timeout=15_000)
-    use_stream(page, last, other_models=0, rated=3)
+    last.locator(".jv-another .jv-rated", has_text="rated bad").first.wait_for(timeout=15_000)
+    after = last.locator(".jv-ratings").inner_text()
+    assert "another() #1" in after and int(after.split(" ")[0]) in (before, before + 1), (before, after)
+    use_stream(page, last, other_models=0, rated=int(after.split(" ")[0]))
 
 
 def use_journal(page: LabPage) -> None:
@@ -233,6 +248,28 @@ def use_journal(page: LabPage) -> None:
     before = dash.locator(".jv-refreshed").inner_text()
     dash.locator("button", has_text="refresh").click()
     dash.locator(".jv-refreshed").filter(has_not_text=before).wait_for(timeout=15_000)
+    # the plotly figures (latency_figure's and the dashboard's tabs) follow the theme: no white
+    # sheet in Dark, and their text reads at >= 4.5:1 on the notebook's background
+    nb.locator(".js-plotly-plot .main-svg").first.wait_for(timeout=20_000)
+    plots = page.page.evaluate(r"""() => {
+      const rgb = (c) => (c.match(/[\d.]+/g) || []).map(Number);
+      const lum = ([r, g, b]) => [r, g, b].map((v) => { v /= 255;
+        return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; })
+        .reduce((s, v, i) => s + v * [0.2126, 0.7152, 0.0722][i], 0);
+      const ratio = (a, b) => { const [x, y] = [lum(a), lum(b)].sort((p, q) => q - p); return (x + 0.05) / (y + 0.05); };
+      const page = rgb(getComputedStyle(document.querySelector(".jp-Notebook")).backgroundColor);
+      return [...document.querySelectorAll(".jp-OutputArea-output .js-plotly-plot")].map((plot) => {
+        const svg = plot.querySelector(".main-svg"), tick = plot.querySelector(".xtick text, .ytick text, .gtitle");
+        const bg = rgb(getComputedStyle(svg).backgroundColor);
+        return {background: getComputedStyle(svg).backgroundColor, transparent: bg.length === 4 && bg[3] === 0,
+                text: tick ? ratio(rgb(getComputedStyle(tick).fill), page) : null};
+      });
+    }""")
+    assert plots, "no plotly figure shown"
+    for plot in plots:
+        assert plot["transparent"], (page.theme, plot)
+        assert plot["text"] is None or plot["text"] >= MIN_CONTRAST, (page.theme, plot)
+    assert any(p["text"] is not None for p in plots), plots
 
 
 USE: dict[str, Callable[[LabPage], None]] = {
