@@ -43,7 +43,7 @@ import os
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import nullcontext
-from typing import Any
+from typing import Any, Unpack
 
 import torch
 
@@ -74,6 +74,7 @@ from jevlaya_lab.decisions.prior import PriorBuilder, PriorInputs
 from jevlaya_lab.decisions.questions import QUESTION_TYPES, Question, parse_questions
 from jevlaya_lab.display import AgentResult
 from jevlaya_lab.hooks import HookHost, HookRunner, PredictContext
+from jevlaya_lab.hooks.options import HookKeywords, HookOptions
 
 ROWS_PER_CHUNK = 256
 _HEAD_CACHE_SIZE = 64
@@ -195,9 +196,9 @@ class Agent(HookHost):
         calibration: str | os.PathLike[str] | None = None,
         quantize: str | None = None,
     ) -> None:
-        self._hooks = HookRunner(hooks, on_predict_start=on_predict_start,
-                                 on_predict_end=on_predict_end, hooks_raise=hooks_raise,
-                                 hooks_concurrent=hooks_concurrent, hooks_timeout=hooks_timeout)
+        self._hooks = HookRunner(options=HookOptions(
+            hooks=hooks, on_predict_start=on_predict_start, on_predict_end=on_predict_end,
+            hooks_raise=hooks_raise, hooks_concurrent=hooks_concurrent, hooks_timeout=hooks_timeout))
         if isinstance(model, tuple) and len(model) == 3 and isinstance(model[0], DecisionModel):
             network, tokenizer, config = model
             default_id = "decision-model"
@@ -243,15 +244,14 @@ class Agent(HookHost):
         head_max_len: int | None = None,
         min_confidence: float | Mapping[str, float] | None = None,
         sort_by_length: bool = False,
-        hooks: Iterable[Any] | None = None,
-        on_predict_start: Callable[[PredictContext], Any] | None = None,
-        on_predict_end: Callable[[PredictContext], Any] | None = None,
-        hooks_raise: bool | None = None,
-        hooks_timeout: float | None = None,
+        hook_options: HookOptions | None = None,
+        **hook_keywords: Unpack[HookKeywords],
     ) -> list[dict[str, Any]]:
-        """Answer ``questions`` about every state; one result per state, in input order."""
-        calls = self._hooks.call(hooks, on_predict_start, on_predict_end, hooks_raise=hooks_raise,
-                                 hooks_timeout=hooks_timeout)
+        """Answer ``questions`` about every state; one result per state, in input order.
+
+        ``hook_options`` (or the same settings as keywords: ``hooks``, ``on_predict_start``,
+        ``on_predict_end``, ``hooks_raise``, ``hooks_timeout``) adds this call's hooks."""
+        calls = self._hooks.call(options=HookOptions.of_call(hook_options, hook_keywords, "predict_batch"))
         ctx = PredictContext(states, questions, model=self.model_id, agent=self,
                              max_len=max_len, head_max_len=head_max_len)
         with calls.lifecycle(ctx):
@@ -334,16 +334,18 @@ class Agent(HookHost):
 
     def predict_long(self, state: Any, questions: Mapping[Any, Any], *, window: int | None = None,
                      stride: int | None = None, aggregate: str = "auto", batch_size: int | None = None,
-                     **hook_kwargs: Any) -> dict[str, Any]:
+                     hook_options: HookOptions | None = None,
+                     **hook_keywords: Unpack[HookKeywords]) -> dict[str, Any]:
         """Answer ``questions`` about a state longer than one row, in overlapping token windows.
 
-        See :mod:`jevlaya_lab.decisions.long` (Laya's rules); ``hook_kwargs`` are ``hooks``,
-        ``on_predict_start``, ``on_predict_end``, ``hooks_raise`` and ``hooks_timeout``.
+        See :mod:`jevlaya_lab.decisions.long` (Laya's rules); the hook settings are
+        :meth:`predict_batch`'s.
         """
         from jevlaya_lab.decisions.long import predict_long
 
-        return predict_long(self, state, questions, window=window, stride=stride,
-                            aggregate=aggregate, batch_size=batch_size, **hook_kwargs)
+        return predict_long(self, state, questions, window=window, stride=stride, aggregate=aggregate,
+                            batch_size=batch_size,
+                            hook_options=HookOptions.of_call(hook_options, hook_keywords, "predict_long"))
 
     def _gate(self, ctx: PredictContext, thresholds: dict[str, float]) -> None:
         parsed = parse_questions(ctx.questions) if ctx.questions else ()

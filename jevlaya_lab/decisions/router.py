@@ -62,7 +62,8 @@ import json
 import sys
 import threading
 import time
-from typing import Any, Callable, Iterable, Mapping, Sequence, cast
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Unpack, cast
 
 from jevlaya_lab._hub import check_revision, check_token
 from jevlaya_lab.decisions import detect as detection
@@ -79,8 +80,9 @@ from jevlaya_lab.decisions.registry import (
     laya_standalone_repo,
 )
 from jevlaya_lab.decisions.routing import REQUEST_KEYS, Decision, RoutingPolicy
-from jevlaya_lab.hooks import CallHooks, HookHost, HookRunner, PredictContext, aggregate_usage
+from jevlaya_lab.hooks import CallHooks, HookHost, HookRunner, PredictContext
 from jevlaya_lab.hooks.context import call_scope, new_run_id
+from jevlaya_lab.hooks.options import HookKeywords, HookOptions
 
 __all__ = ["REQUEST_KEYS", "Decision", "Router", "route_command"]
 
@@ -144,10 +146,9 @@ class Router(HookHost):
         )
         self.device = device
         self.agent_kwargs = dict(agent_kwargs or {})
-        self._hooks = HookRunner(
-            hooks, on_predict_start=on_predict_start, on_predict_end=on_predict_end,
-            hooks_raise=hooks_raise, hooks_concurrent=hooks_concurrent, hooks_timeout=hooks_timeout,
-        )
+        self._hooks = HookRunner(options=HookOptions(
+            hooks=hooks, on_predict_start=on_predict_start, on_predict_end=on_predict_end,
+            hooks_raise=hooks_raise, hooks_concurrent=hooks_concurrent, hooks_timeout=hooks_timeout))
         self._agents = LoadedAgents(self._build, max_loaded)
         self._attach_lock = threading.Lock()
         self._built_revision: dict[str, str | None] = {}
@@ -472,19 +473,15 @@ class Router(HookHost):
         max_len: int | None = None,
         head_max_len: int | None = None,
         min_confidence: Any = None,
-        hooks: Sequence[Any] | None = None,
-        on_predict_start: Callable[[PredictContext], Any] | None = None,
-        on_predict_end: Callable[[PredictContext], Any] | None = None,
-        hooks_raise: bool | None = None,
-        hooks_timeout: float | None = None,
-    ) -> dict:
+        hook_options: HookOptions | None = None,
+        **hook_keywords: Unpack[HookKeywords],
+    ) -> dict[str, Any]:
         """Route ``state`` and answer ``questions`` with the chosen checkpoint; adds ``routing``."""
         request = {"state": state, "questions": questions, "model": model, "task": task,
                    "lang": lang, "lang_guess": lang_guess, "max_len": max_len, "head_max_len": head_max_len}
         self.policy.check_request(request, "predict", need_questions=True)
-        return self._predict([request], min_confidence=min_confidence, hooks=hooks,
-                             on_predict_start=on_predict_start, on_predict_end=on_predict_end,
-                             hooks_raise=hooks_raise, hooks_timeout=hooks_timeout)[0]
+        options = HookOptions.of_call(hook_options, hook_keywords, "predict")
+        return self._predict([request], options, min_confidence=min_confidence)[0]
 
     def predict_batch(
         self,
@@ -495,22 +492,19 @@ class Router(HookHost):
         head_max_len: int | None = None,
         min_confidence: Any = None,
         sort_by_length: bool = False,
-        hooks: Sequence[Any] | None = None,
-        on_predict_start: Callable[[PredictContext], Any] | None = None,
-        on_predict_end: Callable[[PredictContext], Any] | None = None,
-        hooks_raise: bool | None = None,
-        hooks_timeout: float | None = None,
-    ) -> list[dict]:
+        hook_options: HookOptions | None = None,
+        **hook_keywords: Unpack[HookKeywords],
+    ) -> list[dict[str, Any]]:
         """Answer many requests (``{"state", "questions", "model"?, "task"?, "lang"?,
         "lang_guess"?, "max_len"?, "head_max_len"?}``), sharing forward passes where possible.
         Results come back in input order, each with ``routing``."""
         self.policy.check_requests(requests, need_questions=True)
         check_budget("max_len", max_len, optional=True)
         check_budget("head_max_len", head_max_len, optional=True)
-        return self._predict(requests, batch_size=batch_size, max_len=max_len, head_max_len=head_max_len,
-                             min_confidence=min_confidence, sort_by_length=sort_by_length, hooks=hooks,
-                             on_predict_start=on_predict_start, on_predict_end=on_predict_end,
-                             hooks_raise=hooks_raise, hooks_timeout=hooks_timeout)
+        options = HookOptions.of_call(hook_options, hook_keywords, "predict_batch")
+        return self._predict(requests, options, batch_size=batch_size, max_len=max_len,
+                             head_max_len=head_max_len, min_confidence=min_confidence,
+                             sort_by_length=sort_by_length)
 
     predict_many = predict_batch
     """Laya's other name for :meth:`predict_batch`."""
@@ -529,12 +523,9 @@ class Router(HookHost):
         stride: int | None = None,
         aggregate: str = "auto",
         batch_size: int | None = None,
-        hooks: Sequence[Any] | None = None,
-        on_predict_start: Callable[[PredictContext], Any] | None = None,
-        on_predict_end: Callable[[PredictContext], Any] | None = None,
-        hooks_raise: bool | None = None,
-        hooks_timeout: float | None = None,
-    ) -> dict:
+        hook_options: HookOptions | None = None,
+        **hook_keywords: Unpack[HookKeywords],
+    ) -> dict[str, Any]:
         """Route ``state`` as :meth:`predict` does, then read all of it in token windows with the
         chosen Agent's ``predict_long`` (see :mod:`jevlaya_lab.decisions.long`), as in Laya.
 
@@ -545,8 +536,7 @@ class Router(HookHost):
         request = {"state": state, "questions": questions, "model": model, "task": task,
                    "lang": lang, "lang_guess": lang_guess}
         self.policy.check_request(request, "predict_long", need_questions=True)
-        calls = self._hooks.call(hooks, on_predict_start, on_predict_end, hooks_raise=hooks_raise,
-                                 hooks_timeout=hooks_timeout)
+        calls = self._hooks.call(options=HookOptions.of_call(hook_options, hook_keywords, "predict_long"))
         decision, run_id = self._route(request, calls, False)
         agent = self._load(decision.model, calls)
         scan = getattr(agent, "predict_long", None)
@@ -590,11 +580,9 @@ class Router(HookHost):
                             min_confidence=min_confidence, **predict_kwargs)
 
     @call_scope
-    def _predict(self, requests: Sequence[Mapping[str, Any]], *, hooks: Any, on_predict_start: Any,
-                 on_predict_end: Any, hooks_raise: bool | None, hooks_timeout: float | None,
-                 **call: Any) -> list[dict]:
-        calls = self._hooks.call(hooks, on_predict_start, on_predict_end, hooks_raise=hooks_raise,
-                                 hooks_timeout=hooks_timeout)
+    def _predict(self, requests: Sequence[Mapping[str, Any]], options: HookOptions,
+                 **call: Any) -> list[dict[str, Any]]:
+        calls = self._hooks.call(options=options)
         routed = [self._route(r, calls, False) for r in requests]
         by_model: dict[str, list[int]] = {}
         for i, (decision, _) in enumerate(routed):
@@ -619,33 +607,24 @@ class _CheckpointGroup:
     def __init__(self, router: Router, name: str, agent: Any, calls: CallHooks, call: dict[str, Any]):
         self.router, self.name, self.agent, self.calls, self.call = router, name, agent, calls, call
 
-    def run(self, requests: list[Mapping[str, Any]], routed: list[tuple[Decision, str | None]]) -> list[dict]:
-        started: list[PredictContext] = []
-        try:
-            for request, (decision, run_id) in zip(requests, routed):
-                ctx = PredictContext(
-                    states=[request["state"]], questions=request["questions"], decision=decision,
-                    run_id=run_id or new_run_id(),
-                    model=self.name, agent=self.agent, router=self.router,
-                    max_len=_first_given(request.get("max_len"), self.call.get("max_len")),
-                    head_max_len=_first_given(request.get("head_max_len"), self.call.get("head_max_len")),
-                )
-                started.append(ctx)
-                self.calls.start(ctx)
+    def run(self, requests: list[Mapping[str, Any]],
+            routed: list[tuple[Decision, str | None]]) -> list[dict[str, Any]]:
+        """One context per request through the hook lifecycle, with one forward pass per
+        batching key in between; the results in request order."""
+        with self.calls.lifecycle(self._contexts(requests, routed)) as started:
             self._infer(started)
-            for ctx in started:
-                ctx.usage = aggregate_usage(ctx.results)
-        except BaseException as exc:
-            for ctx in reversed(started):  # every started request fails with exc
-                self.calls.fail(ctx, exc)
-            raise
-        first = None
-        for ctx in reversed(started):
-            failure = self.calls.finish(ctx)
-            first = first or failure
-        if first is not None:
-            raise first
-        return [cast(list, ctx.results)[0] for ctx in started]  # finish() set every ctx.results
+        return [cast(list, ctx.results)[0] for ctx in started]  # the lifecycle set every ctx.results
+
+    def _contexts(self, requests: list[Mapping[str, Any]],
+                  routed: list[tuple[Decision, str | None]]) -> Iterator[PredictContext]:
+        for request, (decision, run_id) in zip(requests, routed):
+            yield PredictContext(
+                states=[request["state"]], questions=request["questions"], decision=decision,
+                run_id=run_id or new_run_id(),
+                model=self.name, agent=self.agent, router=self.router,
+                max_len=_first_given(request.get("max_len"), self.call.get("max_len")),
+                head_max_len=_first_given(request.get("head_max_len"), self.call.get("head_max_len")),
+            )
 
     def _infer(self, contexts: list[PredictContext]) -> None:
         """Skipped requests keep their results; the rest share one forward pass per batching key."""
