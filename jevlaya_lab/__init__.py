@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from jevlaya_lab import display as _display  # registers the notebook renderers of the result types
 from jevlaya_lab._lazy import lazy_attributes
 
 __version__ = "0.1.0"

@@ -33,7 +33,7 @@ AREAS = {
     "widgets": "views", "analysis": "views", "notebooks": "views", "binder": "views", "cli": "views",
     "decisions": "engines", "broker": "engines", "local": "engines",
     "hooks": "base", "journal": "base",
-    "errors": "helpers", "display": "helpers",
+    "errors": "helpers", "display": "helpers", "secrets": "helpers",
 }
 NEVER_EACH_OTHER = ("decisions", "broker")
 

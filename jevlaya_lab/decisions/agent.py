@@ -72,7 +72,7 @@ from jevlaya_lab.decisions.encoding import (
 from jevlaya_lab.decisions.model import DecisionModel, DecisionOutput
 from jevlaya_lab.decisions.prior import PriorBuilder, PriorInputs
 from jevlaya_lab.decisions.questions import QUESTION_TYPES, Question, parse_questions
-from jevlaya_lab.display import AgentResult
+from jevlaya_lab.decisions.results import AgentResult
 from jevlaya_lab.hooks import HookHost, HookRunner, PredictContext
 from jevlaya_lab.hooks.options import HookKeywords, HookOptions
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from jevlaya_lab import display
+from jevlaya_lab._rendering import render
 from jevlaya_lab.decisions import detect as detection
 from jevlaya_lab.decisions.budget import check_budget
 from jevlaya_lab.decisions.registry import Registry
@@ -83,9 +83,11 @@ class Decision(dict):
         return self.get("workflow")
 
     def _repr_html_(self) -> str:
-        """Notebook view: the package's card (:mod:`jevlaya_lab.display`) with the checkpoint,
-        the rule that chose it, the reason, the language and the script mix."""
-        return display.decision_html(decision_card(self))
+        """Notebook view: the package's card (the ``"decision"`` renderer of
+        :mod:`jevlaya_lab.display`) with the checkpoint, the rule that chose it, the reason, the
+        language and the script mix."""
+        html: str = render("decision", decision_card(self))
+        return html
 
 
 def decision_card(decision: Mapping[str, Any]) -> dict[str, Any]:
