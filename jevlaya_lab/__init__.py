@@ -31,7 +31,7 @@ _EXPORTS: dict[str, str] = {
     # results
     "LLMResult": "jevlaya_lab.broker.results",
     "SyncLLMResult": "jevlaya_lab.broker.results",
-    "Decision": "jevlaya_lab.decisions.routing",
+    "Decision": "jevlaya_lab.decisions.routing_policy",
     "DecisionResult": "jevlaya_lab.decisions.structured",
     "decide": "jevlaya_lab.decisions.structured",
     "decide_batch": "jevlaya_lab.decisions.structured",
@@ -130,7 +130,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         TokenizerError,
     )
     from jevlaya_lab.decisions.router import Router
-    from jevlaya_lab.decisions.routing import (
+    from jevlaya_lab.decisions.routing_policy import (
         Decision,
     )
     from jevlaya_lab.decisions.structured import DecisionResult, decide, decide_batch

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from jevlaya_lab.display import table_html
 from jevlaya_lab.journal.rows import ATTEMPT_FIELDS, RATING_FIELDS
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -69,12 +70,8 @@ class Journal:
         return summary(self)
 
     def _repr_html_(self) -> str:
-        from html import escape
-
-        s = self.summary()
-        cells = "".join(f"<tr><th>{escape(str(k))}</th><td>{escape(str(v))}</td></tr>"
-                        for k, v in s.items() if not isinstance(v, dict))
-        return f"<table class='jevlaya-journal'>{cells}</table>"
+        rows = [(k, v) for k, v in self.summary().items() if not isinstance(v, dict)]
+        return table_html(rows, row_heads=True, css_class="jevlaya-journal")
 
 
 def attempts_frame(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:

@@ -235,7 +235,7 @@ def answers_bundle(result: Mapping[str, Any]) -> dict[str, Any]:
 
 # -- a routing decision --------------------------------------------------------------------------
 def decision_html(decision: Mapping[str, Any]) -> str:
-    """The card of a routing decision's summary (``decisions.routing.decision_card``)."""
+    """The card of a routing decision's summary (``decisions.routing_policy.decision_card``)."""
     scripts = ", ".join(f"{s['label']} {float(s['p']):.0%}" for s in decision["scripts"])
     return card(
         f"<div><strong>→ {escape(str(decision['model']))}</strong> <small>by rule "

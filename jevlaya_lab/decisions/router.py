@@ -1,7 +1,7 @@
 """``Router``: pick a checkpoint per request, keep a few resident, run the hook lifecycle per request.
 
 Routing (``route`` / ``route_batch``) never loads a model: the precedence chain lives in
-:mod:`jevlaya_lab.decisions.routing`, the names and the LRU of resident Agents in
+:mod:`jevlaya_lab.decisions.routing_policy`, the names and the LRU of resident Agents in
 :mod:`jevlaya_lab.decisions.registry`; this module runs the hook lifecycle around them.
 
 ``predict`` / ``predict_batch`` follow the lifecycle page (seed 000 wins over 002): every request
@@ -57,9 +57,6 @@ Hub options (Laya 0.4.15's constructor keywords; they matter only for hub source
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -79,12 +76,12 @@ from jevlaya_lab.decisions.registry import (
     agent_source,
     laya_standalone_repo,
 )
-from jevlaya_lab.decisions.routing import REQUEST_KEYS, Decision, RoutingPolicy
+from jevlaya_lab.decisions.routing_policy import REQUEST_KEYS, Decision, RoutingPolicy
 from jevlaya_lab.hooks import CallHooks, HookHost, HookRunner, PredictContext
 from jevlaya_lab.hooks.context import call_scope, new_run_id
 from jevlaya_lab.hooks.options import HookKeywords, HookOptions
 
-__all__ = ["REQUEST_KEYS", "Decision", "Router", "route_command"]
+__all__ = ["REQUEST_KEYS", "Decision", "Router"]
 
 
 class Router(HookHost):
@@ -689,27 +686,3 @@ def _freeze(value: Any) -> Any:
 
 def _first_given(*values: Any) -> Any:
     return next((v for v in values if v is not None), None)
-
-
-def route_command(argv: list[str]) -> int:
-    """``jevlaya-lab route``: print the routing decision for a text or JSON state (never loads)."""
-    parser = argparse.ArgumentParser(prog="jevlaya-lab route",
-                                     description="Show which checkpoint the Router picks for a state, and why.")
-    parser.add_argument("state", nargs="?", help="the state text; '-' or nothing reads stdin")
-    parser.add_argument("--json", action="store_true", help="parse the state as JSON (dict or list)")
-    parser.add_argument("--model")
-    parser.add_argument("--task")
-    parser.add_argument("--lang")
-    parser.add_argument("--laya", action="store_true", help="use the public Laya hub registry")
-    parser.add_argument("--explain", action="store_true", help="include every step of the decision chain")
-    args = parser.parse_args(argv)
-    text = sys.stdin.read() if args.state in (None, "-") else args.state
-    try:
-        state = json.loads(text) if args.json else text
-        router = Router.laya() if args.laya else Router()
-        decision = router.route(state, model=args.model, task=args.task, lang=args.lang, explain=args.explain)
-    except (TypeError, ValueError) as exc:
-        print(f"jevlaya-lab route: {exc}", file=sys.stderr)
-        return 2
-    print(json.dumps(decision, ensure_ascii=False, indent=2))
-    return 0

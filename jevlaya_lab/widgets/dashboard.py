@@ -30,6 +30,7 @@ import ipywidgets as w
 import pandas as pd
 
 from jevlaya_lab import analysis
+from jevlaya_lab.display import table_html as build_table
 from jevlaya_lab.widgets.assets import css
 from jevlaya_lab.widgets.render import jsonable
 
@@ -61,16 +62,8 @@ def table_html(df: pd.DataFrame, name: str) -> str:
     shown = df.reset_index()
     numeric = [pd.api.types.is_numeric_dtype(shown[c]) and not pd.api.types.is_bool_dtype(
         shown[c]) for c in shown.columns]
-    num = " class='jv-n'"
-    head = "".join(f"<th{num if n else ''}>{escape(str(c))}</th>"
-                   for c, n in zip(shown.columns, numeric))
-    body = []
-    for row in shown.itertuples(index=False):
-        cells = "".join(f"<td{num if n else ''}>{escape(cell_text(v))}</td>"
-                        for v, n in zip(row, numeric))
-        body.append(f"<tr>{cells}</tr>")
-    return (f"<table class='jv-table jv-{escape(name)}'><thead><tr>{head}</tr></thead>"
-            f"<tbody>{''.join(body)}</tbody></table>")
+    rows = ([cell_text(v) for v in row] for row in shown.itertuples(index=False))
+    return build_table(rows, head=list(shown.columns), numeric=numeric, css_class=f"jv-table jv-{name}")
 
 
 def cell_text(value: Any) -> str:
@@ -170,10 +163,9 @@ class JournalDashboard(w.VBox):
                   "races": analysis.race_wins(journal),
                   "recent_failures": recent_failures(journal, self.recent)}
         self.tables = {k: jsonable(df.reset_index().to_dict("records")) for k, df in frames.items()}
-        rows = "".join(f"<tr><th>{escape(k)}</th><td>{escape(summary_text(v))}</td></tr>"
-                       for k, v in self.summary.items())
-        self.summary_html.value = (f"<style>{css()}</style>"
-                                   f"<table class='jv-table jv-summary'>{rows}</table>")
+        summary = build_table([(k, summary_text(v)) for k, v in self.summary.items()], row_heads=True,
+                              css_class="jv-table jv-summary")
+        self.summary_html.value = f"<style>{css()}</style>{summary}"
         self.tables_html.value = "".join(f"<h4>{escape(HEADINGS[k])}</h4>{table_html(df, k)}"
                                          for k, df in frames.items() if not df.empty)
         self.refreshes += 1
