@@ -1,46 +1,32 @@
 """The ``Agent``: typed questions about states, answered in forward passes over chunks of rows.
 
-``predict_batch`` is the single implementation and follows the lifecycle page exactly: the
-order lives in one place, :meth:`jevlaya_lab.hooks.CallHooks.lifecycle` (the Router uses the
-same steps): installed then per-call hooks; one :class:`~jevlaya_lab.hooks.PredictContext`
-through start, error and end; a start hook may rewrite states/questions, set budgets or
-``ctx.skip()``; ``on_error`` runs before ``on_predict_end`` on the failure path;
-``on_predict_end`` always runs. ``hooks_timeout`` bounds each hook invocation (as in Laya).
-``system_one(state, ...)`` is ``predict_batch([state], ...)[0]`` and ``predict is system_one``.
+``predict_batch`` is the one implementation (``system_one(state, ...)`` is
+``predict_batch([state], ...)[0]`` and ``predict is system_one``); its hooks run through the one
+lifecycle, :meth:`jevlaya_lab.hooks.CallHooks.lifecycle`, with one
+:class:`~jevlaya_lab.hooks.PredictContext` for the call. What a caller can rely on:
 
-Decisions the spec leaves open:
-
-- The per-call ``max_len`` / ``head_max_len`` arguments are placed in ``ctx.max_len`` /
-  ``ctx.head_max_len`` when the context is built (as the Router does with a request's budget),
-  so hooks see them and a start hook that sets its own value wins: hook > argument > config.
+- The call's ``max_len`` / ``head_max_len`` are put in ``ctx.max_len`` / ``ctx.head_max_len``
+  before the start hooks run (as the Router does with a request's budget), so hooks see them and
+  a start hook's own value wins: hook > argument > checkpoint config.
 - ``min_confidence`` also gates results served by ``ctx.skip()``; stale gating fields on them
   are replaced, so a cached result never carries another call's thresholds.
-- If an end hook fails while the call is already failing, the original error propagates and the
-  end-hook failure is attached to it as a note (like a failing ``on_error``).
 - ``batch_size=None`` chunks so that a forward pass holds at most 256 rows (at least one state).
   Inside a chunk the rows run in groups of similar length (:func:`~.encoding.length_groups`),
-  each padded only to its own longest row; padding cost 11-14% of the encoder's work when a
-  chunk was one padded batch, and answers are the same up to float noise.
-- Speed (issue 13): the encoder's matrix products are nearly all of a call, so the float32
-  default saves work rather than doing it faster: no padding beyond 10% per row, and the last
-  head layer runs only at the positions read afterwards (:func:`~.model.last_layer_at`). The
-  opt-in ``quantize="bf16"`` / ``"int8"`` modes trade exactness for about 2x (see
-  :func:`_quantize`; ``bench/decisions.py --vs-laya`` measures all of them against laya).
+  each padded only to its own longest row (padding cost 11-14% of the encoder's work when a chunk
+  was one padded batch); answers are the same up to float noise.
+- The float32 default saves work rather than doing it faster: no padding beyond 10% per row, and
+  the last head layer runs only at the positions read afterwards (:func:`~.model.last_layer_at`).
+  ``quantize="bf16"`` / ``"int8"`` trade exactness for about 2x (:mod:`~.device`).
 - ``states`` may be a list or tuple; a bare str/dict (after start hooks) is a ``TypeError``
   pointing to ``predict()``.
 - Encoding uses a private copy of the Rust tokenizer that is never mutated, so threads encode
   concurrently without a lock; the forward pass runs under ``torch.inference_mode()``.
-- The checkpoint's ``amp_dtype`` is read as Laya reads it: ``"bf16"`` autocasts CUDA to bfloat16
-  (float16 below compute capability 8), anything else or nothing to float16; on CPU and MPS the
-  model runs in float32.
-- ``ctx.usage`` is set only when there are results (``predict_batch([])`` leaves it ``None``),
-  exactly as the lifecycle diagram's ``if ctx.results:`` says.
+- ``ctx.usage`` is set only when there are results (``predict_batch([])`` leaves it ``None``).
 """
 
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import nullcontext
 from typing import Any, Unpack
@@ -58,6 +44,7 @@ from jevlaya_lab.decisions.calibration import (
     parse_min_confidence,
 )
 from jevlaya_lab.decisions.checkpoint import CheckpointConfig, load_checkpoint
+from jevlaya_lab.decisions.device import autocast_dtype, quantize_model, select_device
 from jevlaya_lab.decisions.encoding import (
     EncodedBatch,
     QuestionHead,
@@ -80,83 +67,6 @@ ROWS_PER_CHUNK = 256
 _HEAD_CACHE_SIZE = 64
 
 
-def _autocast_dtype(config: CheckpointConfig, device: torch.device) -> torch.dtype | None:
-    """CUDA autocasts (bfloat16 only from compute capability 8, else float16); CPU/MPS run fp32."""
-    if device.type != "cuda":
-        return None
-    if config.autocast_dtype == "bfloat16" and torch.cuda.get_device_capability(device)[0] >= 8:
-        return torch.bfloat16
-    return torch.float16
-
-
-QUANTIZE_MODES = ("int8", "bf16")
-
-
-def _quantize(model: DecisionModel, mode: str | None, device: torch.device) -> str | None:
-    """The opt-in fast modes of the CPU (issue 13); off by default, answers move a little.
-
-    - ``"bf16"``: the forward pass runs under CPU autocast to bfloat16 (matrix products in
-      bfloat16 with float32 accumulation; weights, embeddings, layer norms and softmax stay
-      float32).
-      Only on CPUs with native bfloat16 (AVX512-BF16 or AMX), where it is about 1.8x faster
-      from ~8 states per call (at one state oneDNN's per-call weight layout eats most of the
-      gain); elsewhere it would be emulated and slower, so it is refused. Probabilities moved by up to
-      0.0013 on the benchmark's checkpoint but 0.03 on the sharper heads of the laya parity
-      test, which it therefore does not meet (2e-3).
-    - ``"int8"``: the encoder's linear layers become dynamic int8 ones (weights int8,
-      activations quantised per call): about 2x faster; probabilities moved by up to 0.03 on
-      the benchmark's checkpoint and 0.69 (a flipped answer) on the parity test's.
-
-    ``bench/decisions.py --vs-laya`` reports the speed and the largest probability change of
-    both against laya; ``bench/quality.py --quantize`` their accuracy on the quality bench.
-    """
-    if mode is None:
-        return None
-    if mode not in QUANTIZE_MODES:
-        raise ValueError(f"quantize={mode!r}: use 'bf16' (bfloat16 matrix products, CPUs with "
-                         "native bf16), 'int8' (dynamic int8 encoder) or None")
-    if device.type != "cpu":
-        raise ValueError(f"quantize={mode!r} runs on the CPU only, not on {device.type}; pass "
-                         "device='cpu' or leave quantize=None")
-    if mode == "bf16":
-        if not torch.ops.mkldnn._is_mkldnn_bf16_supported():
-            raise ValueError("quantize='bf16': this CPU has no native bfloat16 (AVX512-BF16 or "
-                             "AMX), so bf16 would be slower than float32; use quantize='int8' or None")
-        # The weights stay float32 (autocast rounds them per call): a model whose linear layers
-        # were bfloat16 broke every use outside the Agent's autocast (the similarity prior's
-        # pooled option vectors, the quality bench's cosine baseline), for no measurable gain.
-        return mode
-    from torch.ao.quantization import quantize_dynamic
-
-    with warnings.catch_warnings():  # torch marks the eager quantisation API as moving to torchao
-        warnings.simplefilter("ignore")
-        model.encoder = quantize_dynamic(model.encoder, {torch.nn.Linear}, dtype=torch.qint8)
-    return mode
-
-
-def select_device(device: str | torch.device | None = None) -> torch.device:
-    """An explicit device, or auto (CUDA, then MPS, then CPU); unavailable ones fall back to CPU."""
-    mps = getattr(torch.backends, "mps", None)
-    mps_ok = bool(mps and mps.is_available())
-    if device is None:
-        if torch.cuda.is_available():
-            return torch.device("cuda")
-        return torch.device("mps") if mps_ok else torch.device("cpu")
-    try:
-        chosen = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise ValueError(f"device={device!r} is not a torch device ({exc}); use 'cpu', 'cuda', "
-                         "'cuda:0', 'mps' or None for automatic selection") from None
-    available = {"cpu": True, "cuda": torch.cuda.is_available(), "mps": mps_ok}.get(chosen.type, False)
-    if chosen.type == "cuda" and available and chosen.index is not None:
-        available = chosen.index < torch.cuda.device_count()
-    if not available:
-        warnings.warn(f"device={device!r} is not available here; falling back to CPU",
-                      RuntimeWarning, stacklevel=3)
-        return torch.device("cpu")
-    return chosen
-
-
 def _source_id(source: Any) -> str:
     if isinstance(source, tuple) and len(source) == 2:
         return f"{os.fspath(source[0])}/{os.fspath(source[1])}"
@@ -164,7 +74,7 @@ def _source_id(source: Any) -> str:
 
 
 def empty_result(model_id: str) -> dict[str, Any]:
-    """The payload of a state asked no questions (seed table "empty inputs")."""
+    """The payload of a state asked no questions: no answers and no tokens used."""
     return {"model": model_id, "answers": {}, "usage": {"input_tokens": 0, "output_tokens": 0}}
 
 
@@ -218,14 +128,14 @@ class Agent(HookHost):
         self.model_id: str = model_id or default_id
         self.device = select_device(device)
         self.decision_model: DecisionModel = network.to(self.device).eval()
-        self.quantize = _quantize(self.decision_model, quantize, self.device)
+        self.quantize = quantize_model(self.decision_model, quantize, self.device)
         self.tokenizer = tokenizer
         self.config = config
         self.temperatures = TemperatureTable(config.temperature, config.temperature_by_options)
         if calibration is not None:
             self.load_calibration(calibration)
         self._rows = row_tokenizer(tokenizer)
-        self._amp = torch.bfloat16 if self.quantize == "bf16" else _autocast_dtype(config, self.device)
+        self._amp = torch.bfloat16 if self.quantize == "bf16" else autocast_dtype(config, self.device)
         self._heads: LockedLRU[tuple, tuple[QuestionHead, ...]] = LockedLRU(_HEAD_CACHE_SIZE)
         self._prior = PriorBuilder(network, self._rows) if network.prior is not None else None
 
@@ -438,7 +348,7 @@ class Agent(HookHost):
             for q in questions:
                 answers[q.id] = decode_answer(q, probs[row][:q.n_options], act[row])
                 row += 1
-            # a dict to code; a notebook shows it as the answers card (issue 16 item 7)
+            # a dict to code; a notebook shows it as the answers card
             yield AgentResult({"model": self.model_id, "answers": answers, "usage": dict(usage)})
 
 
