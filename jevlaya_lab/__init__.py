@@ -31,7 +31,7 @@ _EXPORTS: dict[str, str] = {
     # results
     "LLMResult": "jevlaya_lab.broker.results",
     "SyncLLMResult": "jevlaya_lab.broker.results",
-    "Decision": "jevlaya_lab.decisions.routing_policy",
+    "Decision": "jevlaya_lab.decisions.results",
     "DecisionResult": "jevlaya_lab.decisions.structured",
     "decide": "jevlaya_lab.decisions.structured",
     "decide_batch": "jevlaya_lab.decisions.structured",
@@ -129,10 +129,10 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         SchemaError,
         TokenizerError,
     )
-    from jevlaya_lab.decisions.router import Router
-    from jevlaya_lab.decisions.routing_policy import (
+    from jevlaya_lab.decisions.results import (
         Decision,
     )
+    from jevlaya_lab.decisions.router import Router
     from jevlaya_lab.decisions.structured import DecisionResult, decide, decide_batch
     from jevlaya_lab.errors import (
         JevlayaError,

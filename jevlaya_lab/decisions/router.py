@@ -41,12 +41,12 @@ from typing import Any, Unpack, cast
 from jevlaya_lab._hub import check_revision, check_token
 from jevlaya_lab.decisions import detect as detection
 from jevlaya_lab.decisions.budget import check_budget
+from jevlaya_lab.decisions.loaded_agents import LoadedAgents
 from jevlaya_lab.decisions.registry import (
     DEFAULT_MODELS,
     LAYA_MODELS,
     LAYA_TASKS,
     LAYA_WORKFLOWS,
-    LoadedAgents,
     Registry,
 )
 from jevlaya_lab.decisions.router_batch import CheckpointGroup, check_rewritten, check_skipped

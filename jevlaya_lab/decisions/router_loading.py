@@ -3,7 +3,7 @@
 :class:`CheckpointResidency` is the checkpoint half of :class:`~jevlaya_lab.decisions.router.Router`
 (``register``, ``unregister``, ``resolve``, ``load``, ``unload``, ``attach``, ``preload``,
 ``load_options``): it builds Agents through
-:class:`~jevlaya_lab.decisions.registry.LoadedAgents` (an LRU of at most ``max_loaded``) and fires
+:class:`~jevlaya_lab.decisions.loaded_agents.LoadedAgents` (an LRU of at most ``max_loaded``) and fires
 ``on_load`` / ``on_evict`` after the LRU's lock is released. Those two events reach the Router's
 installed hooks and the call's hooks with a context whose ``model`` is the checkpoint name and
 ``agent`` the Agent built or evicted; a hook written as ``on_load(name, agent)`` gets those two
@@ -33,7 +33,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from jevlaya_lab._hub import check_revision, check_token
-from jevlaya_lab.decisions.registry import LoadedAgents, Registry, RegistryEntry, agent_source, laya_standalone_repo
+from jevlaya_lab.decisions.loaded_agents import LoadedAgents
+from jevlaya_lab.decisions.registry import Registry, RegistryEntry, agent_source, laya_standalone_repo
 from jevlaya_lab.decisions.routing_policy import RoutingPolicy
 from jevlaya_lab.hooks import CallHooks, HookRunner, PredictContext
 from jevlaya_lab.hooks.context import call_scope
