@@ -31,7 +31,7 @@ KNOWN_UPWARD: dict[tuple[str, str], str] = {}
 LAYERS = {"views": 3, "engines": 2, "base": 1, "helpers": 0}
 AREAS = {
     "widgets": "views", "analysis": "views", "notebooks": "views", "binder": "views", "cli": "views",
-    "commands": "views",
+    "commands": "views", "figures": "views",
     "decisions": "engines", "broker": "engines", "local": "engines",
     "hooks": "base", "journal": "base",
     "errors": "helpers", "display": "helpers", "secrets": "helpers",

@@ -29,14 +29,14 @@ from typing import Any
 import ipywidgets as w
 import pandas as pd
 
-from jevlaya_lab import analysis
+from jevlaya_lab import analysis, figures
 from jevlaya_lab.display import table_html as build_table
 from jevlaya_lab.widgets.assets import css
 from jevlaya_lab.widgets.render import jsonable
 
 FIGURES: dict[str, Callable[..., Any]] = {
-    "tokens": analysis.tokens_figure, "latency": analysis.latency_figure,
-    "races": analysis.race_figure, "quality": analysis.quality_figure,
+    "tokens": figures.tokens_figure, "latency": figures.latency_figure,
+    "races": figures.race_figure, "quality": figures.quality_figure,
 }
 HEADINGS = {"calls": "calls per model", "latency": "latency per model (ms, ok attempts)",
             "errors": "failures by cause", "races": "race wins",
