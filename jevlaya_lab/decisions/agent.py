@@ -34,7 +34,7 @@ from typing import Any, Unpack
 import torch
 
 from jevlaya_lab._lru import LockedLRU
-from jevlaya_lab.decisions.budget import check_positions
+from jevlaya_lab.decisions.budget import check_budget, check_positions
 from jevlaya_lab.decisions.calibration import (
     CALIBRATION_VERSION,
     TemperatureTable,
@@ -49,7 +49,6 @@ from jevlaya_lab.decisions.encoding import (
     EncodedBatch,
     QuestionHead,
     build_batch,
-    check_budget,
     check_state,
     encode_questions,
     length_groups,
@@ -136,7 +135,7 @@ class Agent(HookHost):
             self.load_calibration(calibration)
         self._rows = row_tokenizer(tokenizer)
         self._amp = torch.bfloat16 if self.quantize == "bf16" else autocast_dtype(config, self.device)
-        self._heads: LockedLRU[tuple, tuple[QuestionHead, ...]] = LockedLRU(_HEAD_CACHE_SIZE)
+        self._heads: LockedLRU[tuple[Any, ...], tuple[QuestionHead, ...]] = LockedLRU(_HEAD_CACHE_SIZE)
         self._prior = PriorBuilder(network, self._rows) if network.prior is not None else None
 
     def __repr__(self) -> str:
@@ -324,9 +323,10 @@ class Agent(HookHost):
         amp = torch.autocast(self.device.type, dtype=self._amp) if self._amp else nullcontext()
         with torch.inference_mode(), amp:
             if prior is not None or self.quantize is not None:
-                return self.decision_model(batch.to(self.device), prior and prior.to(self.device))
+                whole: DecisionOutput = self.decision_model(batch.to(self.device), prior and prior.to(self.device))
+                return whole
             groups = length_groups(batch.attention_mask.sum(dim=1))
-            parts = [self.decision_model(batch.take(rows).to(self.device)) for rows in groups]
+            parts: list[DecisionOutput] = [self.decision_model(batch.take(rows).to(self.device)) for rows in groups]
             if len(parts) == 1 and len(groups[0]) == 1:
                 return parts[0]
             order = torch.cat(groups).to(parts[0].option_logits.device)

@@ -202,7 +202,7 @@ def load_checkpoint(source: Any, *, subfolder: str | None = None, revision: str 
         raise CheckpointError(f"{weights} is not a readable safetensors file ({exc})") from None
 
     def build() -> Any:
-        encoder = AutoModel.from_config(encoder_config)
+        encoder = AutoModel.from_config(encoder_config)  # type: ignore[no-untyped-call]
         return DecisionModel(encoder, head_layers=config.head_layers, n_act=config.n_act,
                              activation=config.head_activation, prior=prior_config(config, path / CONFIG_FILE))
 

@@ -67,7 +67,7 @@ def quantize_model(model: DecisionModel, mode: str | None, device: torch.device)
 
     with warnings.catch_warnings():  # torch marks the eager quantisation API as moving to torchao
         warnings.simplefilter("ignore")
-        model.encoder = quantize_dynamic(model.encoder, {torch.nn.Linear}, dtype=torch.qint8)
+        model.encoder = quantize_dynamic(model.encoder, {torch.nn.Linear}, dtype=torch.qint8)  # type: ignore[no-untyped-call]
     return mode
 
 

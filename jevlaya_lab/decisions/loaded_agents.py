@@ -29,7 +29,7 @@ class LoadedAgents:
         self.max_loaded = max_loaded
         self._lock = threading.Lock()
         self._agents: OrderedDict[str, Any] = OrderedDict()
-        self._building: dict[str, Future] = {}
+        self._building: dict[str, Future[Any]] = {}
 
     def get(self, name: str, build: Callable[[str], Any] | None = None) -> tuple[Any, bool, list[tuple[str, Any]]]:
         """``(agent, built_now, evicted)`` for ``name``, building it (with ``build`` when given)

@@ -61,7 +61,7 @@ def predict_long(agent: Any, state: Any, questions: Mapping[Any, Any], *, window
     parsed = parse_questions(questions) if questions else ()
     text = serialize_state(state)
     if not parsed:
-        result = agent.predict(state, questions, batch_size=batch_size, hook_options=hook_options)
+        result: dict[str, Any] = agent.predict(state, questions, batch_size=batch_size, hook_options=hook_options)
         result["usage"]["windows"] = 1
         return result
     max_len, head_max_len = agent.config.max_len, agent.config.head_max_len
@@ -121,8 +121,8 @@ def _combine(model_id: str, parsed: tuple[Question, ...], results: list[dict[str
                       if isinstance(r.get("answers"), dict) and q.id in r["answers"]]
         if not candidates:
             continue
-        key = (lambda a: a["noul"]) if q.type == "noul" else (lambda a: a["answer_confidence"])
-        index, best = max(candidates, key=lambda item: key(item[1]))  # first of equals wins
+        field = "noul" if q.type == "noul" else "answer_confidence"
+        index, best = max(candidates, key=lambda item: float(item[1][field]))  # first of equals wins
         best = dict(best)
         if spans is not None:
             start, end = spans[index]

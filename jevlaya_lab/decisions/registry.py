@@ -54,7 +54,7 @@ class Bundled:
         return f"bundled:{self.name}"
 
 
-Source = Union[str, os.PathLike, tuple, Bundled, None]
+Source = Union[str, os.PathLike[str], tuple[Any, ...], Bundled, None]
 
 
 @dataclass(frozen=True)

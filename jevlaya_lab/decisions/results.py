@@ -26,7 +26,7 @@ class AgentResult(dict[str, Any]):
         return bundle
 
 
-class Decision(dict):
+class Decision(dict[str, Any]):
     """A routing decision: a plain dict (JSON-ready) with attribute access to its main keys.
 
     Keys: ``model`` (canonical checkpoint name), ``source`` (which rule decided: ``model``,
@@ -42,18 +42,18 @@ class Decision(dict):
 
     @property
     def model(self) -> str:
-        return self["model"]
+        return str(self["model"])
 
     @property
     def source(self) -> str:
-        return self["source"]
+        return str(self["source"])
 
     @property
     def reason(self) -> str:
-        return self["reason"]
+        return str(self["reason"])
 
     @property
-    def detection(self) -> dict | None:
+    def detection(self) -> dict[str, Any] | None:
         return self.get("detection")
 
     @property

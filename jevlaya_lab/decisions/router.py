@@ -36,7 +36,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Unpack, cast
+from typing import Any, Unpack
 
 from jevlaya_lab._hub import check_revision, check_token
 from jevlaya_lab.decisions import detect as detection
@@ -338,7 +338,8 @@ class Router(HookHost, CheckpointResidency):
             else:
                 for skipped in check_skipped(ctx):
                     skipped.setdefault("routing", ctx.decision)
-        return cast(list, ctx.results)[0]
+        assert ctx.results is not None  # the lifecycle left one result per request
+        return ctx.results[0]
 
     # -- schema-driven decisions (Laya's decide / decide_batch) ----------------------------------
     def decide(self, state: Any, schema: Any = None, *, questions: Mapping[str, Any] | None = None,

@@ -35,7 +35,7 @@ class CheckpointGroup:
         batching key in between; the results in request order."""
         with self.calls.lifecycle(self._contexts(requests, routed)) as started:
             self._infer(started)
-        return [cast(list, ctx.results)[0] for ctx in started]  # the lifecycle set every ctx.results
+        return [cast(list[dict[str, Any]], ctx.results)[0] for ctx in started]  # the lifecycle set every ctx.results
 
     def _contexts(self, requests: list[Mapping[str, Any]],
                   routed: list[tuple[Decision, str | None]]) -> Iterator[PredictContext]:
@@ -50,7 +50,7 @@ class CheckpointGroup:
 
     def _infer(self, contexts: list[PredictContext]) -> None:
         """Skipped requests keep their results; the rest share one forward pass per batching key."""
-        groups: dict[tuple, list[PredictContext]] = {}
+        groups: dict[tuple[Any, ...], list[PredictContext]] = {}
         for ctx in contexts:
             if ctx.results is not None:
                 for result in check_skipped(ctx):
@@ -70,7 +70,7 @@ class CheckpointGroup:
                 ctx.results = [result]
 
 
-def check_skipped(ctx: PredictContext) -> list[dict]:
+def check_skipped(ctx: PredictContext) -> list[dict[str, Any]]:
     if not isinstance(ctx.results, list) or len(ctx.results) != 1:
         raise ValueError(f"on_predict_start: a Router request takes exactly one result; use "
                          f"ctx.skip([result]), got ctx.results = {ctx.results!r}")

@@ -83,7 +83,7 @@ class RoutingPolicy:
         check_lang_guess(lang_guess, "lang_guess")
         self.lang_guess = lang_guess
         self.auto_task_detection = bool(auto_task_detection)
-        self._targets: dict[str, tuple[tuple, tuple[str, str]]] = {}  # see _language_target
+        self._targets: dict[str, tuple[tuple[Any, ...], tuple[str, str]]] = {}  # see _language_target
 
     def settle(self, chosen: Any, original: Decision) -> Decision:
         """Accept what an ``on_route`` hook left in ``ctx.decision``; aliases become canonical."""
@@ -107,14 +107,14 @@ class RoutingPolicy:
         return decision
 
     def decide(self, request: Mapping[str, Any], *,
-               explain: bool = False) -> tuple[Decision, list[dict] | None]:
+               explain: bool = False) -> tuple[Decision, list[dict[str, Any]] | None]:
         """Walk the precedence chain; returns the decision and, with ``explain=True``, the steps
         considered (``None`` otherwise: nobody reads them, so they are not written)."""
         get = request.get
         if not explain and self.detects_only and get("model") is None and get("task") is None \
                 and get("lang") is None and get("lang_guess") is None:
             return self.by_detection(request["state"], get("questions")), None
-        steps: list[dict] | None = [] if explain else None
+        steps: list[dict[str, Any]] | None = [] if explain else None
         matched = self._match_workflow(request.get("questions"))
 
         model = request.get("model")
@@ -184,8 +184,8 @@ class RoutingPolicy:
         target, reason = self._detection_target(found)
         return self._decided(None, self._match_workflow(questions), target, "detection", reason, found)[0]
 
-    def _decided(self, steps: list[dict] | None, matched: str | None, model: str, source: str, reason: str,
-                 found: dict | None = None) -> tuple[Decision, list[dict] | None]:
+    def _decided(self, steps: list[dict[str, Any]] | None, matched: str | None, model: str, source: str, reason: str,
+                 found: dict[str, Any] | None = None) -> tuple[Decision, list[dict[str, Any]] | None]:
         """The decision of rule ``source``; ``matched`` is the workflow the question ids match."""
         if steps is not None:
             steps.append({"step": source, "outcome": "decided", "model": model})
@@ -238,7 +238,7 @@ class RoutingPolicy:
         return self.default, (f"{label}; no {wanted!r} checkpoint is registered, so the default "
                               f"{self.default!r} reads it")
 
-    def _detection_target(self, found: dict) -> tuple[str, str]:
+    def _detection_target(self, found: dict[str, Any]) -> tuple[str, str]:
         default = self.default
         if found["script"] is None:
             return default, f"The state has no letters to read, so the default checkpoint {default!r} answers."

@@ -180,7 +180,7 @@ def _plan_field(name: str, node: Any, root: Mapping[str, Any]) -> SchemaField:
                       "integer with 'minimum' and 'maximum'")
 
 
-def _read_through(node: Mapping[str, Any], root: Mapping[str, Any], where: str) -> tuple[Any, dict]:
+def _read_through(node: Mapping[str, Any], root: Mapping[str, Any], where: str) -> tuple[Any, dict[str, Any]]:
     """Resolve ``$ref``, one-element ``allOf`` and ``Optional`` unions; return (description, node)."""
     current = dict(node)
     description = None

@@ -75,7 +75,7 @@ def current_call() -> str | None:
     return None if call is None else call.id
 
 
-def aggregate_usage(results: list[dict] | None) -> dict[str, int]:
+def aggregate_usage(results: list[dict[str, Any]] | None) -> dict[str, int]:
     """Sum ``input_tokens`` / ``output_tokens`` over the ``usage`` of each result."""
     total = {"input_tokens": 0, "output_tokens": 0}
     for result in results or ():
@@ -100,8 +100,8 @@ class PredictContext:
     states: Sequence[Any]  # as the caller passed them (a list); the Agent validates them
     questions: Any
     run_id: str = field(default_factory=new_run_id)
-    results: list[dict] | None = None
-    decision: dict | None = None
+    results: list[dict[str, Any]] | None = None
+    decision: dict[str, Any] | None = None
     model: str | None = None
     agent: Any = None
     router: Any = None
@@ -113,7 +113,7 @@ class PredictContext:
     error: BaseException | None = None
     parent_id: str | None = field(default_factory=current_call)
 
-    def skip(self, results: dict | list[dict]) -> None:
+    def skip(self, results: dict[str, Any] | list[dict[str, Any]]) -> None:
         """Supply the results yourself; tokenisation and the forward pass are skipped.
 
         Pass one result per state (a list as long as ``ctx.states``), or a single result

@@ -77,7 +77,7 @@ class HookRunner:
         if hooks is not None:
             if options.hooks is not None:
                 raise TypeError("HookRunner: hooks given both positionally and in options; pass them once")
-            options = replace(options, hooks=hooks)  # type: ignore[arg-type]  # _collect checks the type
+            options = replace(options, hooks=hooks)
         self.hooks_raise = True if options.hooks_raise is None else bool(options.hooks_raise)
         self.hooks_concurrent = True if options.hooks_concurrent is None else bool(options.hooks_concurrent)
         self.hooks_timeout = check_timeout(options.hooks_timeout)
@@ -253,10 +253,14 @@ class CallHooks:
 
     def _invoke(self, registered: RegisteredHook, event: str, call: Callable[[Any], Any],
                 ctx: PredictContext) -> None:
-        if self.timeout is not None:
-            run = lambda: _bounded(call, ctx, self.timeout, f"{registered.name}.{event}")  # noqa: E731
-        else:
-            run = lambda: _complete(call(ctx))  # noqa: E731
+        timeout = self.timeout
+
+        def run() -> None:
+            if timeout is not None:
+                _bounded(call, ctx, timeout, f"{registered.name}.{event}")
+            else:
+                _complete(call(ctx))
+
         if self.runner.hooks_concurrent:
             run()
         else:

@@ -188,7 +188,8 @@ class PostgreSQLStore(Store):
             for attempt in (1, 2):
                 conn = self._live()
                 try:
-                    return conn.execute(sql, args).fetchall()
+                    rows: list[dict[str, Any]] = conn.execute(sql, args).fetchall()
+                    return rows
                 except self._psycopg.OperationalError as exc:
                     if attempt == 2 or not conn.broken:
                         raise self._unavailable(exc) from None
@@ -337,7 +338,7 @@ class PostgreSQLStore(Store):
             if last is not None and now - float(last["value"]) < min_interval_s:
                 return 0
             cutoff = (datetime.now(UTC) - timedelta(days=retention_days)).isoformat()
-            n = conn.execute("DELETE FROM attempts WHERE called_at < %s", (cutoff,)).rowcount
+            n: int = conn.execute("DELETE FROM attempts WHERE called_at < %s", (cutoff,)).rowcount
             n += conn.execute("DELETE FROM ratings WHERE rated_at < %s", (cutoff,)).rowcount
             _put_meta(conn, "purged_at", str(now))
         return n
