@@ -169,7 +169,7 @@ class Agent(HookHost):
                 ctx.results = self._infer(ctx, batch_size=batch_size, sort_by_length=sort_by_length)
             if thresholds is not None:
                 self._gate(ctx, thresholds)
-        return ctx.results  # the lifecycle page: the very list (and dicts) the end hooks saw
+        return ctx.results  # the very list (and dicts) the end hooks saw
 
     def system_one(self, state: Any, questions: Mapping[str, Any], **kwargs: Any) -> dict[str, Any]:
         """Answer ``questions`` about one state: ``predict_batch([state], ...)[0]``."""

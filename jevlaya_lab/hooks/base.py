@@ -6,7 +6,7 @@ where they are wrapped in :class:`CallableHook`.
 
 Everything about a hook is decided once, when it is registered (:func:`register_hook`): which
 events it implements (a :class:`BaseHook` method left as the no-op does not count), whether
-``on_load`` / ``on_evict`` take the context (Laya's form, ``on_load(ctx)``) or the seed's
+``on_load`` / ``on_evict`` take the context (Laya's form, ``on_load(ctx)``) or the
 ``(name, agent)`` pair (read from the method's signature: two required positional parameters
 mean the pair), and that a :class:`BaseHook` subclass has no misspelt ``on_*`` method. An
 ``async def`` event (or one returning an awaitable) is run to completion, in sync calls too.
@@ -35,7 +35,7 @@ class BaseHook:
     """Implements every event as a no-op; subclass it and override the events you need.
 
     Every event takes the :class:`~jevlaya_lab.hooks.PredictContext`. ``on_load`` / ``on_evict``
-    may instead be written as ``on_load(self, name, agent)`` (the seed's form); their context
+    may instead be written as ``on_load(self, name, agent)`` (the two-argument form); their context
     has ``model`` (the checkpoint name), ``agent`` (the Agent built or evicted) and ``router``.
     Any method may be ``async def``. A method named ``on_*`` that is not an event is refused
     when the hook is registered, so a typo such as ``on_predict_strat`` cannot go unnoticed.

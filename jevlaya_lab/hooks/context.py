@@ -1,6 +1,6 @@
 """``PredictContext``: the one object that travels through start, error and end of a call.
 
-The field order is part of the public contract (the lifecycle page lists it); equality and
+The field order is part of the public contract (positional construction relies on it); equality and
 hashing are by identity, so a hook may keep contexts in a set or as dict keys even though
 their fields change during the call. ``parent_id`` comes last, after the fields Laya's
 context has, so positional construction and Laya hooks see what they always saw.
@@ -8,8 +8,7 @@ context has, so positional construction and Laya hooks see what they always saw.
 Nesting: a Router call (``predict``, ``predict_batch``, ``route``, ``load``, ...) runs inside
 :func:`call_scope`, and every context created meanwhile in that thread or task (its
 ``on_route``, ``on_load`` / ``on_evict`` and predict contexts, and those of the Agent calls it
-makes) gets the call's id as ``parent_id``; a trace view nests them under that call. The lifecycle
-page leaves this out; it is written down here.
+makes) gets the call's id as ``parent_id``; a trace view nests them under that call.
 """
 
 from __future__ import annotations

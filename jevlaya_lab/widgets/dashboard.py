@@ -7,7 +7,7 @@ wins, quality over time). ``refresh()`` (or the button) re-reads the source, so 
 a live Broker. ``summary`` and ``tables`` hold the same numbers as plain dicts for notebook
 checks.
 
-Choices the spec leaves open: every cell is HTML-escaped (journal text such as an error
+What a reader of the tables can rely on: every cell is HTML-escaped (journal text such as an error
 detail or an operation is shown as text, never markup); numbers show three significant digits
 and whole numbers from 1,000 up (never ``1.23e+03``); missing values (a missing HTTP status,
 a mean rating before any rating) show as ``–``; each table
