@@ -17,9 +17,12 @@ from __future__ import annotations
 import functools
 import inspect
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from .errors import InvalidHookError
+
+if TYPE_CHECKING:
+    from .context import PredictContext
 
 HOOK_EVENTS: tuple[str, ...] = (
     "on_route",
@@ -41,23 +44,24 @@ class BaseHook:
     when the hook is registered, so a typo such as ``on_predict_strat`` cannot go unnoticed.
     """
 
-    def on_route(self, ctx: Any) -> None:
-        pass
+    def on_route(self, ctx: PredictContext) -> None:
+        """A request was routed: ``ctx.decision`` may be replaced (a decision, a dict with
+        ``model`` or a checkpoint name)."""
 
-    def on_load(self, ctx: Any) -> None:
-        pass
+    def on_load(self, ctx: PredictContext) -> None:
+        """A checkpoint was built: ``ctx.model`` is its name, ``ctx.agent`` the Agent."""
 
-    def on_evict(self, ctx: Any) -> None:
-        pass
+    def on_evict(self, ctx: PredictContext) -> None:
+        """A checkpoint left the Router: ``ctx.model`` is its name, ``ctx.agent`` the Agent."""
 
-    def on_predict_start(self, ctx: Any) -> None:
-        pass
+    def on_predict_start(self, ctx: PredictContext) -> None:
+        """A call starts: states, questions and budgets may be rewritten, or ``ctx.skip()``."""
 
-    def on_predict_end(self, ctx: Any) -> None:
-        pass
+    def on_predict_end(self, ctx: PredictContext) -> None:
+        """A call ended (always, also after an error): results, usage, elapsed_ms, error."""
 
-    def on_error(self, ctx: Any) -> None:
-        pass
+    def on_error(self, ctx: PredictContext) -> None:
+        """A call failed: ``ctx.error`` is the exception that will propagate."""
 
 
 class CallableHook:

@@ -49,7 +49,7 @@ from typing import Any, Unpack
 from .base import HOOK_EVENTS, RegisteredHook, check_callable, register_hook
 from .context import PredictContext, aggregate_usage
 from .errors import InvalidHookError
-from .options import HookEvent, HookKeywords, HookOptions
+from .options import HookEvent, HookKeywords, HookOptions, HookSettings
 
 
 def check_timeout(value: Any, name: str = "hooks_timeout") -> float | None:
@@ -67,7 +67,7 @@ class HookRunner:
     """Holds the installed hooks (validated at registration) and builds each call's hooks."""
 
     def __init__(self, hooks: Iterable[Any] | None = None, /, options: HookOptions | None = None,
-                 **settings: Any) -> None:
+                 **settings: Unpack[HookSettings]) -> None:
         """``HookRunner(hooks, options)`` or ``HookRunner(hooks, hooks_raise=..., ...)`` with the
         fields of :class:`HookOptions` as keywords (``hooks_raise`` defaults to ``True``)."""
         if options is None:

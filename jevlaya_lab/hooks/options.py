@@ -34,6 +34,13 @@ class HookKeywords(TypedDict, total=False):
     hooks_timeout: float | None
 
 
+class HookSettings(HookKeywords, total=False):
+    """The hook keywords of an Agent's or Router's installed hooks: the per-call ones and
+    ``hooks_concurrent``."""
+
+    hooks_concurrent: bool | None
+
+
 @dataclass(frozen=True)
 class HookOptions:
     """Which hooks run and how their failures and run time are handled.
