@@ -130,8 +130,8 @@ class _Route:
                                       self.limit)
             body = build_body(attempt.state.entry.model, self.call.messages, stream=False,
                               tools=self.call.tools, params=self.call.params)
-            task = asyncio.ensure_future(self.rt.run_lane(attempt, self.caller, body,
-                                                          self.budget))
+            task = self.rt.lane_task(attempt, self.rt.run_lane(attempt, self.caller, body,
+                                                               self.budget))
             self.running[task] = attempt
         return pick
 
@@ -182,6 +182,8 @@ class RaceCore(StreamCore):
         if not self.lanes:
             self._fill_lanes()
         while True:
+            if self.closed:  # aclose() while this pull waited: the stream is over
+                raise StopAsyncIteration
             if self.winner is not None and self.shown is not None \
                     and self.winner is not self.shown and not self.sticky:
                 self.final = self.winner.attempt
@@ -287,7 +289,9 @@ class RaceCore(StreamCore):
             if not pick.ready or self.budget.too_late_to_start():
                 return
             lane = self._start_lane(pick.ready[0])
-            lane.task = asyncio.ensure_future(self._pump(lane))
+            lane.task = self.rt.lane_task(lane.attempt, self._pump(lane))
+            # a lane cancelled before it ran must still wake the reader waiting for it
+            lane.task.add_done_callback(lambda _t, lane=lane: self._touch(lane))
 
     async def _pump(self, lane: Lane) -> None:
         """Read one race lane to its end, whatever the reader does."""

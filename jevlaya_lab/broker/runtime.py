@@ -323,11 +323,12 @@ class Runtime:
             log.warning("%d call(s) did not end within %g s of closing the broker",
                         len(stuck), SETTLE_TIMEOUT_S)
 
-    async def guarded(self, coro: Coroutine[Any, Any, T]) -> T:
+    async def guarded(self, coro: Coroutine[Any, Any, T], attempt: Attempt | None = None) -> T:
         """Run ``coro`` (a call or lane that journals rows) as a task that closing waits for
         and may cancel; a cancellation by closing reaches the caller as
-        ``BrokerClosedError``, a cancellation of the caller itself stays ``CancelledError``."""
-        task = asyncio.ensure_future(coro)
+        ``BrokerClosedError``, a cancellation of the caller itself stays ``CancelledError``.
+        ``attempt``: the lane ``coro`` runs, settled however the task ends (:meth:`lane_task`)."""
+        task = self.lane_task(attempt, coro) if attempt is not None else asyncio.ensure_future(coro)
         self._calls.add(task)
         task.add_done_callback(self._calls.discard)
         try:
@@ -339,6 +340,26 @@ class Runtime:
             raise
 
     # attempts ----------------------------------------------------------------------------------
+    @staticmethod
+    def lane_task(attempt: Attempt, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        """Run ``coro``, the lane of ``attempt``, as a task whose end always settles the
+        attempt. A task cancelled before its first step never runs its own ``except``
+        blocks, so without this its slot would stay taken and no row be written; the done
+        callback journals such an attempt as its ``cancel_status`` (``error`` if it ended by
+        an exception without settling) and so releases the slot on every path."""
+        task = asyncio.ensure_future(coro)
+
+        def settle(done: asyncio.Task[T]) -> None:
+            if attempt.status is None:
+                if done.cancelled():
+                    attempt.finish(attempt.cancel_status)
+                else:
+                    exc = done.exception()
+                    attempt.finish("error", detail=redact(
+                        f"the lane ended without a result: {type(exc).__name__}: {exc}"))
+        task.add_done_callback(settle)
+        return task
+
     def attempt(self, state: ModelState, caller: Caller, call: Call, budget: Budget,
                 limit: AttemptLimit) -> Attempt:
         """A new attempt (a journal row to be), counted against the call's ceilings."""

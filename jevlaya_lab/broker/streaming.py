@@ -130,12 +130,25 @@ class StreamCore:
         self.budget.resume()
         try:
             piece = await self._read()
-        except BaseException:
+        except BaseException as exc:
             self.ended = True
             self.budget.run_continuously()
+            self._settle_unread(exc)
             raise
         self.budget.pause()
         return piece
+
+    def _settle_unread(self, exc: BaseException) -> None:
+        """The pull ended by ``exc``: a lane read on demand (no task of its own) that is still
+        open will never be read again, so journal it and free its slot now, not at
+        ``aclose()`` or garbage collection (a cancelled or closed reader: ``cancelled``)."""
+        for lane in self.lanes:
+            if lane.task is None and lane.attempt.status is None:
+                if isinstance(exc, (asyncio.CancelledError, GeneratorExit)):
+                    lane.attempt.cancel_status = "cancelled"
+                lane.attempt.finish(lane.attempt.cancel_status)
+                if lane.response is not None:
+                    asyncio.ensure_future(lane.close_response())
 
     # one lane, read on demand -------------------------------------------------------------------
     async def _read(self) -> str:
@@ -375,7 +388,7 @@ class StreamCore:
                               params=self.params)
             try:  # guarded: closing the broker waits for (or cancels) this lane
                 await self.rt.guarded(
-                    self.rt.run_lane(attempt, self.caller, body, self.budget))
+                    self.rt.run_lane(attempt, self.caller, body, self.budget), attempt)
             except ProviderError as exc:
                 self.errors.append(exc)
                 continue
