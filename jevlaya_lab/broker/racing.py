@@ -25,7 +25,7 @@ import asyncio
 import time
 from typing import Any
 
-from jevlaya_lab.broker.attempt import Attempt, Attempts
+from jevlaya_lab.broker.attempt import Attempt, Attempts, lane_task
 from jevlaya_lab.broker.budget import Budget
 from jevlaya_lab.broker.errors import (
     LLMRequestError,
@@ -115,7 +115,7 @@ class _Route:
                           tools=self.call.tools, params=self.call.params)
 
     def _run_lane(self, attempt: Attempt) -> None:
-        self.running[asyncio.ensure_future(attempt.send(self._body(attempt)))] = attempt
+        self.running[lane_task(attempt, attempt.send(self._body(attempt)))] = attempt
 
     def _start_lanes(self) -> Pick | None:
         """Start lanes on the best ready models up to ``fastest_of``; what the pool offered."""
