@@ -5,21 +5,26 @@ with these functions, so the package has one HTML renderer: a bordered card with
 only (no script, no CDN), every piece of state or model text through :func:`escape` (an XSS
 payload shows as text), long text clipped to its start and end around a note of how much is
 left out, and a JSON payload under :data:`MIME` (``{"kind": ..., "data": ...}`` with plain JSON
-values) for tests and notebook checks. This module imports nothing of the package.
+values) for tests and notebook checks. Every table of the package is drawn by
+:func:`table_html`. The result types do not live here: they sit with the engines that make them
+and find their renderer through :mod:`jevlaya_lab._rendering`, where this module registers the
+kinds it draws (``answers``, ``decision``, ``llm``) when it is imported.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from typing import Any
 
-__all__ = ["MIME", "AgentResult", "ResultList", "answer_rows", "answer_text", "answers_html", "bars_html",
+from jevlaya_lab._rendering import register_renderer
+
+__all__ = ["MIME", "Html", "answer_rows", "answer_text", "answers_bundle", "answers_html", "bars_html",
            "card", "gate_text", "model_label", "clip", "clipped_html", "decision_html", "escape",
-           "jsonable", "llm_card", "llm_html", "results_html", "results_summary", "snapshot_html",
-           "snapshot_summary", "stream_html", "stream_plain"]
+           "jsonable", "llm_card", "llm_html", "stream_bundle", "stream_html", "stream_plain",
+           "table_html"]
 
 MIME = "application/vnd.jevlaya+json"
 # Colours follow JupyterLab's theme (--jp-* variables, light and dark) with fallbacks for other
@@ -75,23 +80,61 @@ def clipped_html(text: str, limit: int, *, empty: str = "(no text yet)") -> str:
             f"{escape(tail)}")
 
 
+class Html(str):
+    """Text that is already HTML: :func:`table_html` puts it into its cell unescaped."""
+
+
+def _cell(tag: str, value: Any, attributes: str) -> str:
+    text = value if isinstance(value, Html) else escape(str(value))
+    return f"<{tag}{attributes}>{text}</{tag}>"
+
+
+def table_html(rows: Iterable[Sequence[Any]], *, head: Sequence[Any] | None = None,
+               row_heads: bool = False, css_class: str | None = None, style: str | None = None,
+               column_styles: Sequence[str | None] | None = None,
+               numeric: Sequence[bool] | None = None) -> str:
+    """The one HTML table builder: every cell escaped unless it is :class:`Html`.
+
+    ``head``: column titles (then the rows go in ``<tbody>`` under a ``<thead>``); ``row_heads``:
+    each row's first cell is a ``<th>`` (a key/value table); ``column_styles``: an inline style
+    per column; ``numeric``: columns drawn right-aligned through the ``jv-n`` class.
+    """
+    def attributes(column: int) -> str:
+        css = " class='jv-n'" if numeric is not None and numeric[column] else ""
+        if column_styles is not None and column_styles[column]:
+            css += f" style='{column_styles[column]}'"
+        return css
+
+    body = "".join(
+        "<tr>" + "".join(_cell("th" if row_heads and i == 0 else "td", value, attributes(i))
+                         for i, value in enumerate(row)) + "</tr>"
+        for row in rows)
+    opening = "<table" + (f" class='{escape(css_class)}'" if css_class else "") \
+        + (f" style='{style}'" if style else "") + ">"
+    if head is None:
+        return f"{opening}{body}</table>"
+    titles = "".join(_cell("th", title, attributes(i)) for i, title in enumerate(head))
+    return f"{opening}<thead><tr>{titles}</tr></thead><tbody>{body}</tbody></table>"
+
+
+_BAR_COLUMNS = ("padding:0 6px 0 0;text-align:left",
+                "width:14em;min-width:14em;padding:0 6px 0 0;text-align:left;"
+                "background:var(--jp-layout-color2,rgba(128,128,128,.15))",
+                "padding:0 6px 0 0;text-align:right;font-variant-numeric:tabular-nums")
+
+
 def bars_html(bars: Sequence[Mapping[str, Any]], color: str = BLUE) -> str:
     """A table of labelled probability bars (``{"label": ..., "p": 0..1}``)."""
     # the look of AnswersView's bars (widgets.css .jv-bars): label left, a 14em track filled from
     # the left, the number right; every cell says its alignment, because a notebook's rendered
     # HTML right-aligns table cells (which made these bars grow from the right edge)
-    cells = []
+    rows = []
     for bar in bars:
         p = max(0.0, min(1.0, float(bar["p"])))
-        cells.append(
-            f"<tr><td style='padding:0 6px 0 0;text-align:left'>{escape(str(bar['label']))}</td>"
-            f"<td style='width:14em;min-width:14em;padding:0 6px 0 0;text-align:left;"
-            f"background:var(--jp-layout-color2,rgba(128,128,128,.15))'>"
-            f"<span style='{_BAR.format(color=color, pct=p * 100)}'>"
-            f"</span></td><td style='padding:0 6px 0 0;text-align:right;"
-            f"font-variant-numeric:tabular-nums'>{p:.2f}</td></tr>")
-    return (f"<table class='jv-bars' style='border-collapse:collapse;margin:2px 0 4px 0'>"
-            f"{''.join(cells)}</table>")
+        rows.append((bar["label"], Html(f"<span style='{_BAR.format(color=color, pct=p * 100)}'></span>"),
+                     f"{p:.2f}"))
+    return table_html(rows, css_class="jv-bars", style="border-collapse:collapse;margin:2px 0 4px 0",
+                      column_styles=_BAR_COLUMNS)
 
 
 # -- an Agent result -----------------------------------------------------------------------------
@@ -191,19 +234,17 @@ def answers_html(result: Mapping[str, Any]) -> str:
                f"{escape(model_label(model))}</small></div>{''.join(parts)}")
 
 
-class AgentResult(dict):
-    """What ``Agent.predict`` returns: a plain dict to code (``==``, JSON, pickling as before)
-    that a notebook displays as the answers card, with the answers' JSON under :data:`MIME`."""
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        data = jsonable({"model": self.get("model"), "rows": answer_rows(self)})
-        return {"text/html": answers_html(self), MIME: {"kind": "answers", "data": data},
-                "text/plain": repr(dict(self))}
+def answers_bundle(result: Mapping[str, Any]) -> dict[str, Any]:
+    """The notebook display of an Agent result (``AgentResult``): the answers card, the answers'
+    JSON under :data:`MIME` and the plain dict as text."""
+    data = jsonable({"model": result.get("model"), "rows": answer_rows(result)})
+    return {"text/html": answers_html(result), MIME: {"kind": "answers", "data": data},
+            "text/plain": repr(dict(result))}
 
 
 # -- a routing decision --------------------------------------------------------------------------
 def decision_html(decision: Mapping[str, Any]) -> str:
-    """The card of a routing decision's summary (``decisions.routing.decision_card``)."""
+    """The card of a routing decision's summary (``decisions.routing_policy.decision_card``)."""
     scripts = ", ".join(f"{s['label']} {float(s['p']):.0%}" for s in decision["scripts"])
     return card(
         f"<div><strong>→ {escape(str(decision['model']))}</strong> <small>by rule "
@@ -262,13 +303,10 @@ def stream_plain(data: Mapping[str, Any], label: str, limit: int) -> str:
 
 
 def stream_html(data: Mapping[str, Any], label: str, limit: int) -> str:
-    rows = "".join(
-        f"<tr><td style='padding:0 .6em 0 0'>{escape(lane['llm_name'])}</td>"
-        f"<td style='padding:0 .6em 0 0'>{escape(lane['state'])}</td>"
-        f"<td>{escape(_marks(lane))}</td></tr>"
-        for lane in data["lanes"])
-    lanes = (f"<table style='border-collapse:collapse;font-size:85%;margin-top:.3em'>{rows}"
-             "</table>" if rows else "")
+    lanes = table_html([(lane["llm_name"], lane["state"], _marks(lane)) for lane in data["lanes"]],
+                       style="border-collapse:collapse;font-size:85%;margin-top:.3em",
+                       column_styles=("padding:0 .6em 0 0", "padding:0 .6em 0 0", None)
+                       ) if data["lanes"] else ""
     return card(f"<div><b>{escape(data['llm_name'] or 'no model yet')}</b> "
                 f"<small>{escape(label)} &middot; {escape(_state_line(data))} &middot; "
                 f"trace {escape(data['trace_id'][:8])}</small></div>"
@@ -276,103 +314,24 @@ def stream_html(data: Mapping[str, Any], label: str, limit: int) -> str:
                 f"{clipped_html(data['text'], limit)}</div>{lanes}")
 
 
-# -- many results and a pool snapshot: compact tables ----------------------------------------------
-TABLE_ROWS = 50  # rows a table shows before saying how many it left out
-_TD = "padding:.1em .6em;text-align:left;border-bottom:1px solid var(--jp-border-color2,rgba(128,128,128,.3))"
+def stream_bundle(snapshot: Any, label: str, *, text_chars: int,
+                  html_chars: int) -> dict[str, Any]:
+    """A stream's notebook display from ``snapshot()``, a plain-data card (``llm_name``,
+    ``state``, ``started``, ``deltas``, ``trace_id``, ``call_id``, ``text``, ``lanes``).
+
+    Drawing never raises: a stream that cannot be described shows a one-line note saying why.
+    ``snapshot`` is called here, inside that guard, so a stream read on another thread at the
+    same moment shows too. Text longer than ``html_chars`` (plain text: ``text_chars``) shows
+    as its start and its end around a note of how much is left out."""
+    try:
+        data = snapshot()
+        return {"text/plain": stream_plain(data, label, text_chars),
+                "text/html": stream_html(data, label, html_chars),
+                MIME: {"kind": "stream", "data": jsonable(data)}}
+    except Exception as exc:  # noqa: BLE001 - a display must never raise
+        return {"text/plain": f"<{label}: cannot be displayed ({type(exc).__name__}: {exc})>"}
 
 
-def _table(head: Sequence[str], rows: Sequence[Sequence[str]], total: int) -> str:
-    """An HTML table of already escaped cells, with a note when rows were left out."""
-    th = "".join(f"<th style='{_TD}'>{escape(h)}</th>" for h in head)
-    body = "".join("<tr>" + "".join(f"<td style='{_TD}'>{c}</td>" for c in row) + "</tr>" for row in rows)
-    more = (f"<div style='{MUTED}'>… {total - len(rows)} more row(s) not shown</div>"
-            if total > len(rows) else "")
-    return (f"<table style='border-collapse:collapse;font-size:90%'><thead><tr>{th}</tr></thead>"
-            f"<tbody>{body}</tbody></table>{more}")
-
-
-def _answer_cell(row: Mapping[str, Any]) -> str:
-    value = escape(answer_text(row))
-    conf = "" if row["confidence"] is None else f" <small style='{MUTED}'>{row['confidence']:.2f}</small>"
-    if row["abstained"]:
-        return f"<span style='color:{RED_TEXT}'>{value} (abstained)</span>{conf}"
-    return value + conf
-
-
-def results_summary(results: Sequence[Mapping[str, Any]]) -> str:
-    """``3 results from mini-en: intent refund ×2, shipping ×1; 1 abstained``: a list in one line."""
-    models = sorted({model_label(r.get("model")) for r in results if isinstance(r, Mapping)})
-    counts: dict[str, dict[str, int]] = {}
-    abstained = 0
-    for result in results:
-        if not isinstance(result, Mapping) or not isinstance(result.get("answers"), Mapping):
-            continue
-        for row in answer_rows(result):
-            values = counts.setdefault(row["question"], {})
-            values[answer_text(row)] = values.get(answer_text(row), 0) + 1
-            abstained += bool(row["abstained"])
-    parts = []
-    for question, values in list(counts.items())[:4]:
-        top = sorted(values.items(), key=lambda kv: -kv[1])[:3]
-        parts.append(f"{question} " + ", ".join(f"{v} ×{n}" for v, n in top)
-                     + (", …" if len(values) > 3 else ""))
-    head = f"{len(results)} result(s) from {', '.join(models) or '?'}"
-    return head + (": " + "; ".join(parts) if parts else "") + (f"; {abstained} abstained" if abstained else "")
-
-
-def results_html(results: Sequence[Mapping[str, Any]]) -> str:
-    """One row per state: its checkpoint and each question's answer (abstentions in red)."""
-    shown = [r for r in results[:TABLE_ROWS]]
-    questions: list[str] = []
-    for result in shown:
-        for question in (result.get("answers") or {}) if isinstance(result, Mapping) else ():
-            if question not in questions:
-                questions.append(str(question))
-    rows = []
-    for i, result in enumerate(shown):
-        answers = {row["question"]: row for row in answer_rows(result)} if isinstance(
-            result, Mapping) and isinstance(result.get("answers"), Mapping) else {}
-        rows.append([str(i), escape(model_label(result.get("model") if isinstance(result, Mapping) else ""))]
-                    + [_answer_cell(answers[q]) if q in answers else "" for q in questions])
-    return card(f"<div><small style='{MUTED}'>{escape(results_summary(results))}</small></div>"
-                + _table(["#", "model", *questions], rows, len(results)))
-
-
-class ResultList(list):
-    """What ``predict_batch`` returns: a plain list of result dicts to code (``==``, slicing,
-    JSON as before) that a notebook displays as one compact table (a row per state) with a
-    one-line text form, instead of a long pretty-printed dump."""
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        rows = [jsonable({"model": r.get("model"), "rows": answer_rows(r)}) for r in self
-                if isinstance(r, Mapping) and isinstance(r.get("answers"), Mapping)]
-        return {"text/html": results_html(self), "text/plain": f"<{results_summary(self)}>",
-                MIME: {"kind": "results", "data": rows}}
-
-
-def snapshot_summary(models: Mapping[str, Mapping[str, Any]], usable: Sequence[str],
-                     journal: Mapping[str, Any]) -> str:
-    """``1 of 10 models usable (local/smollm2); journal: 3 written, 0 waiting, 0 failed``."""
-    names = ", ".join(list(usable)[:4]) + (", …" if len(usable) > 4 else "")
-    health = f"{len(usable)} of {len(models)} models usable" + (f" ({names})" if usable else " (degraded)")
-    counters = ", ".join(f"{journal[k]} {k}" for k in ("written", "waiting", "failed") if k in journal)
-    return health + (f"; journal: {counters}" if counters else "")
-
-
-def snapshot_html(models: Mapping[str, Mapping[str, Any]], usable: Sequence[str],
-                  journal: Mapping[str, Any]) -> str:
-    """One row per model: phase, in the pool, key, slots in use, cooldown, failures in a row."""
-    rows = []
-    for name, row in list(models.items())[:TABLE_ROWS]:
-        phase = escape(str(row.get("phase")))
-        if name in usable:
-            phase = f"<b>{phase}</b>"
-        elif row.get("phase") != "available":
-            phase = f"<span style='{MUTED}'>{phase}</span>"
-        until = row.get("cooldown_until")
-        rows.append([escape(name), phase, "yes" if row.get("in_pool") else "no",
-                     escape(str(row.get("key"))), f"{row.get('in_flight', 0)}/{row.get('parallel', '')}",
-                     escape(str(until)[11:19]) if until else "", str(row.get("consecutive_failures", 0))])
-    return card(f"<div><small style='{MUTED}'>{escape(snapshot_summary(models, usable, journal))}</small></div>"
-                + _table(["model", "phase", "in pool", "key", "in flight", "cooling until", "failures"],
-                         rows, len(models)))
+register_renderer("answers", answers_bundle)
+register_renderer("decision", decision_html)
+register_renderer("llm", llm_html)

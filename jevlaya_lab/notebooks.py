@@ -28,6 +28,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from jevlaya_lab.display import table_html
 from jevlaya_lab.errors import JevlayaError
 
 KERNEL = "jevlaya-lab"
@@ -231,15 +232,14 @@ def report_html(executed: Path, result: dict[str, Any]) -> str:
     body, _ = HTMLExporter(template_name="lab").from_notebook_node(book)
     body = REMOTE_SCRIPT.sub("", body)
     body = WIDGET_LOADER.sub("", body)
-    rows = "".join(f"<li>{'✔' if ok else '✘'} {escape(k)}</li>"
-                   for k, ok in result["checks"].items())
+    checks = table_html([("✔" if ok else "✘", name) for name, ok in result["checks"].items()])
     summary = (f"<div class='jv-report-snapshot' style='margin:1em 2em;padding:.5em 1em;"
                f"border-left:4px solid #e0a000'><b>A snapshot, not a live notebook.</b> This page was "
                f"written when the tour ran: the views are drawn from their saved state, and controls "
                f"that need a Python kernel are left out. Run <code>make lab</code> and open "
                f"<code>notebooks/{escape(result['notebook'])}.ipynb</code> to use them.</div>"
                f"<div class='jv-report-checks' style='margin:1em 2em'><b>{escape(result['notebook'])}"
-               f"</b> ran in {result['seconds']} s; checks:<ul>{rows}</ul></div>")
+               f"</b> ran in {result['seconds']} s; checks:{checks}</div>")
     body = body.replace("<body", "<body data-views-drawn='no'", 1)
     body = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + summary, body, count=1)
     return body.replace("</body>", OFFLINE_WIDGETS + "</body>", 1)

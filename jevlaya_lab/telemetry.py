@@ -27,7 +27,7 @@ sync ``Broker`` carries the caller's context to its loop thread, so this works a
 What never leaves: state texts, prompts and answers (not even when the journal stores them with
 ``store_text=True``), question instructions, API keys and key references. Error texts are the
 journal's, which redacts keys before clipping; they are passed through
-:func:`~jevlaya_lab.hooks.redaction.redact_secrets` once more on the way out. A demanding user
+:func:`~jevlaya_lab.secrets.scrub_secrets` once more on the way out. A demanding user
 would want prompts exported as an opt-in; this exporter deliberately has no such switch, so a
 redacted field can never reach a collector by a flag set in a notebook.
 
@@ -47,8 +47,8 @@ from urllib.parse import urlsplit
 
 from jevlaya_lab.errors import JevlayaError
 from jevlaya_lab.hooks.base import BaseHook
-from jevlaya_lab.hooks.redaction import redact_secrets
 from jevlaya_lab.journal.sources import open_store
+from jevlaya_lab.secrets import scrub_secrets as redact_secrets
 
 __all__ = ["TelemetryError", "TraceExporter", "gen_ai_system"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from jevlaya_lab import display
+from jevlaya_lab._rendering import render
 from jevlaya_lab.broker.config import LLMConfig
 from jevlaya_lab.broker.pool import Caller, ModelState, Pool, utc
 
@@ -99,10 +99,8 @@ class PoolSnapshot(dict[str, dict[str, Any]]):
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         """A notebook shows one table row per model and a one-line summary, not ~170 lines."""
-        return {"text/html": display.snapshot_html(self, self.usable, self.journal),
-                "text/plain": f"<PoolSnapshot: {display.snapshot_summary(self, self.usable, self.journal)}>",
-                display.MIME: {"kind": "snapshot", "data": display.jsonable(
-                    {"models": dict(self), "usable": self.usable, "journal": self.journal})}}
+        bundle: dict[str, Any] = render("snapshot", self)
+        return bundle
 
 
 def pool_snapshot(pool: Pool, caller: Caller) -> dict[str, dict[str, Any]]:

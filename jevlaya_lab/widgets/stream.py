@@ -4,7 +4,7 @@
 and shows the lane being read: its model, time to first token, tokens/s and the text, pushed
 to the browser at most every ``throttle`` seconds. When a race is won by another lane
 (``StreamReplacementError``) the shown lane is greyed as ``replaced`` and the winner's lane
-shows the replacement text, as the seed asks (chunks are never spliced). When the answer ends,
+shows the replacement text (chunks are never spliced). When the answer ends,
 the journal rows of the call (``broker.calls(trace_id=...)``) add one lane per other model
 that ran (``lost`` for superseded race lanes, ``failed`` for failover attempts) with its
 latency and tokens. Race lanes that lose keep running to completion (their answers are kept
@@ -26,7 +26,7 @@ awaitable twins (``wait_async``, ``another_async``, ``rate_async``, ``refresh_la
 loop the stream needs would hang the kernel). ``close()`` and the buttons work for both.
 Each operation is written once, as a coroutine: over an ``AsyncBroker`` it is awaited on the
 loop; over a ``Broker`` every call it makes blocks, so it never suspends and runs to its end
-in the calling thread (:func:`run_blocking`).
+in the calling thread (:func:`~jevlaya_lab.widgets.loops.run_blocking`).
 
 State is in traits: ``status`` (``waiting``, ``streaming``, ``done``, ``error``), ``lanes``,
 ``answers``, ``error``, ``trace_id``, ``broker_closed``; the prompt and answers are text, never
@@ -42,22 +42,22 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures as cf
-import inspect
 import threading
 import time
-from collections.abc import AsyncIterator, Coroutine
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator
+from typing import Any
 
 import anywidget
 import traitlets
 
 from jevlaya_lab.widgets.assets import css, esm
+from jevlaya_lab.widgets.exhausted import why_no_more
+from jevlaya_lab.widgets.lanes import apply_journal_rows, new_lane, tokens_per_s
+from jevlaya_lab.widgets.loops import awaited, is_async_broker, run_blocking, running_loop_for, submit
 from jevlaya_lab.widgets.throttle import Throttle
 
 FINAL = ("done", "error")
-JOURNAL_STATES = {"ok": "retained", "superseded": "lost", "cancelled": "lost"}
 SETTLE_POLL_S = 0.2  # how often the journal is read while race lanes are still running
-T = TypeVar("T")
 
 
 class StreamView(anywidget.AnyWidget):
@@ -176,7 +176,7 @@ class StreamView(anywidget.AnyWidget):
             with self._lock:
                 lane["state"] = "replaced"
                 self._finish_lane(lane, started)
-                self._lanes.append(_lane(winner.llm_name, "won", call_id=winner.call_id,
+                self._lanes.append(new_lane(winner.llm_name, "won", call_id=winner.call_id,
                                          text=winner.text))
             self._set_status("done")
         except LLMRequestError as exc:
@@ -212,11 +212,11 @@ class StreamView(anywidget.AnyWidget):
             lane["text"] += delta
             lane["chunks"] += 1
             lane["tokens"] += 1
-            lane["tokens_per_s"] = _rate(lane["tokens"], now - lane["_first"])
+            lane["tokens_per_s"] = tokens_per_s(lane["tokens"], now - lane["_first"])
         self._set_status("streaming")
 
     def _new_lane(self, model: str | None, state: str) -> dict[str, Any]:
-        lane = _lane(model, state)
+        lane = new_lane(model, state)
         lane["chunks"] = 0  # read here: count what was shown
         with self._lock:
             self._lanes.append(lane)
@@ -227,7 +227,7 @@ class StreamView(anywidget.AnyWidget):
         if lane["call_id"] == self.stream.call_id and usage.get("completion_tokens"):
             lane["tokens"] = int(usage["completion_tokens"])
         if lane.get("_first") is not None:
-            lane["tokens_per_s"] = _rate(lane["tokens"], time.perf_counter() - lane["_first"])
+            lane["tokens_per_s"] = tokens_per_s(lane["tokens"], time.perf_counter() - lane["_first"])
         lane["latency_ms"] = round((time.perf_counter() - started) * 1000.0, 1)
 
     def _show_error(self, exc: BaseException) -> None:
@@ -273,26 +273,7 @@ class StreamView(anywidget.AnyWidget):
             self.broker_closed = True
         fetched = {a["call_id"] for a in self.answers}
         with self._lock:
-            by_call = {lane["call_id"]: lane for lane in self._lanes if lane["call_id"]}
-            for row in rows:
-                lane = by_call.get(row["call_id"])
-                if lane is None:
-                    lane = _lane(row["llm_name"], JOURNAL_STATES.get(row["status"], "failed"),
-                                 call_id=row["call_id"])
-                    lane["detail"] = row["error_detail"] or row["status"]
-                    self._lanes.append(lane)
-                if row["call_id"] in fetched:
-                    lane["state"] = "another"
-                elif row["status"] == "cancelled" and lane.get("_first") is not None:
-                    lane["state"] = "cancelled"  # the view was closed before the answer ended
-                lane["latency_ms"] = row["latency_ms"]
-                lane["ttft_ms"] = row["first_token_ms"] if row["first_token_ms"] is not None \
-                    else lane["ttft_ms"]
-                if row["completion_tokens"]:
-                    lane["tokens"] = int(row["completion_tokens"])
-                    if lane.get("_first") is None:  # not read here: rate over the attempt
-                        lane["tokens_per_s"] = _rate(lane["tokens"],
-                                                     (row["latency_ms"] or 0) / 1000.0)
+            apply_journal_rows(self._lanes, rows, fetched)
         self._throttle.flush()
         return rows
 
@@ -321,30 +302,9 @@ class StreamView(anywidget.AnyWidget):
         await self._refresh()
         return result
 
-    async def _why_no_more(self) -> str:
-        """Why ``another()`` had nothing more: which models answered, and what keeps the others
-        (cooling down, no key, disabled, unable to start) or that the call's attempt limit is spent."""
-        answered = [a["model"] for a in self.answers]
-        if self.stream.llm_name:
-            answered.insert(0, self.stream.llm_name)
-        try:
-            snap = await awaited(self.broker.snapshot())
-        except Exception:  # noqa: BLE001 - the reason is a courtesy; the answer stands
-            return f"{', '.join(answered) or 'no model'} answered; the pool cannot be read now"
-        others = {name: row for name, row in snap.items() if row.get("in_pool") and name not in answered}
-        if not others:
-            return f"every model in the pool has answered ({', '.join(answered)})"
-        kept = []
-        for name, row in others.items():
-            phase = row.get("phase")
-            if phase == "cooling":
-                until = str(row.get("cooldown_until") or "")[11:19]
-                kept.append(f"{name} is cooling down" + (f" until {until} UTC" if until else ""))
-            elif phase == "available":
-                kept.append(f"{name} was tried for this call already (or its attempt limit is spent)")
-            else:
-                kept.append(f"{name}: {phase}")
-        return f"{', '.join(answered)} answered; " + "; ".join(kept)
+    async def _why_no_more(self) -> str:  # why another() had nothing more (widgets.exhausted)
+        answered = [self.stream.llm_name] * bool(self.stream.llm_name) + [a["model"] for a in self.answers]
+        return why_no_more(answered, await awaited(self.broker.snapshot()))
 
     def rate(self, score: float, *, answer: int | None = None) -> None:
         """``record_quality(score)`` on the shown answer, or on ``answers[answer]``."""
@@ -366,12 +326,10 @@ class StreamView(anywidget.AnyWidget):
         else:
             target = self._results[answer]
         await awaited(target.record_quality(score))
-        which = "shown" if answer is None else f"another() #{answer + 1}"
-        model = self.stream.llm_name if answer is None else self._results[answer].llm_name
-        # one entry per answer: rating an answer again replaces its rating (as the journal does)
-        kept = [r for r in self.ratings if r["call_id"] != target.call_id]
-        self.ratings = [*kept, {"call_id": target.call_id, "score": float(score), "answer": which,
-                                "model": model}]
+        which = "shown" if answer is None else f"another() #{answer + 1}"  # one entry per answer:
+        self.ratings = [*(r for r in self.ratings if r["call_id"] != target.call_id),  # re-rating replaces
+                        {"call_id": target.call_id, "score": float(score), "answer": which,
+                         "model": target.llm_name}]
 
     def _on_button(self, _widget: Any, content: dict[str, Any], _buffers: Any) -> None:
         press = self._press(content)
@@ -439,66 +397,3 @@ class StreamView(anywidget.AnyWidget):
         lanes = "; ".join(f"{lane['model']} {lane['state']}: {lane['text'][:60]!r}"
                           for lane in self.lanes)
         return f"StreamView({self.status}; {lanes or 'no lanes yet'})"
-
-
-def is_async_broker(broker: Any) -> bool:
-    """``True`` for an ``AsyncBroker`` (its ``calls`` is a coroutine function), ``False`` for
-    a ``Broker``; anything else is a ``TypeError``."""
-    if not callable(getattr(broker, "stream", None)) or not callable(
-            getattr(broker, "calls", None)):
-        raise TypeError(f"broker={type(broker).__name__}: expected a jevlaya_lab Broker or "
-                        "AsyncBroker (something with stream() and calls())")
-    return inspect.iscoroutinefunction(broker.calls)
-
-
-def running_loop_for(broker: Any) -> asyncio.AbstractEventLoop:
-    """The running event loop an ``AsyncBroker``'s view reads its stream on."""
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        raise TypeError(
-            f"broker={type(broker).__name__}: an AsyncBroker's stream is read by a task on the "
-            "running event loop, and no loop is running here; create the StreamView inside "
-            "one (a JupyterLab cell, or a coroutine run by asyncio.run), or pass the sync "
-            "jevlaya_lab.Broker instead") from None
-
-
-async def awaited(value: Any) -> Any:
-    """``value``, awaited when it is awaitable (an AsyncBroker's methods return coroutines,
-    a Broker's return values)."""
-    return await value if inspect.isawaitable(value) else value
-
-
-def run_blocking(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine that never suspends (every call it makes blocks, as over a sync
-    ``Broker``) to its end in this thread and return its value."""
-    try:
-        coro.send(None)
-    except StopIteration as stop:
-        return stop.value
-    coro.close()
-    raise RuntimeError("a StreamView operation over a sync Broker waited on an event loop; "
-                       "this is a bug in jevlaya_lab.widgets.stream")
-
-
-def submit(coro: Coroutine[Any, Any, T],
-           loop: asyncio.AbstractEventLoop) -> cf.Future[T] | None:
-    """Schedule ``coro`` on ``loop`` from any thread; ``None`` (and ``coro`` closed) when the
-    loop is closed."""
-    try:
-        return asyncio.run_coroutine_threadsafe(coro, loop)
-    except RuntimeError:
-        coro.close()
-        return None
-
-
-def _lane(model: str | None, state: str, *, call_id: str | None = None,
-          text: str = "") -> dict[str, Any]:
-    return {"model": model, "state": state, "call_id": call_id, "text": text, "tokens": 0,
-            "chunks": None,
-            "ttft_ms": None, "latency_ms": None, "tokens_per_s": None, "detail": None,
-            "_first": None}
-
-
-def _rate(tokens: int, seconds: float) -> float | None:
-    return round(tokens / seconds, 1) if seconds > 0 and tokens else None
