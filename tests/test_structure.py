@@ -41,9 +41,6 @@ KNOWN_ENGINE_DISPLAY: dict[str, str] = {
 # Modules still over MAX_MODULE_LINES: path under jevlaya_lab/ -> whose work splits it.
 MAX_MODULE_LINES = 400
 KNOWN_LONG_MODULES: dict[str, str] = {
-    "broker/runtime.py": "broker-core: the broker core without a service locator",
-    "broker/streaming.py": "broker-core",
-    "broker/sync.py": "broker-core",
     "local/handler.py": "local-llama: HTTP apart from fault injection",
 }
 LIFECYCLE_MODULE = "jevlaya_lab.hooks.dispatch"
@@ -273,3 +270,24 @@ def test_one_lifecycle_entry_point():
                    "jevlaya_lab.decisions.router"):
         source = known[module].read_text("utf-8")
         assert ".lifecycle(" in source, f"{module} no longer enters CallHooks.lifecycle"
+
+
+MAX_BROKER_MODULE_LINES = 400
+# The broker modules that turn a caller's request into a call: they get the runtime's parts
+# (Runtime.ready()) and hand them down; every module below them takes its parts as arguments.
+RUNTIME_USERS = {"jevlaya_lab.broker.engine", "jevlaya_lab.broker.scoped",
+                 "jevlaya_lab.broker.direct"}
+
+
+def test_broker_modules_are_short_enough_to_hold():
+    long = {path.name: lines for path in sorted((PACKAGE_DIR / "broker").glob("*.py"))
+            if (lines := len(path.read_text("utf-8").splitlines())) > MAX_BROKER_MODULE_LINES}
+    assert not long, f"broker modules over {MAX_BROKER_MODULE_LINES} lines (split them by concern): {long}"
+
+
+def test_the_broker_call_path_takes_its_parts_not_the_runtime():
+    graph = import_graph()
+    users = {module for module, targets in graph.items() if "jevlaya_lab.broker.runtime" in targets}
+    assert users, "the graph lost the runtime"
+    assert users <= RUNTIME_USERS, (f"only {sorted(RUNTIME_USERS)} may import the runtime; pass "
+                                    f"the parts down instead: {sorted(users - RUNTIME_USERS)}")
