@@ -6,7 +6,7 @@ under ``TYPE_CHECKING`` (a type-only import is a dependency of the reader and th
 checker). Two rules:
 
 1. No import circles, inside a package or across.
-2. Layers: views (``widgets/``, ``analysis``, ``notebooks``, ``binder``, ``cli``) -> engines
+2. Layers: views (``widgets/``, ``frames/``, ``analysis``, ``notebooks``, ``binder``, ``cli``) -> engines
    (``decisions/``, ``broker/``, ``local/``) -> ``hooks/``, ``journal/`` -> private helpers
    (``_*.py``, ``errors.py``). An import never points up a layer, so no engine imports a view;
    and the two call engines, ``decisions/`` and ``broker/``, never import each other.
@@ -31,6 +31,7 @@ KNOWN_UPWARD: dict[tuple[str, str], str] = {}
 LAYERS = {"views": 3, "engines": 2, "base": 1, "helpers": 0}
 AREAS = {
     "widgets": "views", "analysis": "views", "notebooks": "views", "binder": "views", "cli": "views",
+    "frames": "views",
     "decisions": "engines", "broker": "engines", "local": "engines",
     "hooks": "base", "journal": "base",
     "errors": "helpers", "display": "helpers",
