@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 from jevlaya_lab._lazy import lazy_attributes
 
 _EXPORTS = {
-    "decide": "jevlaya_lab.frames.decide",
-    "worker_models": "jevlaya_lab.frames.decide",
-    "ask": "jevlaya_lab.frames.ask",
-    "escalate": "jevlaya_lab.frames.escalate",
+    "decide": "jevlaya_lab.frames.deciding",
+    "worker_models": "jevlaya_lab.frames.deciding",
+    "ask": "jevlaya_lab.frames.asking",
+    "escalate": "jevlaya_lab.frames.escalation",
     "FrameError": "jevlaya_lab.frames.errors",
 }
 
@@ -30,7 +30,7 @@ __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_attributes(__name__, globals(), _EXPORTS)
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from jevlaya_lab.frames.ask import ask
-    from jevlaya_lab.frames.decide import decide, worker_models
+    from jevlaya_lab.frames.asking import ask
+    from jevlaya_lab.frames.deciding import decide, worker_models
     from jevlaya_lab.frames.errors import FrameError
-    from jevlaya_lab.frames.escalate import escalate
+    from jevlaya_lab.frames.escalation import escalate
