@@ -18,7 +18,7 @@ from typing import Any
 
 __all__ = ["MIME", "AgentResult", "answer_rows", "answer_text", "answers_html", "bars_html",
            "card", "gate_text", "model_label", "clip", "clipped_html", "decision_html", "escape",
-           "jsonable", "llm_card", "llm_html", "stream_html", "stream_plain"]
+           "jsonable", "llm_card", "llm_html", "stream_bundle", "stream_html", "stream_plain"]
 
 MIME = "application/vnd.jevlaya+json"
 # Colours follow JupyterLab's theme (--jp-* variables, light and dark) with fallbacks for other
@@ -264,3 +264,21 @@ def stream_html(data: Mapping[str, Any], label: str, limit: int) -> str:
                 f"trace {escape(data['trace_id'][:8])}</small></div>"
                 f"<div style='white-space:pre-wrap;margin:.3em 0'>"
                 f"{clipped_html(data['text'], limit)}</div>{lanes}")
+
+
+def stream_bundle(snapshot: Any, label: str, *, text_chars: int,
+                  html_chars: int) -> dict[str, Any]:
+    """A stream's notebook display from ``snapshot()``, a plain-data card (``llm_name``,
+    ``state``, ``started``, ``deltas``, ``trace_id``, ``call_id``, ``text``, ``lanes``).
+
+    Drawing never raises: a stream that cannot be described shows a one-line note saying why.
+    ``snapshot`` is called here, inside that guard, so a stream read on another thread at the
+    same moment shows too. Text longer than ``html_chars`` (plain text: ``text_chars``) shows
+    as its start and its end around a note of how much is left out."""
+    try:
+        data = snapshot()
+        return {"text/plain": stream_plain(data, label, text_chars),
+                "text/html": stream_html(data, label, html_chars),
+                MIME: {"kind": "stream", "data": jsonable(data)}}
+    except Exception as exc:  # noqa: BLE001 - a display must never raise
+        return {"text/plain": f"<{label}: cannot be displayed ({type(exc).__name__}: {exc})>"}

@@ -182,3 +182,24 @@ def test_the_readme_architecture_names_every_top_level_module():
                      if (path.suffix == ".py" or (path.is_dir() and (path / "__init__.py").is_file())))
     missing = [entry for entry in entries if entry not in section]
     assert not missing, f"add a line for these to the README's architecture section: {missing}"
+
+
+MAX_BROKER_MODULE_LINES = 400
+# The broker modules that turn a caller's request into a call: they get the runtime's parts
+# (Runtime.ready()) and hand them down; every module below them takes its parts as arguments.
+RUNTIME_USERS = {"jevlaya_lab.broker.engine", "jevlaya_lab.broker.scoped",
+                 "jevlaya_lab.broker.direct"}
+
+
+def test_broker_modules_are_short_enough_to_hold():
+    long = {path.name: lines for path in sorted((PACKAGE_DIR / "broker").glob("*.py"))
+            if (lines := len(path.read_text("utf-8").splitlines())) > MAX_BROKER_MODULE_LINES}
+    assert not long, f"broker modules over {MAX_BROKER_MODULE_LINES} lines (split them by concern): {long}"
+
+
+def test_the_broker_call_path_takes_its_parts_not_the_runtime():
+    graph = import_graph()
+    users = {module for module, targets in graph.items() if "jevlaya_lab.broker.runtime" in targets}
+    assert users, "the graph lost the runtime"
+    assert users <= RUNTIME_USERS, (f"only {sorted(RUNTIME_USERS)} may import the runtime; pass "
+                                    f"the parts down instead: {sorted(users - RUNTIME_USERS)}")

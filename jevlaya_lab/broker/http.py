@@ -1,7 +1,7 @@
 """The wire: OpenAI-compatible Chat Completions over one shared ``httpx.AsyncClient``.
 
-Every provider outcome is classified here into a :class:`Failure` (the failure table of spec §3)
-or a :class:`Reply`; the engine decides what a failure does to the pool.
+Every provider outcome is classified here into a :class:`Failure` (the failure table: what each
+status or transport error means) or a :class:`Reply`; the attempt applies a failure to the pool.
 """
 
 from __future__ import annotations
