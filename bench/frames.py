@@ -87,7 +87,7 @@ def timed(label: str, rows: int, call) -> dict:
     return {"rows_per_s": rows / wall, "wall_s": wall, "cpu_s": cpu}
 
 
-def bench_decide(n: int, use_dask: bool) -> dict:
+def bench_decide(n: int, use_dask: bool, rounds: int = 2) -> dict:
     from jevlaya_lab.decisions.agent import load
     from jevlaya_lab.frames import decide
 
@@ -123,7 +123,7 @@ def bench_decide(n: int, use_dask: bool) -> dict:
 
     out: dict = {"rows": n, "questions": len(qs)}
     # interleaved twice, best of two: a shared machine slows whichever runs during someone's job
-    for round_ in range(2):
+    for round_ in range(rounds):
         for key, label, call in (("forward", "encoder forward", forward_only),
                                  ("tokenise_forward", "tokenise + forward", tokenise_forward),
                                  ("predict_batch_loop", "predict_batch loop", loop),
@@ -142,7 +142,7 @@ def bench_decide(n: int, use_dask: bool) -> dict:
     for key, label in (("forward", "encoder forward"), ("tokenise_forward", "tokenise + forward"),
                        ("predict_batch_loop", "predict_batch loop")):
         print(f"  decide / {label:<20} {out[key]['cpu_s'] / out['decide']['cpu_s']:.3f}")
-    print("\ndecide wall-time ratios (best of two rounds each):")
+    print("\ndecide wall-time ratios (best of the rounds):")
     print(f"  decide / encoder forward      {rate / out['forward']['rows_per_s']:.3f}  (target >= 0.90)")
     print(f"  decide / tokenise + forward   {rate / out['tokenise_forward']['rows_per_s']:.3f}")
     print(f"  decide / predict_batch loop   {rate / out['predict_batch_loop']['rows_per_s']:.3f}")
@@ -270,6 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000)
     parser.add_argument("--asks", type=int, default=2_000)
+    parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds of the in-process runs (best kept)")
     parser.add_argument("--no-dask", action="store_true")
     parser.add_argument("--no-ask", action="store_true")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "frames.json"))
@@ -278,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
           "(shared with other jobs: read the ratios)")
     results: dict = {"load_average_at_start": os.getloadavg()[0]}
     if args.rows:
-        results["decide"] = bench_decide(args.rows, not args.no_dask)
+        results["decide"] = bench_decide(args.rows, not args.no_dask, args.rounds)
     if args.asks and not args.no_ask:
         results["ask"] = bench_ask(args.asks)
     results["load_average_at_end"] = os.getloadavg()[0]

@@ -152,6 +152,47 @@ def _one(broker: Any, text: str, trace_id: str, operation: str, wait: float | No
     return result.text, result.llm_name, time.perf_counter() - started, None
 
 
+def _ask_partition(df: pd.DataFrame, prompt: str | Callable[[pd.Series], str], factory: Callable[[], Any],
+                   concurrency: int, wait: float | None, operation: str, resume: bool | None,
+                   params: dict[str, Any]) -> pd.DataFrame:
+    """One Dask partition on a worker: the worker's own Broker (made once per process by
+    ``factory``), then the journal flushed so the rows are in it when the task reports done."""
+    from jevlaya_lab.frames.deciding import _cached, _factory_key
+
+    if len(df) == 0:
+        return ask_columns_frame(df.index)
+    broker = _cached(("broker", _factory_key(factory)), f"broker:{getattr(factory, '__qualname__', factory)}",
+                     lambda: _closed_at_exit(factory()))
+    out = ask(df, prompt, broker=broker, concurrency=concurrency, wait=wait, progress=False,
+              operation=operation, resume=resume, **params)
+    broker.calls(limit=1)  # reading the journal writes what is waiting first
+    return out
+
+
+def _closed_at_exit(broker: Any) -> Any:
+    """A worker's broker is closed when its process exits, so its journal rows are written."""
+    import atexit
+
+    atexit.register(broker.close)
+    return broker
+
+
+def _ask_dask(df: Any, prompt: str | Callable[[pd.Series], str], broker: Any, concurrency: int,
+              wait: float | None, operation: str, resume: bool | None, params: dict[str, Any]) -> Any:
+    if hasattr(broker, "ask") or not callable(broker):
+        raise TypeError("ask(dask_df, broker=...): each worker needs its own Broker; pass a function that makes "
+                        "one, e.g. functools.partial(Broker, 'postgresql://...', store_text=True, cooldowns=True)")
+    if isinstance(prompt, str):
+        columns = {str(column) for column in df.columns}
+        missing = [name for name in _field_names(prompt) if name not in columns]
+        if missing:
+            raise FrameError(f"ask(prompt=...): the prompt names column {missing[0]!r}, which the frame lacks; "
+                             f"its columns are {list(df.columns)}")
+    meta = ask_columns_frame(df._meta.index)
+    return df.map_partitions(_ask_partition, prompt, broker, concurrency, wait, operation, resume, params,
+                             meta=meta, align_dataframes=False)
+
+
 def ask(df: pd.DataFrame, prompt: str | Callable[[pd.Series], str], *, broker: Any, concurrency: int = 8,
         wait: float | None = None, progress: bool = True, operation: str = DEFAULT_OPERATION,
         resume: bool | None = None, **params: Any) -> pd.DataFrame:
@@ -164,7 +205,16 @@ def ask(df: pd.DataFrame, prompt: str | Callable[[pd.Series], str], *, broker: A
     journal already holds an answer for. ``progress`` shows a ``tqdm.auto`` bar. Ctrl-C stops
     the run: calls in flight finish and are journaled, the rest are not sent, and the next run
     resumes from there. See the module docstring for the columns.
+
+    On a Dask DataFrame it returns a lazy Dask DataFrame; ``broker`` is then a function making a
+    Broker, called once in each worker process (``concurrency`` is per worker). Give them one
+    shared journal (a PostgreSQL URL) and ``cooldowns=True`` so what one worker learns about a
+    model (a 429, an outage, a refused key) keeps all of them off it.
     """
+    from jevlaya_lab.frames.deciding import _is_dask
+
+    if _is_dask(df):
+        return _ask_dask(df, prompt, broker, _check_concurrency(concurrency), wait, operation, resume, params)
     _check_frame(df, "ask")
     _check_broker(broker)
     concurrency = _check_concurrency(concurrency)
