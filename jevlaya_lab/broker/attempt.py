@@ -19,9 +19,9 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from datetime import UTC, datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import httpx
 
@@ -38,6 +38,7 @@ from jevlaya_lab.broker.validation import Call
 from jevlaya_lab.journal.rows import MAX_DETAIL
 
 log = logging.getLogger("jevlaya_lab.broker")
+T = TypeVar("T")
 
 
 class Attempt:
@@ -224,6 +225,26 @@ class Attempt:
 
     def __repr__(self) -> str:
         return f"<Attempt {self.llm_name} {self.call_id[:8]} {self.status or 'open'}>"
+
+
+def lane_task(attempt: Attempt, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+    """Run ``coro``, the lane of ``attempt``, as a task whose end always settles the
+    attempt. A task cancelled before its first step never runs its own ``except`` blocks, so
+    without this its slot would stay taken and no row be written; the done callback journals
+    such an attempt as its ``cancel_status`` (``error`` if it ended by an exception without
+    settling) and so releases the slot on every path."""
+    task = asyncio.ensure_future(coro)
+
+    def settle(done: asyncio.Task[T]) -> None:
+        if attempt.status is None:
+            if done.cancelled():
+                attempt.cancel()
+            else:
+                exc = done.exception()
+                attempt.finish("error", detail=redact(
+                    f"the lane ended without a result: {type(exc).__name__}: {exc}"))
+    task.add_done_callback(settle)
+    return task
 
 
 class Attempts:

@@ -26,6 +26,17 @@ class OpenStream(Protocol):
     async def aclose(self) -> None: ...
 
 
+class _Guard:
+    """One guarded call: the task running it and what closing did to it."""
+
+    __slots__ = ("task", "done", "cancelled_by_close")
+
+    def __init__(self, task: asyncio.Task[Any]) -> None:
+        self.task = task
+        self.done = asyncio.get_running_loop().create_future()
+        self.cancelled_by_close = False
+
+
 class Gate:
     """See the module docstring; ``name`` says which broker in errors."""
 
@@ -33,7 +44,7 @@ class Gate:
         self.name = name
         self.closed = False
         self.streams: set[OpenStream] = set()  # open stream cores, closed with the broker
-        self._calls: set[asyncio.Task[Any]] = set()  # calls in flight, settled by close()
+        self._calls: set[_Guard] = set()  # calls in flight, settled by close()
 
     def refused(self, *, in_flight: bool = False) -> BrokerClosedError:
         """The error of a call that meets a closed broker."""
@@ -45,19 +56,25 @@ class Gate:
             raise closed_error(self.name)
 
     async def guarded(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run ``coro`` (a call or lane that journals rows) as a task that closing waits for
-        and may cancel; a cancellation by closing reaches the caller as
-        ``BrokerClosedError``, a cancellation of the caller itself stays ``CancelledError``."""
-        task = asyncio.ensure_future(coro)
-        self._calls.add(task)
-        task.add_done_callback(self._calls.discard)
+        """Run ``coro`` (a call or lane that journals rows) in the current task, so that
+        closing may wait for it and then cancel it; a cancellation by closing reaches the
+        caller as ``BrokerClosedError``, a cancellation of the caller itself stays
+        ``CancelledError``. (No task of its own: a call costs no extra scheduling.)"""
+        task = asyncio.current_task()
+        assert task is not None, "guarded() runs inside a task"
+        guard = _Guard(task)
+        self._calls.add(guard)
         try:
-            return await task
+            return await coro
         except asyncio.CancelledError:
-            me = asyncio.current_task()
-            if self.closed and task.cancelled() and (me is None or not me.cancelling()):
+            # closing cancelled this task and nobody else did: the call ends as closed
+            if guard.cancelled_by_close and task.cancelling() == 1:
+                task.uncancel()
                 raise closed_error(self.name, in_flight=True) from None
             raise
+        finally:
+            self._calls.discard(guard)
+            guard.done.set_result(None)
 
     async def close_streams(self) -> None:
         for core in list(self.streams):
@@ -69,10 +86,12 @@ class Gate:
         if not calls:
             return
         if grace > 0:
-            await asyncio.wait(calls, timeout=grace)
-        for call in calls:
-            call.cancel()
-        _, stuck = await asyncio.wait(calls, timeout=SETTLE_TIMEOUT_S)
+            await asyncio.wait([g.done for g in calls], timeout=grace)
+        for guard in calls:
+            if not guard.done.done():
+                guard.cancelled_by_close = guard.task.cancelling() == 0
+                guard.task.cancel()
+        _, stuck = await asyncio.wait([g.done for g in calls], timeout=SETTLE_TIMEOUT_S)
         if stuck:
             log.warning("%d call(s) did not end within %g s of closing the broker",
                         len(stuck), SETTLE_TIMEOUT_S)

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
-from jevlaya_lab.broker.attempt import Attempt, Attempts
+from jevlaya_lab.broker.attempt import Attempt, Attempts, lane_task
 from jevlaya_lab.broker.budget import Budget
 from jevlaya_lab.broker.errors import (
     LLMRequestError,
@@ -68,6 +69,21 @@ class _Route:
         won = False
         try:
             while True:
+                if self.lanes == 1 and not self.running:
+                    pick, attempt = self._next_lane()
+                    if attempt is None:
+                        await self._queue(pick)
+                        continue
+                    if self.lanes == 1:  # plain failover: the lane runs in this task
+                        attempt.cancel_status = "cancelled"  # only the caller can stop it
+                        try:
+                            await attempt.send(self._body(attempt))
+                        except Exception as exc:  # noqa: BLE001 - a ProviderError, journaled
+                            self._lost(attempt, exc)
+                            continue
+                        won = True
+                        return attempt.result()
+                    self._run_lane(attempt)  # it met a recovering model: a race from now on
                 pick = self._start_lanes()
                 if not self.running:
                     await self._queue(pick)
@@ -75,14 +91,11 @@ class _Route:
                 done, _ = await asyncio.wait(self.running, return_when=asyncio.FIRST_COMPLETED)
                 for task in done:
                     attempt = self.running.pop(task)
-                    exc = task.exception()
-                    if exc is None:
+                    error = task.exception()
+                    if error is None:
                         won = True
                         return attempt.result()
-                    self.errors.append(exc)
-                    if is_rejection(exc):
-                        self.excluded.add(attempt.llm_name)
-                        self.last_rejection = exc
+                    self._lost(attempt, error)
         finally:
             for task, attempt in self.running.items():  # race losers, or the caller gave up
                 attempt.cancel_status = "superseded" if won else "cancelled"
@@ -90,38 +103,57 @@ class _Route:
             if self.running:
                 await asyncio.gather(*self.running, return_exceptions=True)
 
+    def _lost(self, attempt: Attempt, exc: BaseException) -> None:
+        """A lane failed (already journaled and applied to the pool by the attempt)."""
+        self.errors.append(exc)
+        if is_rejection(exc):
+            self.excluded.add(attempt.llm_name)
+            self.last_rejection = exc
+
+    def _body(self, attempt: Attempt) -> dict[str, Any]:
+        return build_body(attempt.state.entry.model, self.call.messages, stream=False,
+                          tools=self.call.tools, params=self.call.params)
+
+    def _run_lane(self, attempt: Attempt) -> None:
+        self.running[lane_task(attempt, attempt.send(self._body(attempt)))] = attempt
+
     def _start_lanes(self) -> Pick | None:
         """Start lanes on the best ready models up to ``fastest_of``; what the pool offered."""
         pick = None
         while len(self.running) < self.lanes:
-            if self.limit.spent:
-                if self.running:
-                    break
-                raise self._exhausted(self.last_rejection)
-            busy = self.excluded | self.limit.used_up() | {
-                a.llm_name for a in self.running.values()}
-            try:
-                pick = self.pool.pick(self.caller, busy, self.call.operation, self.budget.wait)
-            except NoLLMAvailableError as exc:
-                if self.running:
-                    break
-                if exc.reason in ("excluded", "no_keys") and self.last_rejection is not None:
-                    raise self.last_rejection from None
-                if exc.reason == "excluded" and self.limit.used_up():
-                    raise self._exhausted(None) from None
-                exc.errors = tuple(self.errors)
-                raise
-            if not pick.ready or self.budget.too_late_to_start():
+            offered, attempt = self._next_lane()
+            pick = offered or pick
+            if attempt is None:
                 break
-            if hedges(self.call, pick.ready[0]):
-                self.lanes = 2  # race the recovering model with the next one (sticky)
-            attempt = self.attempts.start(pick.ready[0], self.caller, self.call, self.budget,
-                                          self.limit)
-            body = build_body(attempt.state.entry.model, self.call.messages, stream=False,
-                              tools=self.call.tools, params=self.call.params)
-            task = asyncio.ensure_future(attempt.send(body))
-            self.running[task] = attempt
+            self._run_lane(attempt)
         return pick
+
+    def _next_lane(self) -> tuple[Pick | None, Attempt | None]:
+        """What the pool offers and a new attempt on its best model, or no attempt when none
+        can start now (the call's end is raised when none ever can)."""
+        if self.limit.spent:
+            if self.running:
+                return None, None
+            raise self._exhausted(self.last_rejection)
+        busy = self.excluded | self.limit.used_up() | {
+            a.llm_name for a in self.running.values()}
+        try:
+            pick = self.pool.pick(self.caller, busy, self.call.operation, self.budget.wait)
+        except NoLLMAvailableError as exc:
+            if self.running:
+                return None, None
+            if exc.reason in ("excluded", "no_keys") and self.last_rejection is not None:
+                raise self.last_rejection from None
+            if exc.reason == "excluded" and self.limit.used_up():
+                raise self._exhausted(None) from None
+            exc.errors = tuple(self.errors)
+            raise
+        if not pick.ready or self.budget.too_late_to_start():
+            return pick, None
+        if hedges(self.call, pick.ready[0]):
+            self.lanes = 2  # race the recovering model with the next one (sticky)
+        return pick, self.attempts.start(pick.ready[0], self.caller, self.call, self.budget,
+                                         self.limit)
 
     def _exhausted(self, last_rejection: ProviderError | None) -> LLMRequestError:
         """The call reached an attempt ceiling: end it as when every candidate is ruled out."""

@@ -99,6 +99,10 @@ class Runtime:
     def built(self) -> bool:
         return self._parts is not None
 
+    async def flush(self) -> None:
+        """Return once every journal row queued so far is written."""
+        await self.journal.flush()
+
     def caller(self, scope: str | None = None) -> Caller:
         return self.callers.setdefault(scope, Caller(scope))
 

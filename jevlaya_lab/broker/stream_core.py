@@ -1,18 +1,12 @@
-"""``StreamCore``: the state of one ``stream()`` call with one lane, read on demand.
+"""``StreamCore``: one ``stream()`` call with one lane, read on demand (rules:
+:mod:`jevlaya_lab.broker.streaming`). Each lane is an :class:`~jevlaya_lab.broker.attempt.Attempt`
+that reads its own wire and ends itself; this module decides which lane comes next and what the
+reader sees, plus the bookkeeping the races share (a lane's end, the clock after the first
+answer, ``another()``, closing); :mod:`jevlaya_lab.broker.stream_race` adds background lanes.
 
-The rules it keeps are listed in :mod:`jevlaya_lab.broker.streaming`. Before the first delta it
-fails over to the best untried model (waiting only for a free slot, within ``wait``); after it,
-a broken answer raises and the delivered deltas stand. Each lane is an
-:class:`~jevlaya_lab.broker.attempt.Attempt` that reads its own wire and ends itself; this
-module decides only which lane comes next and what the reader sees. The bookkeeping shared with
-the races (a lane's failure or completion, the clock after the first answer, ``another()``,
-closing) lives here too; :mod:`jevlaya_lab.broker.stream_race` adds the lanes read in the
-background.
-
-The core never references the user-facing stream object, so that object can be garbage
-collected (which closes the core). It gets the broker's :class:`~jevlaya_lab.broker.gate.Gate`
-and a ``ready`` coroutine function that returns the call's parts on the first pull, so a stream
-made before the pool is built sends nothing until it is read.
+The core never references the user-facing stream, so that object can be garbage collected
+(which closes the core). It gets the broker's :class:`~jevlaya_lab.broker.gate.Gate` and a
+``ready`` coroutine function giving the call's parts on the first pull: nothing is sent before.
 """
 
 from __future__ import annotations
@@ -107,12 +101,25 @@ class StreamCore:
         self.budget.resume()
         try:
             piece = await self._read()
-        except BaseException:
+        except BaseException as exc:
             self.ended = True
             self.budget.run_continuously()
+            self._settle_unread(exc)
             raise
         self.budget.pause()
         return piece
+
+    def _settle_unread(self, exc: BaseException) -> None:
+        """The pull ended by ``exc``: a lane read on demand (no task of its own) that is still
+        open will never be read again, so journal it and free its slot now, not at
+        ``aclose()`` or garbage collection (a cancelled or closed reader: ``cancelled``)."""
+        for lane in self.lanes:
+            if lane.task is None and lane.attempt.status is None:
+                if isinstance(exc, (asyncio.CancelledError, GeneratorExit)):
+                    lane.attempt.cancel_status = "cancelled"
+                lane.attempt.cancel()
+                if lane.attempt.response is not None:
+                    asyncio.ensure_future(lane.close_response())
 
     # one lane, read on demand -------------------------------------------------------------------
     async def _read(self) -> str:

@@ -21,7 +21,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from jevlaya_lab.broker.attempt import Parts
+from jevlaya_lab.broker.attempt import Parts, lane_task
 from jevlaya_lab.broker.errors import LLMTimeoutError, NoLLMAvailableError, StreamReplacementError
 from jevlaya_lab.broker.gate import Gate
 from jevlaya_lab.broker.http import Failure
@@ -44,6 +44,8 @@ class RaceCore(StreamCore):
         if not self.lanes:
             self._fill_lanes()
         while True:
+            if self.closed:  # aclose() while this pull waited: the stream is over
+                raise StopAsyncIteration
             if self.winner is not None and self.shown is not None \
                     and self.winner is not self.shown and not self.sticky:
                 self.final = self.winner.attempt
@@ -149,7 +151,12 @@ class RaceCore(StreamCore):
             if not pick.ready or self.budget.too_late_to_start():
                 return
             lane = self._start_lane(pick.ready[0])
-            lane.task = asyncio.ensure_future(self._pump(lane))
+            lane.task = lane_task(lane.attempt, self._pump(lane))
+            lane.task.add_done_callback(self._waker(lane))
+
+    def _waker(self, lane: Lane) -> Callable[[asyncio.Task[None]], None]:
+        """A done callback: a lane cancelled before it ran must still wake the reader."""
+        return lambda _task: self._touch(lane)
 
     async def _pump(self, lane: Lane) -> None:
         """Read one race lane to its end, whatever the reader does."""
