@@ -114,12 +114,9 @@ def test_concurrency_is_bounded(server, journal):
                     active[0] -= 1
 
         broker.ask = counting  # observe the calls frames makes; the broker does the work
-        started = time.perf_counter()
         out = ask(df, "{body}", broker=broker, concurrency=4, max_tokens=2, progress=False)
-        elapsed = time.perf_counter() - started
     assert out["answer"].notna().all()
-    assert max(seen) == 4
-    assert elapsed < 12 * 0.15  # they did overlap
+    assert max(seen) == 4  # four calls did run at once (each takes 0.15 s), and never more
 
 
 def test_a_rerun_resumes_from_the_journal(server, journal):
