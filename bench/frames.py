@@ -156,7 +156,17 @@ def bench_decide(n: int, use_dask: bool, rounds: int = 2) -> dict:
 
 
 def _worker_rss() -> float:
+    """The worker's peak RSS. Linux keeps ru_maxrss across fork and exec, so a worker started by a
+    nanny forked from this (large) process starts with this process's peak: read it together with
+    _worker_rss_now."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _worker_rss_now() -> float:
+    """The worker's resident memory now (after the timed run, the checkpoint loaded)."""
+    import psutil
+
+    return psutil.Process().memory_info().rss / 2**20
 
 
 def bench_dask(df: pd.DataFrame, qs: dict, workers: int) -> dict:
@@ -166,7 +176,7 @@ def bench_dask(df: pd.DataFrame, qs: dict, workers: int) -> dict:
     from jevlaya_lab.frames import decide
 
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=None,
+                      dashboard_address=":0",  # a free port: None means 8787, which another cluster may hold
                       env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "MALLOC_ARENA_MAX": "2"}) as cluster, \
             Client(cluster) as client:
         client.wait_for_workers(workers)
@@ -181,10 +191,12 @@ def bench_dask(df: pd.DataFrame, qs: dict, workers: int) -> dict:
         got = timed(f"dask {workers} worker(s)", len(df), lambda: lazy.compute())
         got["worker_peak_rss_mb"] = sorted(client.run(_worker_rss).values())
         got["worker_rss_before_load_mb"] = idle
+        got["worker_rss_now_mb"] = sorted(client.run(_worker_rss_now).values())
         got["loads"] = {addr: info["loads"] for addr, info in
                         client.run(lambda: __import__("jevlaya_lab.frames", fromlist=["x"]).worker_models()).items()}
         print(f"    worker peak RSS {', '.join(f'{v:.0f}' for v in got['worker_peak_rss_mb'])} MB "
-              f"(before loading mini-en: {', '.join(f'{v:.0f}' for v in idle)} MB)")
+              f"(before loading mini-en: {', '.join(f'{v:.0f}' for v in idle)} MB); resident after the run "
+              f"{', '.join(f'{v:.0f}' for v in got['worker_rss_now_mb'])} MB")
         return got
 
 

@@ -27,7 +27,7 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 @pytest.fixture(scope="module")
 def client():
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                  dashboard_address=None, worker_dashboard_address=None) as cluster, \
+                                  dashboard_address=":0", worker_dashboard_address=":0") as cluster, \
             distributed.Client(cluster, timeout=60) as c:
         c.wait_for_workers(2, timeout=60)
         yield c
