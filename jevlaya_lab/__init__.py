@@ -75,6 +75,7 @@ _EXPORTS: dict[str, str] = {
     "NotebookCheckError": "jevlaya_lab.notebooks",
     "BinderBuildError": "jevlaya_lab.binder",
     "FrameError": "jevlaya_lab.frames.errors",
+    "TelemetryError": "jevlaya_lab.telemetry",
 }
 _SUBPACKAGES = {
     "presets": "jevlaya_lab.decisions.presets",
@@ -161,3 +162,4 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from jevlaya_lab.notebooks import (
         NotebookCheckError,
     )
+    from jevlaya_lab.telemetry import TelemetryError

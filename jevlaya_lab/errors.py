@@ -29,6 +29,7 @@ Each area keeps its exceptions in its own ``errors.py``; every class there deriv
     ├── FaultProfileError (ValueError)
     ├── UnknownModelError (LookupError)
     ├── FrameError (ValueError)             jevlaya_lab.frames.errors: a table a table run cannot read
+    ├── TelemetryError (ValueError)         jevlaya_lab.telemetry: a bad exporter argument (endpoint, headers)
     ├── NotebookCheckError (AssertionError) jevlaya_lab.notebooks
     └── BinderBuildError (RuntimeError)   jevlaya_lab.binder: a step of the simulated Binder build failed
 

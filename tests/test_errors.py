@@ -18,7 +18,7 @@ INTERNAL = {
     "jevlaya_lab.broker.http.Failure": "a provider outcome, turned into a ProviderError by to_error()",
 }
 # Modules outside the five areas that may define their own error next to the code raising it.
-TOP_LEVEL_HOMES = {"jevlaya_lab.errors", "jevlaya_lab.notebooks", "jevlaya_lab.binder"}
+TOP_LEVEL_HOMES = {"jevlaya_lab.errors", "jevlaya_lab.notebooks", "jevlaya_lab.binder", "jevlaya_lab.telemetry"}
 
 # The built-in base each public error had before the root existed: `except` clauses written
 # against it must keep working.
@@ -45,6 +45,7 @@ BUILTIN_BASES = {
     "NotebookCheckError": AssertionError,
     "BinderBuildError": RuntimeError,
     "FrameError": ValueError,
+    "TelemetryError": ValueError,
 }
 
 
