@@ -65,7 +65,7 @@ class Attempt:
         self.usage: dict[str, int] = {}
         self.finish_reason: str | None = None
         self.status: str | None = None  # set once, by finish()
-        self.journal_seq = 0  # the writer's sequence number of this attempt's row
+        self.journal_seq = 0  # this attempt's row number in the journal (CallJournal.attempt)
         self.cancel_status = "superseded"
         self.key: str | None = None  # the key sent (redacted from what the provider says)
         self.response: httpx.Response | None = None  # a stream's open response

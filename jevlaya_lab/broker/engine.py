@@ -174,7 +174,7 @@ class AsyncBroker(AsyncCalls):
         that could take a call now and ``.degraded`` whether none could."""
         pool = (await self._rt.ready()).pool
         return PoolSnapshot(pool_snapshot(pool, self._rt.caller()),
-                            journal=self._rt.writer.status(),
+                            journal=self._rt.journal.status(),
                             usable=pool.usable(self._rt.caller()))
 
     async def count(self) -> int:

@@ -144,6 +144,7 @@ class Runtime:
             if self._parts is not None:
                 self._parts.pool.notify()  # wake streams waiting for a slot: they now see the close
             unwritten: JournalWriteError | None = None
+            self.journal.hand_over()
             try:
                 await asyncio.to_thread(self.writer.close)
             except JournalWriteError as exc:  # rows saved for the next broker: say so, after closing

@@ -376,8 +376,7 @@ class StreamCore:
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
         self.gate.streams.discard(self)
-        if self.lanes and self.journal.written < max(la.attempt.journal_seq
-                                                     for la in self.lanes):
+        if not all(self.journal.is_written(la.attempt.journal_seq) for la in self.lanes):
             await self.journal.flush()  # close returns once its rows are written
 
     def abort_soon(self) -> None:
