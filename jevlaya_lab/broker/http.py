@@ -176,7 +176,8 @@ def _tool_calls(raw: Any) -> list[dict[str, Any]]:
         function = _shaped(call.get("function"), dict, "tool call function")
         for field_name in ("name", "arguments"):
             _shaped(function.get(field_name), str, f"tool call function.{field_name}")
-    return calls
+    checked: list[dict[str, Any]] = calls  # each entry was checked to be a tool-call dict
+    return checked
 
 
 def parse_reply(body: bytes, key: str | None) -> Reply:
