@@ -23,8 +23,8 @@ from jevlaya_lab.broker.errors import (
     ProviderError,
     RateLimitError,
 )
-from jevlaya_lab.hooks.redaction import clip_redacted
 from jevlaya_lab.journal.rows import MAX_DETAIL
+from jevlaya_lab.secrets import clip_scrubbed as clip_redacted
 
 DRAIN_S = 0.5
 # kind -> journal status
