@@ -56,6 +56,7 @@ from jevlaya_lab.broker.errors import (
     is_rejection,
 )
 from jevlaya_lab.broker.http import Failure, build_body, open_stream, read_deltas
+from jevlaya_lab.broker.keys import redact
 from jevlaya_lab.broker.lanes import Lane, LaneView
 from jevlaya_lab.broker.limits import AttemptLimit
 from jevlaya_lab.broker.pool import Caller, ModelState, Pick, utc
@@ -234,8 +235,14 @@ class StreamCore:
         lane.key = key
         body = build_body(attempt.state.entry.model, self.messages, stream=True,
                           params=self.params)
-        async with asyncio.timeout(self.budget.attempt_timeout()):
-            lane.response = await open_stream(self.rt.client, url, key, body)
+        try:
+            async with asyncio.timeout(self.budget.attempt_timeout()):
+                lane.response = await open_stream(self.rt.client, url, key, body)
+        except (Failure, TimeoutError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - a surprise fails this lane, as in run_lane
+            log.exception("opening a stream on %s failed", attempt.llm_name)
+            raise Failure("invalid", redact(f"{type(exc).__name__}: {exc}", key)) from None
         lane.deltas = read_deltas(lane.response, key)
 
     async def _pull(self, lane: Lane) -> str | None:
