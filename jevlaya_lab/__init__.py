@@ -51,8 +51,10 @@ _EXPORTS: dict[str, str] = {
     "BrokerClosedError": "jevlaya_lab.broker.errors",
     "UnknownCallError": "jevlaya_lab.broker.errors",
     "UnknownLLMError": "jevlaya_lab.broker.errors",
+    "PromptError": "jevlaya_lab.broker.errors",
     "QuestionError": "jevlaya_lab.decisions.errors",
     "SchemaError": "jevlaya_lab.decisions.errors",
+    "StateError": "jevlaya_lab.decisions.errors",
     "BudgetError": "jevlaya_lab.decisions.errors",
     "TokenizerError": "jevlaya_lab.decisions.errors",
     "CheckpointError": "jevlaya_lab.decisions.errors",
@@ -104,6 +106,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         LLMRequestError,
         LLMTimeoutError,
         NoLLMAvailableError,
+        PromptError,
         ProviderError,
         RateLimitError,
         StreamInterruptedError,
@@ -126,6 +129,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         NearTypoWarning,
         QuestionError,
         SchemaError,
+        StateError,
         TokenizerError,
     )
     from jevlaya_lab.decisions.router import Router
