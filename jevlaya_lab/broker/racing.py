@@ -24,6 +24,7 @@ except that the lane whose text is shown first is the answer (as with one lane).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 
@@ -74,6 +75,7 @@ class _Route:
         self.last_rejection: ProviderError | None = None
         self.running: dict[asyncio.Task[Reply], Attempt] = {}
         self.lanes = call.lanes  # 2 from the moment a recovering model is tried (hedged)
+        self.waited = 0.0  # seconds spent queueing for cooling or busy models
 
     async def run(self) -> LLMResult:
         won = False
@@ -143,8 +145,9 @@ class _Route:
         cooling = [s.cooldown_until for s in self.pool.members(self.caller) if s.cooling(now)]
         retry_at = min(cooling) if cooling else None
         last = f"; last error: {self.errors[-1]}" if self.errors else ""
+        waited = f"; waited {self.waited:.1f} s for cooling models" if self.waited else ""
         return NoLLMAvailableError(
-            f"no model answered this call{self.limit.note()}{last}",
+            f"no model answered this call{self.limit.note()}{waited}{last}",
             reason="timeout" if retry_at else "excluded", retry_at=utc(retry_at),
             errors=tuple(self.errors))
 
@@ -154,7 +157,17 @@ class _Route:
         retry_at = pick.retry_at if pick is not None else None
         coming = (retry_at - time.time()) if retry_at else 0.0
         if budget.wait is None:  # no caller deadline: wait for the pool, cooldowns included
+            # bounded all the same: at most max_attempts requests, each model cooled at most
+            # max_attempts_per_model - 1 times in between for its Retry-After (doubling, capped
+            # at MAX_COOLDOWN_S); said in the log, so a long wait is never silent
+            if coming > 0:
+                log.info("call %s waits %.1f s for a cooling model (wait=None: bounded by "
+                         "max_attempts=%d, max_attempts_per_model=%d and the providers' "
+                         "Retry-After; %d attempt(s) so far)", self.call.trace_id, coming,
+                         self.limit.max_attempts, self.limit.max_per_model, self.limit.made)
+            started = time.monotonic()
             await self.pool.changed(coming if coming > 0 else None)
+            self.waited += time.monotonic() - started
             return
         left = budget.remaining()
         if not budget.queues or left is None or left <= 0 or coming > left \
@@ -291,7 +304,10 @@ class RaceCore(StreamCore):
             lane = self._start_lane(pick.ready[0])
             lane.task = self.rt.lane_task(lane.attempt, self._pump(lane))
             # a lane cancelled before it ran must still wake the reader waiting for it
-            lane.task.add_done_callback(lambda _t, lane=lane: self._touch(lane))
+            lane.task.add_done_callback(functools.partial(self._lane_ended, lane))
+
+    def _lane_ended(self, lane: Lane, _task: asyncio.Task[None]) -> None:
+        self._touch(lane)
 
     async def _pump(self, lane: Lane) -> None:
         """Read one race lane to its end, whatever the reader does."""
