@@ -10,6 +10,9 @@ client-side CPU measured here is the broker's. Measured:
 2. Throughput: 50 concurrent callers through one ``AsyncBroker`` and one sync ``Broker``.
 3. Journal write cost per attempt row (background writer, batched SQLite inserts; with
    ``--postgresql URL`` also into that PostgreSQL database, in a fresh schema dropped after).
+4. ``durable=True`` (a call returns once its rows are committed) against the default, in the
+   same run and interleaved: sequential 1-token asks (latency per call) and 50 concurrent
+   callers (throughput), each through its own broker and journal file.
 """
 
 from __future__ import annotations
@@ -164,6 +167,37 @@ def sync_throughput(server: LocalServerProcess, callers: int, each: int) -> dict
     return {"threads": callers, "calls": total, "calls_per_s": total / wall, "journal_rows": rows}
 
 
+async def durable_cost(server: LocalServerProcess, n: int, callers: int,
+                       each: int) -> dict[str, Any]:
+    """Default vs ``durable=True``: paired sequential latency, then concurrent throughput."""
+    with tempfile.TemporaryDirectory() as tmp:
+        async with AsyncBroker(Path(tmp) / "d.db", models=server.entries("a", "b", "c"),
+                               catalog=[]) as default, \
+                AsyncBroker(Path(tmp) / "D.db", models=server.entries("a", "b", "c"),
+                            catalog=[], durable=True) as durable:
+            seq: dict[str, list[float]] = {"default": [], "durable": []}
+            for i in range(n + 10):
+                for name, b in (("default", default), ("durable", durable)):
+                    t = time.perf_counter()
+                    await b.ask("hi", **BODY_PARAMS)
+                    if i >= 10:
+                        seq[name].append((time.perf_counter() - t) * 1000)
+            rates = {}
+            for name, b in (("default", default), ("durable", durable)):
+                async def caller(i: int, b: AsyncBroker = b) -> None:
+                    for j in range(each):
+                        await b.ask(f"q{i}-{j}", **BODY_PARAMS)
+                t = time.perf_counter()
+                await asyncio.gather(*(caller(i) for i in range(callers)))
+                rates[name] = callers * each / (time.perf_counter() - t)
+    out: dict[str, Any] = {name: {**summary(ms), "calls_per_s_50_callers": rates[name]}
+                           for name, ms in seq.items()}
+    paired = [d - k for d, k in zip(seq["durable"], seq["default"], strict=True)]
+    out["added_paired_median_ms"] = statistics.median(paired)
+    out["throughput_ratio"] = rates["durable"] / rates["default"]
+    return out
+
+
 def journal_cost(rows: int, postgresql: str | None = None) -> dict[str, Any]:
     now = datetime.now(UTC).isoformat()
     with tempfile.TemporaryDirectory() as tmp, bench_schema(postgresql) as url:
@@ -210,13 +244,15 @@ def main(argv: list[str] | None = None) -> int:
         lat = asyncio.run(latency(server, n))
         thr = asyncio.run(async_throughput(server, 50, each))
         sthr = sync_throughput(server, 50, each)
+        dur = asyncio.run(durable_cost(server, n, 50, each))
     finally:
         server.stop()
     jc = journal_cost(20_000 if not args.quick else 5_000)
     if args.postgresql:
         jc["postgresql"] = journal_cost(20_000 if not args.quick else 5_000, args.postgresql)
     result = {"machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
-              "latency": lat, "async_50_callers": thr, "sync_50_threads": sthr, "journal": jc}
+              "latency": lat, "async_50_callers": thr, "sync_50_threads": sthr, "journal": jc,
+              "durable": dur}
     print(f"{'1-token ask, sequential':<38}{'p50 ms':>10}{'p99 ms':>10}{'client CPU us':>15}")
     for name in ("direct_httpx", "broker_ask", "openai_sdk"):
         print(f"  {name:<36}{lat[name]['p50_ms']:>10.2f}{lat[name]['p99_ms']:>10.2f}"
@@ -239,6 +275,12 @@ def main(argv: list[str] | None = None) -> int:
               f"{pg['written_us_per_row']:.1f} us per row written "
               f"({1e6 / pg['written_us_per_row']:.0f} rows/s vs "
               f"{1e6 / jc['written_us_per_row']:.0f} rows/s in SQLite)")
+    print(f"durable=True vs default: p50 {dur['durable']['p50_ms']:.2f} vs "
+          f"{dur['default']['p50_ms']:.2f} ms per sequential call (paired median "
+          f"+{dur['added_paired_median_ms']:.2f} ms); 50 callers "
+          f"{dur['durable']['calls_per_s_50_callers']:.0f} vs "
+          f"{dur['default']['calls_per_s_50_callers']:.0f} calls/s "
+          f"({dur['throughput_ratio']:.2f}x)")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2))
     print(f"wrote {RESULTS}")

@@ -57,7 +57,13 @@ async def route(rt: Runtime, caller: Caller, call: Call) -> LLMResult:
     pool = await rt.ready()
     if rt.closed:  # closed while this call waited for the registry
         raise closed_error(rt.name)
-    return await rt.guarded(_Route(rt, pool, caller, call).run())
+    try:
+        result = await rt.guarded(_Route(rt, pool, caller, call).run())
+    except LLMRequestError:
+        await rt.journal_settled()
+        raise
+    await rt.journal_settled()
+    return result
 
 
 class _Route:

@@ -7,8 +7,14 @@ non-streaming lane, apply a failure or a timeout to the pool, journal, rate, clo
 (the public ``AsyncBroker``), ``scoped``, ``direct``, ``racing`` and ``streaming`` use it
 through the methods below and nothing else; it imports none of them.
 
-Journal rows go to a background writer, so the hot path does no disk IO. Closing is described
-in :mod:`jevlaya_lab.broker.engine`.
+Journal rows go to a background writer, so the hot path does no disk IO. What a crash may lose
+is bounded (:meth:`Runtime.journal_settled`, run as every call returns, answer or error):
+with ``durable=True`` a call returns only once every row queued before it ended is committed;
+by default it returns at once unless more than ``JOURNAL_WINDOW_ROWS`` rows are unwritten, in
+which case it waits (at most ``JOURNAL_WINDOW_WAIT_S``) until the writer is back within that
+window, so while the database takes writes a SIGKILL loses at most that many answered rows.
+While the database refuses writes nobody waits: rows wait in memory and go to the spill file
+(:mod:`jevlaya_lab.journal.writer`). Closing is described in :mod:`jevlaya_lab.broker.engine`.
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ from jevlaya_lab.broker.errors import (
     closed_error,
 )
 from jevlaya_lab.broker.http import Failure, Reply, post_chat
-from jevlaya_lab.broker.keys import KeyResolver, redact
+from jevlaya_lab.broker.keys import KeyResolver, guard_library_logs, redact
 from jevlaya_lab.broker.limits import AttemptLimit
 from jevlaya_lab.broker.pool import DEFAULT_COOLDOWN_S, Caller, ModelState, Pool
 from jevlaya_lab.broker.quality import Quality
@@ -59,6 +65,8 @@ log = logging.getLogger("jevlaya_lab.broker")
 _RECENT_CALLS = 100_000
 PURGE_INTERVAL_S = 3600.0  # journal retention is enforced at most hourly
 SETTLE_TIMEOUT_S = 10.0  # how long closing waits for cancelled calls to journal their rows
+JOURNAL_WINDOW_ROWS = 256  # default: most rows a call may return with still unwritten
+JOURNAL_WINDOW_WAIT_S = 5.0  # ...waiting at most this long for the writer to catch up
 T = TypeVar("T")
 
 
@@ -83,7 +91,11 @@ class Runtime:
                  home: str | Path | None, catalog: CatalogSource, retention_days: float,
                  store_text: bool, dotenv: str | Path | None, local: bool | None,
                  direct: Sequence[LLMConfig | Mapping[str, Any]] = (),
-                 sync_interval: float | None = None) -> None:
+                 sync_interval: float | None = None, durable: bool = False) -> None:
+        if not isinstance(durable, bool):
+            raise ValueError(f"durable={durable!r}: must be True (a call returns once its journal "
+                             "rows are committed) or False (rows are committed in the background)")
+        self.durable = durable
         self.user_models = [LLMConfig.coerce(m) for m in models or []]
         names = [m.name for m in self.user_models]
         if len(set(names)) != len(names):
@@ -98,6 +110,7 @@ class Runtime:
         # never on the loop; otherwise (the sync Broker) here, so a broken file fails at once
         self.store: Store = open_store(source, home=home, deferred=_in_event_loop())
         self.keys = KeyResolver(self.store, secrets, Path(dotenv) if dotenv else None)
+        guard_library_logs(self.keys)  # until close(): keys never reach httpx/httpcore logs
         self.writer = JournalWriter(self.store)
         self.embedded = EmbeddedServer()
         self.callers: dict[str | None, Caller] = {None: Caller()}
@@ -307,6 +320,7 @@ class Runtime:
             if unwritten is not None:
                 raise unwritten
         finally:
+            guard_library_logs(self.keys, on=False)
             self._close_done.set()
 
     async def _settle_calls(self, grace: float) -> None:
@@ -446,6 +460,18 @@ class Runtime:
             log.error("attempt %s (%s, %s) ended after the broker closed; not journaled",
                       row["call_id"], row["llm_name"], row["status"])
             return 0
+
+    async def journal_settled(self) -> None:
+        """Bound what a crash could lose of the rows of a call that is returning (see the
+        module docstring): all of them committed with ``durable``, else at most
+        ``JOURNAL_WINDOW_ROWS`` unwritten while the database takes writes."""
+        writer = self.writer
+        if self.durable:
+            if writer.unwritten:
+                await asyncio.to_thread(writer.flush)
+        elif writer.unwritten > JOURNAL_WINDOW_ROWS and writer.last_error is None:
+            await asyncio.to_thread(writer.wait_within, JOURNAL_WINDOW_ROWS,
+                                    JOURNAL_WINDOW_WAIT_S)
 
     async def flush(self) -> None:
         """Return once every journal row queued so far is written."""

@@ -135,6 +135,8 @@ class StreamCore:
             self.ended = True
             self.budget.run_continuously()
             self._settle_unread(exc)
+            if isinstance(exc, Exception):  # the end, an error: bound what a crash may lose
+                await self.rt.journal_settled()
             raise
         self.budget.pause()
         return piece
@@ -347,7 +349,9 @@ class StreamCore:
     async def another(self) -> LLMResult | None:
         self._enter("ask for another answer")
         try:
-            return await self._another()
+            result = await self._another()
+            await self.rt.journal_settled()
+            return result
         finally:
             self.reading = False
 
