@@ -55,3 +55,24 @@ def test_sigkill_right_after_answers_loses_what_the_journal_promises(server, tmp
         assert lost == [], f"{len(lost)} of {len(answered)} returned answers not journaled"
     else:
         assert len(lost) <= JOURNAL_WINDOW_ROWS, len(lost)
+
+
+def test_by_default_a_call_returns_with_at_most_the_window_unwritten(cfg, db) -> None:
+    """A call that ends while the writer is behind (here 2,500 rows queued at once) waits
+    until at most ``JOURNAL_WINDOW_ROWS`` rows are unwritten; ``durable=True`` until none."""
+    import asyncio
+
+    from jevlaya_lab.broker import AsyncBroker
+
+    async def main(durable: bool) -> int:
+        async with AsyncBroker(db, models=cfg("a"), catalog=[], durable=durable) as b:
+            await b.ask("warm", max_tokens=2)
+            writer = b._rt.writer
+            for i in range(2500):
+                writer.attempt({"call_id": f"backlog-{durable}-{i}", "trace_id": "t",
+                                "llm_name": "a", "status": "ok", "called_at": "2026-01-01",
+                                "latency_ms": 1.0})
+            await b.ask("now", max_tokens=2)
+            return writer.unwritten
+    assert asyncio.run(main(False)) <= JOURNAL_WINDOW_ROWS
+    assert asyncio.run(main(True)) == 0
