@@ -27,6 +27,7 @@ BUILTIN_BASES = {
     "BrokerClosedError": RuntimeError,
     "QuestionError": ValueError,
     "SchemaError": ValueError,
+    "StateError": ValueError,
     "BudgetError": ValueError,
     "TokenizerError": TypeError,
     "CheckpointError": ValueError,
@@ -42,6 +43,7 @@ BUILTIN_BASES = {
     "FaultProfileError": ValueError,
     "UnknownModelError": LookupError,
     "UnknownLLMError": KeyError,
+    "PromptError": ValueError,
     "NotebookCheckError": AssertionError,
     "BinderBuildError": RuntimeError,
 }

@@ -76,7 +76,10 @@ class AsyncBroker(AsyncCalls):
     only for a caller with no model of its own and no provider key, ``True`` always,
     ``False`` never (see :mod:`jevlaya_lab.broker.pool`). ``direct``: models reached only with
     ``direct(alias)`` / ``direct(name=...)`` (:mod:`jevlaya_lab.broker.direct`).
-    ``sync_interval``: seconds between automatic catalog syncs (:meth:`sync`). Use it as
+    ``sync_interval``: seconds between automatic catalog syncs (:meth:`sync`). ``durable``:
+    ``True`` makes every call return only once its journal rows are committed (a crash of the
+    process right after loses none); by default a call may return with up to
+    ``JOURNAL_WINDOW_ROWS`` rows still being written (:mod:`jevlaya_lab.broker.journaling`). Use it as
     ``async with AsyncBroker() as broker:``.
     """
 
@@ -87,11 +90,12 @@ class AsyncBroker(AsyncCalls):
                  retention_days: float = 90.0, store_text: bool = False,
                  dotenv: str | Path | None = None, local: bool | None = None,
                  direct: Sequence[LLMConfig | Mapping[str, Any]] = (),
-                 sync_interval: float | None = 86400.0) -> None:
+                 sync_interval: float | None = 86400.0, durable: bool = False) -> None:
         self._rt = Runtime(source, models=models, secrets=secrets, optimize=optimize,
                            home=home, catalog=catalog, retention_days=retention_days,
                            store_text=store_text, dotenv=dotenv, local=check_local(local),
-                           direct=direct, sync_interval=check_sync_interval(sync_interval))
+                           direct=direct, sync_interval=check_sync_interval(sync_interval),
+                           durable=durable)
         self._caller = self._rt.caller()
 
     @property

@@ -5,7 +5,17 @@ Attempt rows made on the event loop are handed to the writer in batches, at most
 ``HANDOFF_S`` after the first of a batch (and at once by :meth:`CallJournal.flush`, a rating
 or closing): waking the writer's thread for every row would make it take the interpreter
 from the event loop once per call, which is most of what a call costs beyond its HTTP round
-trip. The identities of the last 100,000 attempts (trace, model, operation, scope, status) are kept
+trip.
+
+What a crash may lose is bounded (:meth:`CallJournal.settled`, run as every call returns,
+answer or error): with ``durable=True`` a call returns only once every row taken before it
+ended is committed; by default it returns at once unless more than ``JOURNAL_WINDOW_ROWS``
+rows are unwritten, in which case it waits (at most ``JOURNAL_WINDOW_WAIT_S``) until the writer
+is back within that window, so while the database takes writes a SIGKILL loses at most that
+many answered rows. While the database refuses writes nobody waits: rows wait in memory and go
+to the spill file (:mod:`jevlaya_lab.journal.writer`).
+
+The identities of the last 100,000 attempts (trace, model, operation, scope, status) are kept
 in memory, so rating a recent answer needs no database read; an older one is looked up.
 A rating also feeds the pool's learned quality (``quality``, set once the pool is built).
 """
@@ -29,14 +39,17 @@ from jevlaya_lab.journal.store import Store
 log = logging.getLogger("jevlaya_lab.broker")
 RECENT_CALLS = 100_000
 HANDOFF_S = 0.02  # the longest an attempt row waits before it goes to the writer
+JOURNAL_WINDOW_ROWS = 256  # default: most rows a call may return with still unwritten
+JOURNAL_WINDOW_WAIT_S = 5.0  # ...waiting at most this long for the writer to catch up
 _IDENTITY = ("trace_id", "llm_name", "operation", "scope", "status")
 
 
 class CallJournal:
     """Attempt rows and ratings of one broker (see the module docstring)."""
 
-    def __init__(self, writer: JournalWriter, store: Store) -> None:
+    def __init__(self, writer: JournalWriter, store: Store, *, durable: bool = False) -> None:
         self.writer = writer
+        self.durable = durable
         self.store = store
         self.quality: Quality | None = None  # the pool's, once built: ratings feed it
         self._recent: OrderedDict[str, dict[str, Any]] = OrderedDict()
@@ -90,6 +103,21 @@ class CallJournal:
         status = self.writer.status()
         status["waiting"] += len(self._batch)
         return status
+
+    async def settled(self) -> None:
+        """Bound what a crash could lose of the rows of a call that is returning (see the
+        module docstring): all of them committed with ``durable``, else at most
+        ``JOURNAL_WINDOW_ROWS`` unwritten while the database takes writes."""
+        writer = self.writer
+        if self.durable:
+            self.hand_over()
+            if writer.unwritten:
+                await asyncio.to_thread(writer.flush)
+        elif writer.unwritten + len(self._batch) > JOURNAL_WINDOW_ROWS \
+                and writer.last_error is None:
+            self.hand_over()
+            await asyncio.to_thread(writer.wait_within, JOURNAL_WINDOW_ROWS,
+                                    JOURNAL_WINDOW_WAIT_S)
 
     async def flush(self) -> None:
         """Return once every row taken so far is written."""
