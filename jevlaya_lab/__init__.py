@@ -53,8 +53,10 @@ _EXPORTS: dict[str, str] = {
     "BrokerClosedError": "jevlaya_lab.broker.errors",
     "UnknownCallError": "jevlaya_lab.broker.errors",
     "UnknownLLMError": "jevlaya_lab.broker.errors",
+    "PromptError": "jevlaya_lab.broker.errors",
     "QuestionError": "jevlaya_lab.decisions.errors",
     "SchemaError": "jevlaya_lab.decisions.errors",
+    "StateError": "jevlaya_lab.decisions.errors",
     "BudgetError": "jevlaya_lab.decisions.errors",
     "TokenizerError": "jevlaya_lab.decisions.errors",
     "CheckpointError": "jevlaya_lab.decisions.errors",
@@ -109,6 +111,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         LLMRequestError,
         LLMTimeoutError,
         NoLLMAvailableError,
+        PromptError,
         ProviderError,
         RateLimitError,
         StreamInterruptedError,
@@ -131,6 +134,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         NearTypoWarning,
         QuestionError,
         SchemaError,
+        StateError,
         TokenizerError,
     )
     from jevlaya_lab.decisions.results import (

@@ -9,9 +9,12 @@ Each area keeps its exceptions in its own ``errors.py``; every class there deriv
     │   ├── LLMRequestError                 a call ended without an answer (its own tree)
     │   ├── CatalogError (ValueError)       a catalog file or URL is not a catalog
     │   ├── UnknownCallError (ValueError)   record_quality(call_id=...) names no journaled answer
-    │   └── UnknownLLMError (KeyError)      direct(alias) / direct(name=...) names no known model
+    │   ├── UnknownLLMError (KeyError)      direct(alias) / direct(name=...) names no known model
+    │   └── PromptError (ValueError)        a call's input no model could be sent (lone surrogate,
+    │                                       nesting); raised before any model is tried
     ├── QuestionError (ValueError)          jevlaya_lab.decisions.errors
     ├── SchemaError (ValueError)            a decide() schema that cannot become questions
+    ├── StateError (ValueError)             a state the encoder cannot read (lone surrogate, too deep)
     ├── BudgetError (ValueError)
     ├── TokenizerError (TypeError)
     ├── CheckpointError (ValueError)

@@ -31,7 +31,16 @@ from jevlaya_lab.local import validation, wire
 from jevlaya_lab.local.errors import ChatRequestError
 from jevlaya_lab.local.faults import FaultProfile
 from jevlaya_lab.local.generation import Generation
-from jevlaya_lab.local.limits import MAX_BODY_BYTES, MAX_JSON_DEPTH, READ_CHUNK_BYTES, DeadlineReader, json_depth_over
+from jevlaya_lab.local.limits import (
+    MAX_BODY_BYTES,
+    MAX_JSON_DEPTH,
+    MAX_JSON_OBJECTS,
+    READ_CHUNK_BYTES,
+    DeadlineReader,
+    TooManyObjects,
+    json_depth_over,
+    parse_bounded,
+)
 from jevlaya_lab.secrets import clip_scrubbed as clip_redacted
 from jevlaya_lab.secrets import scrub_secrets as redact_secrets
 
@@ -86,9 +95,19 @@ class ChatHandler(BaseHTTPRequestHandler):
         super().setup()
         self._reader = DeadlineReader(self.connection, self.app.read_timeout)
         self.rfile = io.BufferedReader(self._reader, READ_CHUNK_BYTES)
+        track = getattr(self.server, "track", None)
+        if track is not None:  # lets the server close this connection while it sits idle
+            track(self.connection, self._reader)
 
     def handle_one_request(self) -> None:
-        """One request within the read deadline; a request cut short by it gets a 408."""
+        """One request within the read deadline; a request cut short by it gets a 408.
+
+        The request line, command and version start empty for each request, so an answer sent
+        before the request line has fully arrived (a 408 for a trickled one) can still be logged
+        and written.
+        """
+        self.requestline = self.command = ""
+        self.request_version = self.protocol_version
         self._reader.start()
         try:
             self._handle_one_request()
@@ -168,10 +187,14 @@ class ChatHandler(BaseHTTPRequestHandler):
             self._send_error(404, f"no route for POST {path}; use /v1/chat/completions")
             return
         try:
-            request = json.loads(body)
+            request = parse_bounded(body)
             too_deep = json_depth_over(request)
         except RecursionError:
             too_deep = True
+        except TooManyObjects:
+            self._send_error(400, f"the request body holds more than {MAX_JSON_OBJECTS} JSON objects; "
+                                  f"send at most {validation.MAX_MESSAGES} messages", param="messages")
+            return
         except (ValueError, UnicodeDecodeError) as exc:
             self._send_error(400, f"the request body is not valid JSON ({exc}); send a JSON object")
             return
@@ -206,6 +229,12 @@ class ChatHandler(BaseHTTPRequestHandler):
 
     def _content_length(self) -> int | None:
         """The declared body length, or ``None`` after answering 411/413 for a bad one."""
+        given = set(self.headers.get_all("Content-Length") or ())
+        if len(given) > 1:  # which one frames the body? A proxy and we could disagree: refuse
+            self.close_connection = True
+            self._send_error(400, f"the request has {len(given)} different Content-Length headers; "
+                                  "send exactly one", headers={"Connection": "close"})
+            return None
         raw = self.headers.get("Content-Length")
         if raw is None and self.command != "POST":
             return 0
