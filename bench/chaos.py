@@ -68,9 +68,9 @@ sys.path.insert(0, str(ROOT))
 
 from jevlaya_lab.broker import AsyncBroker, Broker, LLMConfig  # noqa: E402
 from jevlaya_lab.broker.errors import LLMRequestError, PromptError  # noqa: E402
-from jevlaya_lab.hooks.redaction import MIN_SECRET_RUN  # noqa: E402
 from jevlaya_lab.journal import open_store  # noqa: E402
 from jevlaya_lab.local import FaultProfile, serve, tiny_chat_model  # noqa: E402
+from jevlaya_lab.secrets import MIN_SECRET_RUN  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "chaos.json"
 KEY = "ChaosKey7Yq2Wm9Zr4Xt8Vb3Nd6Lp"

@@ -16,6 +16,8 @@ from jevlaya_lab import JevlayaError
 # Exceptions that never reach a caller, each with the reason it may stay outside the tree.
 INTERNAL = {
     "jevlaya_lab.broker.http.Failure": "a provider outcome, turned into a ProviderError by to_error()",
+    "jevlaya_lab.local.limits.TooManyObjects": "raised and caught inside the local server's body "
+                                               "parser; the client gets a JSON 400",
 }
 # Modules outside the five areas that may define their own error next to the code raising it.
 TOP_LEVEL_HOMES = {"jevlaya_lab.errors", "jevlaya_lab.notebooks", "jevlaya_lab.binder"}

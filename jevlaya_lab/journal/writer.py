@@ -17,7 +17,7 @@ Durability: a row is safe from a crash of this process once it is settled (commi
 SQLite in WAL mode a committed row survives the process being killed, a power loss may take the
 last commits). The thread commits as soon as rows arrive, so the rows at risk are those of the
 commit in progress plus any that arrived during it; the broker keeps that window bounded
-(see :mod:`jevlaya_lab.broker.runtime`: ``durable=True`` waits for every row of a call,
+(see :mod:`jevlaya_lab.broker.journaling`: ``durable=True`` waits for every row of a call,
 the default lets a call return with at most ``JOURNAL_WINDOW_ROWS`` rows unwritten).
 
 ``status()`` gives the counters (``waiting``, ``written``, ``spilled``, ``replayed``, ``lost``,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from jevlaya_lab.broker.runtime import JOURNAL_WINDOW_ROWS
+from jevlaya_lab.broker.journaling import JOURNAL_WINDOW_ROWS
 
 CHILD = Path(__file__).with_name("child_answers_then_killed.py")
 ANSWERS = 150
@@ -35,6 +35,7 @@ def _answered_then_killed(db: Path, url: str, durable: bool) -> tuple[list[str],
             seen.append(line.decode().strip())
         os.kill(proc.pid, signal.SIGKILL)
         rest = proc.stdout.read().decode().split()  # answers printed before the kill
+        proc.stdout.close()
         seen.extend(rest)
     finally:
         if proc.poll() is None:
