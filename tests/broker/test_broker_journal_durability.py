@@ -35,6 +35,7 @@ def _answered_then_killed(db: Path, url: str, durable: bool) -> tuple[list[str],
             seen.append(line.decode().strip())
         os.kill(proc.pid, signal.SIGKILL)
         rest = proc.stdout.read().decode().split()  # answers printed before the kill
+        proc.stdout.close()
         seen.extend(rest)
     finally:
         if proc.poll() is None:
