@@ -227,6 +227,9 @@ class Agent(HookHost):
         self._amp = torch.bfloat16 if self.quantize == "bf16" else _autocast_dtype(config, self.device)
         self._heads: LockedLRU[tuple, tuple[QuestionHead, ...]] = LockedLRU(_HEAD_CACHE_SIZE)
         self._prior = PriorBuilder(network, self._rows) if network.prior is not None else None
+        self._adaptation = _adaptation_of(config)
+        self.adaptation_report: Any = None
+        """What :meth:`adapt` fitted (an ``AdaptationReport``) on an Agent it returned, else None."""
 
     def __repr__(self) -> str:
         return (f"<Agent model_id={self.model_id!r} device={self.device.type} "
@@ -332,6 +335,41 @@ class Agent(HookHost):
                              "agent.save_calibration(path)")
         self.temperatures = TemperatureTable(data["temperature"], data.get("temperature_by_options") or {})
 
+    # -- few-shot adaptation and saving (jevlaya_lab.decisions.adapt) ------------------------------
+    def adapt(self, examples: Any, questions: Mapping[Any, Any], *, seed: int = 0,
+              model_id: str | None = None) -> Agent:
+        """A new Agent fitted to the user's labels for ``questions``; this one is unchanged.
+
+        ``examples``: ``(state, answers)`` pairs or a DataFrame (see
+        :func:`jevlaya_lab.decisions.adapt.adapt`); the result's ``adaptation_report`` shows the
+        cross-validated accuracy and ECE."""
+        from jevlaya_lab.decisions.adapt import adapt
+
+        return adapt(self, examples, questions, seed=seed, model_id=model_id)
+
+    @property
+    def adapted_questions(self) -> dict[Any, Any]:
+        """The question definitions this Agent has few-shot corrections for (empty: none)."""
+        return {} if self._adaptation is None else self._adaptation.questions()
+
+    def save(self, directory: str | os.PathLike[str]) -> Any:
+        """Write this Agent as a checkpoint directory (Laya layout) that ``load()`` reads back.
+
+        The temperatures in use and any adaptation (``"adaptation"`` in ``rl_agent_config.json``)
+        are written with the weights; a quantised Agent is refused, since its weights are no
+        longer the checkpoint's."""
+        import copy
+
+        from jevlaya_lab.decisions.checkpoint import save_checkpoint
+
+        if self.quantize is not None:
+            raise ValueError(f"save(): this Agent runs quantize={self.quantize!r}; load the checkpoint "
+                             "without quantize to save it")
+        config = copy.deepcopy(self.config)
+        config.temperature = [self.temperatures.by_type[t] for t in QUESTION_TYPES]
+        config.temperature_by_options = dict(self.temperatures.by_bucket)
+        return save_checkpoint(directory, self.decision_model, self.tokenizer, config)
+
     def predict_long(self, state: Any, questions: Mapping[Any, Any], *, window: int | None = None,
                      stride: int | None = None, aggregate: str = "auto", batch_size: int | None = None,
                      **hook_kwargs: Any) -> dict[str, Any]:
@@ -392,7 +430,11 @@ class Agent(HookHost):
             batch = build_batch(self._rows, chunk_tokens, heads, max_len=max_len)
             prior = None if self._prior is None else self._prior.inputs(
                 chunk_tokens, batch.questions, max_len, batch.option_mask.shape[1])
-            for index, result in zip(picked, self._decode(batch, self._forward(batch, prior))):
+            out = self._forward(batch, prior)
+            if self._adaptation is not None:  # the user's few-shot corrections (decisions.adapt)
+                out = DecisionOutput(self._adaptation.adjust(self, batch, chunk_tokens, out.option_logits,
+                                                             max_len), out.act_logits)
+            for index, result in zip(picked, self._decode(batch, out)):
                 results[index] = result
         return results
 
@@ -438,6 +480,15 @@ class Agent(HookHost):
                 row += 1
             # a dict to code; a notebook shows it as the answers card (issue 16 item 7)
             yield AgentResult({"model": self.model_id, "answers": answers, "usage": dict(usage)})
+
+
+def _adaptation_of(config: CheckpointConfig) -> Any:
+    """The checkpoint's few-shot corrections (``"adaptation"`` in its config), or None."""
+    if "adaptation" not in config.extra:
+        return None
+    from jevlaya_lab.decisions.adapt import Adaptation
+
+    return Adaptation.from_value(config.extra["adaptation"])
 
 
 def load(source: Any, **agent_kwargs: Any) -> Agent:
