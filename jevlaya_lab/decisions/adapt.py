@@ -330,8 +330,8 @@ def _fit(method: str, qtype: str, lp: torch.Tensor, vectors: torch.Tensor, targe
         penalty = float(method.split("-", 1)[1])
         weight = torch.zeros((k, vectors.shape[1]), dtype=torch.float64, requires_grad=True)
         params.append(weight)
-    optimizer = torch.optim.LBFGS(params, lr=1.0, max_iter=200, tolerance_grad=1e-7,
-                                  tolerance_change=1e-10, line_search_fn="strong_wolfe")
+    optimizer = torch.optim.LBFGS(params, lr=1.0, max_iter=100, tolerance_grad=1e-6,
+                                  tolerance_change=1e-9, line_search_fn="strong_wolfe")
 
     def loss_fn() -> torch.Tensor:
         optimizer.zero_grad()
