@@ -337,7 +337,7 @@ class Agent(HookHost):
 
     # -- few-shot adaptation and saving (jevlaya_lab.decisions.adapt) ------------------------------
     def adapt(self, examples: Any, questions: Mapping[Any, Any], *, seed: int = 0,
-              model_id: str | None = None) -> Agent:
+              method: str = "linear", model_id: str | None = None) -> Agent:
         """A new Agent fitted to the user's labels for ``questions``; this one is unchanged.
 
         ``examples``: ``(state, answers)`` pairs or a DataFrame (see
@@ -345,7 +345,7 @@ class Agent(HookHost):
         cross-validated accuracy and ECE."""
         from jevlaya_lab.decisions.adapt import adapt
 
-        return adapt(self, examples, questions, seed=seed, model_id=model_id)
+        return adapt(self, examples, questions, seed=seed, method=method, model_id=model_id)
 
     @property
     def adapted_questions(self) -> dict[Any, Any]:
