@@ -272,11 +272,13 @@ def main(argv=None) -> int:
                 secs = [r.get(f"{m}_s", 0.0) for r in subset]
                 mean = lambda xs: sum(xs) / len(xs) if xs else math.nan  # noqa: E731
                 summary[m] = (mean(yn), mean(ch), mean(ece), mean(secs))
-                parts.append(f"{m:>6} {summary[m][0]:.3f}   {summary[m][1]:.3f}  {summary[m][2]:.3f} {summary[m][3]:5.1f}")
+                yn_, ch_, ece_, s_m = summary[m]
+                parts.append(f"{m:>6} {yn_:.3f}   {ch_:.3f}  {ece_:.3f} {s_m:5.1f}")
             ratio = ""
             if "setfit" in summary:
                 a, s_ = summary["adapt"], summary["setfit"]
-                ratio = f" | adapt-setfit: yes/no {a[0] - s_[0]:+.3f}, choice {a[1] - s_[1]:+.3f}, time x{a[3] / s_[3]:.3f}"
+                ratio = (f" | adapt-setfit: yes/no {a[0] - s_[0]:+.3f}, choice {a[1] - s_[1]:+.3f}, "
+                         f"time x{a[3] / s_[3]:.3f}")
             n_yn = sum(r["kind"] == "yesno" for r in subset)
             print(f"{k:>3} {label:<11} ({n_yn} yes/no, {len(subset) - n_yn} choices) | " + " | ".join(parts) + ratio)
     if args.json:

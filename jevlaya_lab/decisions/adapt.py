@@ -60,19 +60,20 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from html import escape
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from jevlaya_lab.decisions.errors import LabelError
 from jevlaya_lab.decisions.questions import Question, parse_questions
 
-if TYPE_CHECKING:
-    from jevlaya_lab.decisions.agent import Agent
+Agent = Any
+"""An :class:`~jevlaya_lab.decisions.agent.Agent` (not imported: the Agent imports this module)."""
 
 __all__ = ["ADAPTATION_KEY", "Adaptation", "AdaptationReport", "QuestionAdaptation", "adapt",
            "answer_index", "question_key", "read_examples"]
 
+ROWS_PER_CHUNK = 256
 ADAPTATION_KEY = "adaptation"
 ADAPTATION_VERSION = 1
 LINEAR_PENALTIES = (0.03, 0.003, 0.0003)
@@ -149,7 +150,10 @@ def _missing(value: Any) -> bool:
         return False
 
 
-def read_examples(examples: Any, questions: Sequence[Question]) -> tuple[list[Any], dict[Any, list[tuple[int, int]]], list[str]]:
+Labels = dict[Any, list[tuple[int, int]]]
+
+
+def read_examples(examples: Any, questions: Sequence[Question]) -> tuple[list[Any], Labels, list[str]]:
     """``(states, labels, names)``: every example's state, per question id the ``(example, option)``
     pairs, and how each example is named in errors (``examples[3]`` or ``row 3 (index 'a7')``).
 
@@ -200,13 +204,13 @@ def read_examples(examples: Any, questions: Sequence[Question]) -> tuple[list[An
                              "correct answer, e.g. {'urgent': True}")
         states.append(state)
         for qid, value in answers.items():
-            q = by_id.get(qid) or by_name.get(str(qid))
-            if q is None:
+            found = by_id.get(qid) or by_name.get(str(qid))
+            if found is None:
                 raise LabelError(f"{name}: answers names question {qid!r}, which is not among the questions "
                                  f"being adapted ({sorted(map(str, by_id))}); add it to questions or drop it")
             if _missing(value):
                 continue
-            labels[q.id].append((position, answer_index(q, value, f"{name}, answers[{qid!r}]")))
+            labels[found.id].append((position, answer_index(found, value, f"{name}, answers[{qid!r}]")))
     return states, labels, names
 
 
@@ -229,7 +233,6 @@ def base_features(agent: Agent, states: Sequence[Any], parsed: tuple[Question, .
     """Per question ``[n, k]`` log-probabilities (caller order, at the agent's temperatures) that
     the agent's checkpoint gives ``states`` without any adaptation, and the ``[n, d]`` pooled state
     vectors (None unless ``vectors``)."""
-    from jevlaya_lab.decisions.agent import ROWS_PER_CHUNK
     from jevlaya_lab.decisions.budget import check_positions
     from jevlaya_lab.decisions.encoding import build_batch, check_budget, tokenize_states
 
@@ -239,7 +242,7 @@ def base_features(agent: Agent, states: Sequence[Any], parsed: tuple[Question, .
         agent.model_id)
     heads = agent._question_heads(parsed, agent.config.head_max_len)
     tokens = tokenize_states(agent._rows, list(states))
-    chunk = max(1, ROWS_PER_CHUNK // len(heads))
+    chunk = max(1, ROWS_PER_CHUNK // len(heads))  # the Agent's chunking: at most 256 rows per pass
     per_question: list[list[torch.Tensor]] = [[] for _ in parsed]
     for start in range(0, len(tokens), chunk):
         chunk_tokens = tokens[start:start + chunk]
@@ -250,7 +253,8 @@ def base_features(agent: Agent, states: Sequence[Any], parsed: tuple[Question, .
         for j, q in enumerate(parsed):
             rows = logits[j::len(parsed), :q.n_options]
             temperature = agent.temperatures.get(q.type, q.n_options)
-            per_question[j].append(_caller_order(q, torch.log_softmax(rows / temperature, dim=-1).clamp_min(_LOG_FLOOR)))
+            lp = torch.log_softmax(rows / temperature, dim=-1).clamp_min(_LOG_FLOOR)
+            per_question[j].append(_caller_order(q, lp))
     lps = [torch.cat(parts).double() for parts in per_question]
     return lps, (state_vectors(agent, tokens, max_len).double() if vectors else None)
 
@@ -406,7 +410,8 @@ def _ece(probs: torch.Tensor, targets: torch.Tensor, bins: int = 10) -> float:
         low, high = b / bins, (b + 1) / bins
         inside = (conf >= low) & ((conf < high) if b < bins - 1 else (conf <= high))
         if inside.any():
-            total += abs(float(conf[inside].mean()) - float((top[inside] == targets[inside]).double().mean())) * int(inside.sum())
+            hits = float((top[inside] == targets[inside]).double().mean())
+            total += abs(float(conf[inside].mean()) - hits) * int(inside.sum())
     return total / len(targets)
 
 
@@ -543,8 +548,8 @@ class Adaptation:
         """``logits`` (slot order, ``[states x questions, max_k]``) with the adapted questions' rows
         replaced, in the units ``Agent._decode`` divides by the current temperature."""
         questions = batch.questions
-        found = [(j, q, self.entries.get(question_key(q))) for j, q in enumerate(questions)]
-        found = [(j, q, e) for j, q, e in found if e is not None]
+        found = [(j, q, e) for j, q in enumerate(questions)
+                 if (e := self.entries.get(question_key(q))) is not None]
         if not found:
             return logits
         vectors = None
@@ -554,7 +559,8 @@ class Adaptation:
         for j, q, e in found:
             k = q.n_options
             rows = out[j::len(questions)]
-            caller_lp = _caller_order(q, torch.log_softmax(rows[:, :k].float() / e.temperature, dim=-1).clamp_min(_LOG_FLOOR))
+            lp = torch.log_softmax(rows[:, :k].float() / e.temperature, dim=-1).clamp_min(_LOG_FLOOR)
+            caller_lp = _caller_order(q, lp)
             bias, weight, center = self._tensors[e.key]
             adapted = math.exp(e.log_a) * caller_lp
             if bias is not None:
@@ -603,7 +609,8 @@ class AdaptationReport:
         for r in self.questions:
             lines.append(f"  {str(r.id)!s:<16} {r.type:<6} n={r.n:<3} {r.method:<16} accuracy "
                          f"{r.zero_shot_accuracy:.2f} -> {r.cv_accuracy:.2f} (cv), balanced "
-                         f"{r.zero_shot_balanced:.2f} -> {r.cv_balanced:.2f}, ECE {r.zero_shot_ece:.2f} -> {r.cv_ece:.2f}")
+                         f"{r.zero_shot_balanced:.2f} -> {r.cv_balanced:.2f}, "
+                         f"ECE {r.zero_shot_ece:.2f} -> {r.cv_ece:.2f}")
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
@@ -632,8 +639,6 @@ def adapt(agent: Agent, examples: Any, questions: Mapping[Any, Any], *, seed: in
     and the field for an unknown question id or option, a label of the wrong type, and a question
     with fewer than two labels or one class only.
     """
-    from jevlaya_lab.decisions.agent import Agent
-
     started = time.perf_counter()
     if not isinstance(method, str) or not (method in METHODS or (
             method.startswith("linear-") and _is_number(method.split("-", 1)[1]))):
@@ -671,7 +676,7 @@ def adapt(agent: Agent, examples: Any, questions: Mapping[Any, Any], *, seed: in
     config = _copy_config(agent.config)
     config.extra[ADAPTATION_KEY] = Adaptation(entries).to_value()
     runner = agent._hooks
-    adapted = Agent((agent.decision_model, agent.tokenizer, config), device=agent.device,
+    adapted = type(agent)((agent.decision_model, agent.tokenizer, config), device=agent.device,
                     hooks=runner.installed, hooks_raise=runner.hooks_raise,
                     hooks_concurrent=runner.hooks_concurrent, hooks_timeout=runner.hooks_timeout,
                     model_id=model_id or f"{agent.model_id}+adapted")

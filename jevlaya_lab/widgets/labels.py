@@ -47,7 +47,8 @@ class LabelView(anywidget.AnyWidget):
 
     _esm = esm("labels")
     _css = css()
-    rows = traitlets.List(help="[{i, state, answers: {qid: {value, p}}, labels: {qid: value}, fitted: {qid: bool}}]").tag(sync=True)
+    rows = traitlets.List(help="[{i, state, answers: {qid: {value, p}}, labels: {qid: value}, "
+                               "fitted: {qid: bool}}]").tag(sync=True)
     questions_info = traitlets.List(help="[{id, type, options}]").tag(sync=True)
     stats = traitlets.Dict(help="{qid: {n, accuracy, ece, bins: [{lo, hi, n, confidence, accuracy}]}}").tag(sync=True)
     status = traitlets.Dict(help="{model, adaptations, changed, seconds, cv: {qid: accuracy}, error}").tag(sync=True)
@@ -175,7 +176,7 @@ class LabelView(anywidget.AnyWidget):
         stats = {}
         for qid in self._parsed:
             pairs = self.held_out(qid)
-            bins = []
+            bins: list[dict[str, Any]] = []
             for b in range(BINS):
                 lo, hi = b / BINS, (b + 1) / BINS
                 inside = [(r, p) for r, p in pairs if lo <= p < hi or (b == BINS - 1 and p == 1.0)]

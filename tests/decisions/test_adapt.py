@@ -158,7 +158,8 @@ def test_dataframe_errors_name_the_row_and_column(base: Agent) -> None:
 def test_saved_adaptation_with_a_broken_entry_is_refused(base: Agent, tmp_path) -> None:
     from jevlaya_lab.decisions.errors import CheckpointError
 
-    saved = base.adapt([(s, {"money": g["money"]}) for s, g in task(12, seed=5)], {"money": QUESTIONS["money"]}).save(tmp_path / "a")
+    labels = [(s, {"money": g["money"]}) for s, g in task(12, seed=5)]
+    saved = base.adapt(labels, {"money": QUESTIONS["money"]}).save(tmp_path / "a")
     config = json.loads((saved / "rl_agent_config.json").read_text())
     del config["adaptation"]["questions"][0]["log_a"]
     (saved / "rl_agent_config.json").write_text(json.dumps(config))
@@ -169,7 +170,7 @@ def test_saved_adaptation_with_a_broken_entry_is_refused(base: Agent, tmp_path) 
 def test_laya_reads_an_adapted_checkpoint(tmp_path) -> None:
     """The Laya layout is kept: a checkpoint Laya wrote, adapted and saved by us, loads in Laya
     again (which ignores the adaptation and answers zero-shot, as our base Agent does)."""
-    laya = pytest.importorskip("laya")
+    pytest.importorskip("laya")
     import laya.common
     import laya.train
     from transformers import BertConfig, BertModel
@@ -182,8 +183,8 @@ def test_laya_reads_an_adapted_checkpoint(tmp_path) -> None:
                                    num_attention_heads=2, intermediate_size=64, max_position_embeddings=128,
                                    pad_token_id=tokenizer.pad_token_id))
     model = laya.common.DecisionModel(encoder, head_layers=1, n_act=2)
-    laya.train.save_checkpoint(model.eval(), tokenizer, {"encoder": "tiny", "head_layers": 1, "act_costs": {"escalate": 0.5},
-                                                         "max_len": 128, "head_max_len": 64}, str(tmp_path / "laya"))
+    config = {"encoder": "tiny", "head_layers": 1, "act_costs": {"escalate": 0.5}, "max_len": 128, "head_max_len": 64}
+    laya.train.save_checkpoint(model.eval(), tokenizer, config, str(tmp_path / "laya"))
     base = Agent(tmp_path / "laya", device="cpu")
     money = {"money": QUESTIONS["money"]}
     saved = base.adapt([(s, {"money": g["money"]}) for s, g in task(12, seed=6)], money).save(tmp_path / "a")

@@ -50,7 +50,8 @@ def test_labels_update_held_out_stats_and_adapt_counts_changes(agent: Agent) -> 
     assert view.labels[0] == {"money": True, "team": "billing", "level": 2}
     stats = view.stats["money"]
     assert stats["n"] == 8 and sum(b["n"] for b in stats["bins"]) == 8
-    right = sum(view.rows[i]["answers"]["money"]["value"] == ("yes" if m else "no") for i, (_, m) in enumerate(data[:8]))
+    right = sum(view.rows[i]["answers"]["money"]["value"] == ("yes" if m else "no")
+                for i, (_, m) in enumerate(data[:8]))
     assert stats["accuracy"] == right / 8
     with pytest.raises(ValueError, match="not an option"):
         view.label(1, "team", "sales")
