@@ -18,6 +18,7 @@ when the datasets folder is found (``--data-dir``, ``$JEVLAYA_DATA_DIR``), from 
 datasets' test utterances (``source: datasets``; a seeded sample per question). The machine
 is usually shared with other jobs: compare the ratios, not the seconds.
 
+    make setfit                                         # installs SetFit 1.2, then runs this
     .venv/bin/python bench/adapt.py                    # locked half, k = 4 8 16, with SetFit
     .venv/bin/python bench/adapt.py --half dev --no-setfit --k 8
 """
@@ -208,7 +209,8 @@ def main(argv=None) -> int:
     parser.add_argument("--setfit-max", type=int, default=12,
                         help="SetFit runs on the first N yes/no and N/2 choice questions of the half (0: all)")
     parser.add_argument("--only", nargs="*", help="question ids to run (default: all of the half)")
-    parser.add_argument("--json", help="write the per-question rows here")
+    parser.add_argument("--json", default=str(ROOT / "bench" / "results" / "adapt.json"),
+                        help="write the per-question rows here")
     args = parser.parse_args(argv)
 
     import torch
@@ -282,6 +284,7 @@ def main(argv=None) -> int:
             n_yn = sum(r["kind"] == "yesno" for r in subset)
             print(f"{k:>3} {label:<11} ({n_yn} yes/no, {len(subset) - n_yn} choices) | " + " | ".join(parts) + ratio)
     if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0
 
