@@ -119,7 +119,8 @@ def tasks(half: str, data_dir: str | None, seed: int, folder: Path = DATA) -> tu
 
 def draw(items, k: int, seed: int):
     """k labelled items spread over the classes as evenly as they allow (SetFit's "k per class"
-    idea at a fixed total: a yes/no gets k/2 of each answer), and the rest; seeded."""
+    idea at a fixed total: a yes/no gets k/2 of each answer), never more than half of a class's
+    items (so every answer is left to score; a rare class may make k smaller), and the rest; seeded."""
     rng = random.Random(seed)
     by_class: dict = {}
     for i, (_, gold) in enumerate(items):
@@ -128,6 +129,8 @@ def draw(items, k: int, seed: int):
         rng.shuffle(members)
     classes = sorted(by_class, key=str)
     rng.shuffle(classes)
+    for c, members in by_class.items():  # at most half of a class: the rest keeps every answer to score
+        by_class[c] = members[:len(members) // 2]
     picked: list[int] = []
     while len(picked) < k and any(by_class.values()):
         for c in classes:
@@ -244,7 +247,7 @@ def main(argv=None) -> int:
             adapted = base.adapt([(x, {qid: g}) for x, g in train], {qid: question})
             seconds = time.perf_counter() - started
             fitted, _ = answer_probs(adapted, texts, qid, question)
-            row = {"k": k, "id": qid, "kind": t["kind"], "n_test": len(test),
+            row = {"k": k, "k_drawn": len(train), "id": qid, "kind": t["kind"], "n_test": len(test),
                    "method": adapted.adaptation_report.questions[0].method,
                    "zero": score(zero, golds, labels), "adapt": score(fitted, golds, labels), "adapt_s": seconds}
             if not args.no_setfit and k in args.setfit_k and t["id"] in setfit_ids:
@@ -253,7 +256,7 @@ def main(argv=None) -> int:
             rows.append(row)
             extra = (f"  setfit {row['setfit'][0]:.2f}/{row['setfit'][1]:.2f} {row['setfit_s']:.1f}s"
                      if "setfit" in row else "")
-            print(f"k={k:<2} {qid:<22} {t['kind']:<6} n={len(test):<4} zero {row['zero'][0]:.2f}/{row['zero'][1]:.2f}"
+            print(f"k={k:<2}({len(train):>2}) {qid:<22} {t['kind']:<6} n={len(test):<4} zero {row['zero'][0]:.2f}/{row['zero'][1]:.2f}"
                   f"  adapt {row['adapt'][0]:.2f}/{row['adapt'][1]:.2f} {seconds:.1f}s ({row['method']}){extra}",
                   flush=True)
     print("\nmean over questions (yes/no: balanced accuracy; choice: accuracy; ECE over both)")

@@ -137,7 +137,9 @@ class Agent(HookHost):
         self._amp = torch.bfloat16 if self.quantize == "bf16" else autocast_dtype(config, self.device)
         self._heads: LockedLRU[tuple[Any, ...], tuple[QuestionHead, ...]] = LockedLRU(_HEAD_CACHE_SIZE)
         self._prior = PriorBuilder(network, self._rows) if network.prior is not None else None
-        self._adaptation = _adaptation_of(config)
+        from jevlaya_lab.decisions.adaptation import adaptation_of  # few-shot corrections, if any
+
+        self._adaptation = adaptation_of(config)
         self.adaptation_report: Any = None
         """What :meth:`adapt` fitted (an ``AdaptationReport``) on an Agent it returned, else None."""
 
@@ -254,7 +256,8 @@ class Agent(HookHost):
         cross-validated accuracy and ECE."""
         from jevlaya_lab.decisions.adapt import adapt
 
-        return adapt(self, examples, questions, seed=seed, method=method, model_id=model_id)
+        adapted: Agent = adapt(self, examples, questions, seed=seed, method=method, model_id=model_id)
+        return adapted
 
     @property
     def adapted_questions(self) -> dict[Any, Any]:
@@ -262,22 +265,11 @@ class Agent(HookHost):
         return {} if self._adaptation is None else self._adaptation.questions()
 
     def save(self, directory: str | os.PathLike[str]) -> Any:
-        """Write this Agent as a checkpoint directory (Laya layout) that ``load()`` reads back.
+        """Write this Agent, its temperatures and any adaptation as a checkpoint directory (Laya
+        layout) that ``load()`` reads back (:func:`jevlaya_lab.decisions.adapt.save_agent`)."""
+        from jevlaya_lab.decisions.adapt import save_agent
 
-        The temperatures in use and any adaptation (``"adaptation"`` in ``rl_agent_config.json``)
-        are written with the weights; a quantised Agent is refused, since its weights are no
-        longer the checkpoint's."""
-        import copy
-
-        from jevlaya_lab.decisions.checkpoint import save_checkpoint
-
-        if self.quantize is not None:
-            raise ValueError(f"save(): this Agent runs quantize={self.quantize!r}; load the checkpoint "
-                             "without quantize to save it")
-        config = copy.deepcopy(self.config)
-        config.temperature = [self.temperatures.by_type[t] for t in QUESTION_TYPES]
-        config.temperature_by_options = dict(self.temperatures.by_bucket)
-        return save_checkpoint(directory, self.decision_model, self.tokenizer, config)
+        return save_agent(self, directory)
 
     def predict_long(self, state: Any, questions: Mapping[Any, Any], *, window: int | None = None,
                      stride: int | None = None, aggregate: str = "auto", batch_size: int | None = None,
@@ -392,15 +384,6 @@ class Agent(HookHost):
                 row += 1
             # a dict to code; a notebook shows it as the answers card
             yield AgentResult({"model": self.model_id, "answers": answers, "usage": dict(usage)})
-
-
-def _adaptation_of(config: CheckpointConfig) -> Any:
-    """The checkpoint's few-shot corrections (``"adaptation"`` in its config), or None."""
-    if "adaptation" not in config.extra:
-        return None
-    from jevlaya_lab.decisions.adapt import Adaptation
-
-    return Adaptation.from_value(config.extra["adaptation"])
 
 
 def load(source: Any, **agent_kwargs: Any) -> Agent:
