@@ -133,7 +133,8 @@ class HookRunner:
              **keywords: Unpack[HookKeywords]) -> CallHooks:
         """The hooks of one call: installed, then this call's (``None`` and ``[]`` add nothing).
         ``options`` and the keywords are one call's :class:`HookOptions` (see ``of_call``)."""
-        options = HookOptions.of_call(options, keywords, "call")
+        if keywords or options is None or type(options) is not HookOptions:
+            options = HookOptions.of_call(options, keywords, "call")
         if hooks is not None:
             if options.hooks is not None:
                 raise TypeError("call: hooks given both positionally and in options; pass them once")

@@ -63,12 +63,14 @@ class HookOptions:
     @classmethod
     def of_call(cls, options: HookOptions | None, keywords: Mapping[str, Any], where: str) -> HookOptions:
         """The options of one call from ``hook_options=`` and/or the separate keywords."""
-        unknown = sorted(set(keywords) - set(HookKeywords.__annotations__))
+        if not keywords and (options is None or (type(options) is HookOptions and options.hooks_concurrent is None)):
+            return _NONE if options is None else options  # the common call: nothing to merge or check
+        unknown = sorted(set(keywords) - _KEYWORDS)
         if unknown:
             raise TypeError(f"{where}() got an unexpected keyword argument {unknown[0]!r}; the hook "
                             f"keywords are {', '.join(HookKeywords.__annotations__)}")
         if options is None:
-            return cls(**keywords) if keywords else _NONE
+            return cls(**keywords)
         if not isinstance(options, HookOptions):
             raise TypeError(f"{where}: hook_options must be a HookOptions, got {type(options).__name__}")
         if options.hooks_concurrent is not None:
@@ -79,7 +81,7 @@ class HookOptions:
         if twice:
             raise TypeError(f"{where}: {', '.join(twice)} given both in hook_options and as keywords; "
                             "pass each setting once")
-        return replace(options, **{k: v for k, v in keywords.items() if v is not None}) if keywords else options
+        return replace(options, **{k: v for k, v in keywords.items() if v is not None})
 
     def followed_by(self, *hooks: Any) -> HookOptions:
         """These options with ``hooks`` running after every hook they name (the two plain
@@ -98,3 +100,4 @@ class HookOptions:
 
 
 _NONE = HookOptions()
+_KEYWORDS = frozenset(HookKeywords.__annotations__)
