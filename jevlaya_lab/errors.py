@@ -15,6 +15,7 @@ Each area keeps its exceptions in its own ``errors.py``; every class there deriv
     ├── QuestionError (ValueError)          jevlaya_lab.decisions.errors
     ├── SchemaError (ValueError)            a decide() schema that cannot become questions
     ├── StateError (ValueError)             a state the encoder cannot read (lone surrogate, too deep)
+    ├── LabelError (ValueError)             a bad label given to agent.adapt (the example and the field named)
     ├── BudgetError (ValueError)
     ├── TokenizerError (TypeError)
     ├── CheckpointError (ValueError)

@@ -30,6 +30,7 @@ BUILTIN_BASES = {
     "QuestionError": ValueError,
     "SchemaError": ValueError,
     "StateError": ValueError,
+    "LabelError": ValueError,
     "BudgetError": ValueError,
     "TokenizerError": TypeError,
     "CheckpointError": ValueError,
