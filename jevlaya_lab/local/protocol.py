@@ -22,9 +22,10 @@ import threading
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any, Protocol
 
-from jevlaya_lab.hooks.redaction import clip_redacted, redact_secrets
 from jevlaya_lab.local import wire
 from jevlaya_lab.local.limits import MAX_BODY_BYTES, READ_CHUNK_BYTES, DeadlineReader
+from jevlaya_lab.secrets import clip_scrubbed as clip_redacted
+from jevlaya_lab.secrets import scrub_secrets as redact_secrets
 
 if TYPE_CHECKING:
     from jevlaya_lab.local.faults import FaultProfile
