@@ -8,11 +8,11 @@ PIP := $(PY) -m pip
 setup: $(VENV)/.installed
 
 # llama.cpp for the local chat model (SmolLM2's GGUF), built once from its source package with
-# the system compiler (cmake, g++; ~25 min on 2 busy cores, ~6 on idle ones) and kept as a wheel
-# in LLAMA_WHEELS, outside the checkout: a fresh clone on this machine (CI) installs it in
-# seconds. The directory name holds everything the build depends on (version, CPU level,
-# Python), so a wheel is never reused for another configuration; pip's own wheel cache is not
-# used for this, because its key ignores CMAKE_ARGS. The CPU level is x86-64-v3 (AVX2, FMA,
+# the system compiler (cmake, g++: 31 min wall / 9 min CPU on 2 cores shared with a load of ~10)
+# and kept as a wheel in LLAMA_WHEELS, outside the checkout: a fresh clone on this machine (CI)
+# installs it in seconds. The folder name holds what the build depends on (version, CPU level;
+# the wheel is py3-none: ctypes bindings, no Python ABI), so a wheel is never reused for another
+# configuration; pip's own wheel cache is not relied on, because its key ignores CMAKE_ARGS. The CPU level is x86-64-v3 (AVX2, FMA,
 # F16C) rather than -march=native: the wheel then runs on any machine of the last decade that
 # the cache folder may be copied to or shared with, where a native build could die of an
 # illegal instruction (AVX-512), for a few per cent of speed on a memory-bound 135M model.
@@ -23,8 +23,7 @@ LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
 LLAMA_WHEELS ?= $(HOME)/.cache/jevlaya_lab/wheels/llama-cpp-python-$(LLAMA_CPP_VERSION)-x86-64-v3
 
 llama-wheel:
-	@tag=$$($(PY) -c 'import sys; print("cp%d%d" % sys.version_info[:2])'); \
-	if ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-$$tag-*.whl >/dev/null 2>&1; then \
+	@if ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1; then \
 	  echo "llama-cpp-python $(LLAMA_CPP_VERSION): cached wheel in $(LLAMA_WHEELS)"; \
 	else \
 	  echo "llama-cpp-python $(LLAMA_CPP_VERSION): building from source into $(LLAMA_WHEELS) (minutes, once)"; \

@@ -2,7 +2,8 @@
 
 The server tests run against both backends: a test that uses ``server`` or ``start_server()``
 without naming its models runs once with the tiny transformers models and once with SmolLM2 on
-llama.cpp under the same names (``tiny-0``, ``tiny-1``, 16 tokens by default), unless it is
+llama.cpp under the same names (``tiny-0``, ``tiny-1``, 8 tokens by default, fewer than its
+shortest greeting, so answers end by length as the tiny models' do), unless it is
 marked ``transformers_only`` (it compares text with a tiny model's, or needs a torch model).
 Without llama-cpp-python the llama.cpp runs fail, saying to run ``make setup``.
 """
@@ -46,7 +47,7 @@ def llama_pair() -> tuple[Any, Any]:
     """SmolLM2 on llama.cpp as ``tiny-0`` and ``tiny-1`` (loaded once: ~0.3 s and ~150 MB each)."""
     from jevlaya_lab.local.llama_model import LlamaChatModel
 
-    return tuple(LlamaChatModel(smollm2_gguf(), name=f"tiny-{i}", default_max_tokens=16, context_length=2048)
+    return tuple(LlamaChatModel(smollm2_gguf(), name=f"tiny-{i}", default_max_tokens=8, context_length=2048)
                  for i in range(2))  # type: ignore[return-value]
 
 

@@ -10,8 +10,7 @@ import openai
 import pytest
 import torch
 
-from jevlaya_lab.local import ChatModel, LocalModelError, load_chat_model, serve, smollm2, tiny_chat_model
-from jevlaya_lab.local import loading
+from jevlaya_lab.local import ChatModel, LocalModelError, load_chat_model, loading, serve, smollm2, tiny_chat_model
 
 from .conftest import USER
 
