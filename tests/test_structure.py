@@ -41,7 +41,6 @@ KNOWN_ENGINE_DISPLAY: dict[str, str] = {
 # Modules still over MAX_MODULE_LINES: path under jevlaya_lab/ -> whose work splits it.
 MAX_MODULE_LINES = 400
 KNOWN_LONG_MODULES: dict[str, str] = {
-    "local/handler.py": "local-llama: HTTP apart from fault injection",
 }
 LIFECYCLE_MODULE = "jevlaya_lab.hooks.dispatch"
 PREDICT_EVENTS = frozenset({"on_predict_start", "on_predict_end", "on_error"})

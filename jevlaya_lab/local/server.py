@@ -39,7 +39,7 @@ from jevlaya_lab.local.limits import (
 )
 
 if TYPE_CHECKING:
-    from jevlaya_lab.local.chat_model import ChatModel
+    from jevlaya_lab.local.generation import ChatBackend as ChatModel
 
 STOP_JOIN_SECONDS = 5.0
 REFUSE_WAIT_S = 1.0  # how long a refused connection may take to send its request and read the 503
