@@ -10,6 +10,13 @@ client-side CPU measured here is the broker's. Measured:
 2. Throughput: 50 concurrent callers through one ``AsyncBroker`` and one sync ``Broker``.
 3. Journal write cost per attempt row (background writer, batched SQLite inserts; with
    ``--postgresql URL`` also into that PostgreSQL database, in a fresh schema dropped after).
+4. Against llmbroker 1.11.0 (the reference; ``--no-llmbroker`` skips it): ``--rounds`` rounds,
+   each interleaving a plain httpx call, ``AsyncBroker.ask`` and llmbroker's
+   ``AsyncBroker.ask`` on one endpoint that answers at once (``bench/fixed_answer_server.py``,
+   its own process: a model's generation time varies by more than what is measured, and
+   llmbroker's ``ask`` takes no ``max_tokens`` to keep an answer short). Each round gives each
+   broker's added p50 over the httpx call (the four calls of each step in a shuffled order);
+   the table shows the medians over the rounds and their ratio (the goal is at most 0.5).
 """
 
 from __future__ import annotations
@@ -19,8 +26,10 @@ import asyncio
 import concurrent.futures as cf
 import contextlib
 import json
+import math
 import os
 import platform
+import random
 import socket
 import statistics
 import subprocess
@@ -47,6 +56,35 @@ BODY_PARAMS = {"max_tokens": 1}
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+class FixedAnswerProcess:
+    """``bench/fixed_answer_server.py`` on a free loopback port, in its own process."""
+
+    def __init__(self) -> None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "fixed_answer_server.py"),
+                                      str(self.port)], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(self.base_url + "/models", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError("the fixed-answer server did not start within 30 s")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
 
 
 class LocalServerProcess:
@@ -164,6 +202,66 @@ def sync_throughput(server: LocalServerProcess, callers: int, each: int) -> dict
     return {"threads": callers, "calls": total, "calls_per_s": total / wall, "journal_rows": rows}
 
 
+async def versus_llmbroker(server: FixedAnswerProcess, rounds: int, n: int) -> dict[str, Any]:
+    """Added p50 over a plain httpx call of this broker and of llmbroker, per round (see the
+    module docstring). This broker journals into SQLite (a background writer); llmbroker runs
+    twice, with its ``InMemoryStore`` (no journal IO: the goal is measured against this one)
+    and with its SQLite ``Store`` (which writes each row before ``ask`` returns)."""
+    import llmbroker
+    import llmbroker.sqlite as llmbroker_sqlite
+
+    class Registry:
+        async def load(self) -> list[Any]:
+            return [llmbroker.LLMConfig(name="a", base_url=server.base_url, model="a",
+                                        api_key_ref="KEY", parallel=64)]
+
+    body = {"model": "a", "messages": [{"role": "user", "content": "hi"}]}
+    entries = [LLMConfig(name="a", base_url=server.base_url, model="a", api_key_ref="KEY",
+                         parallel=64)]
+    sides = ("jevlaya", "llmbroker", "llmbroker_sqlite")
+    rng = random.Random(0)
+    per_round: list[dict[str, float]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        def theirs(store: Any, home: str) -> Any:
+            return llmbroker.AsyncBroker(Registry(), secrets=llmbroker.DictSecrets({"KEY": "sk-x"}),
+                                         store=store, sync=None, home=Path(tmp) / home)
+        async with httpx.AsyncClient() as client, \
+                AsyncBroker(Path(tmp) / "ours.db", models=entries, catalog=[],
+                            secrets={"KEY": "sk-x"}) as ours, \
+                theirs(llmbroker.InMemoryStore(), "h1") as memory, \
+                theirs(llmbroker_sqlite.Store(Path(tmp) / "theirs.db"), "h2") as sqlite:
+            brokers = dict(zip(sides, (ours, memory, sqlite), strict=True))
+            for r in range(rounds + 1):  # round 0 warms up
+                times: dict[str, list[float]] = {name: [] for name in ("direct", *sides)}
+                order = ["direct", *sides]
+                for _ in range(n):
+                    rng.shuffle(order)  # no side always follows the slow SQLite one
+                    for name in order:
+                        t = time.perf_counter()
+                        if name == "direct":
+                            resp = await client.post(server.base_url + "/chat/completions",
+                                                     json=body,
+                                                     headers={"Authorization": "Bearer sk-x"})
+                            resp.json()["choices"][0]["message"]["content"]
+                        else:
+                            await brokers[name].ask("hi")
+                        times[name].append((time.perf_counter() - t) * 1000)
+                if r:
+                    base = statistics.median(times["direct"])
+                    per_round.append({"direct_p50_ms": base, **{
+                        f"{name}_added_p50_ms": statistics.median(times[name]) - base
+                        for name in sides}})
+    out: dict[str, Any] = {"rounds": rounds, "calls_per_round": n, "per_round": per_round,
+                           "direct_p50_ms": statistics.median(x["direct_p50_ms"]
+                                                              for x in per_round)}
+    for name in sides:
+        out[f"{name}_added_p50_ms"] = statistics.median(x[f"{name}_added_p50_ms"]
+                                                        for x in per_round)
+    ref = out["llmbroker_added_p50_ms"]
+    out["ratio"] = out["jevlaya_added_p50_ms"] / ref if ref > 0 else math.inf
+    return out
+
+
 def journal_cost(rows: int, postgresql: str | None = None) -> dict[str, Any]:
     now = datetime.now(UTC).isoformat()
     with tempfile.TemporaryDirectory() as tmp, bench_schema(postgresql) as url:
@@ -203,8 +301,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--postgresql", metavar="URL",
                         help="also measure journal writes into this PostgreSQL database")
+    parser.add_argument("--rounds", type=int, default=7,
+                        help="rounds of the llmbroker comparison (default 7)")
+    parser.add_argument("--no-llmbroker", action="store_true",
+                        help="skip the comparison with llmbroker")
+    parser.add_argument("--only-llmbroker", action="store_true",
+                        help="run only the comparison with llmbroker")
     args = parser.parse_args(argv)
     n, each = (60, 2) if args.quick else (300, 6)
+    vs = None
+    if not args.no_llmbroker:
+        fixed = FixedAnswerProcess()
+        try:
+            vs = asyncio.run(versus_llmbroker(fixed, args.rounds, 100 if args.quick else 300))
+        finally:
+            fixed.stop()
+        if args.only_llmbroker:
+            print_versus(vs)
+            return 0
     server = LocalServerProcess(["a=tiny:1", "b=tiny:2", "c=tiny:3"])
     try:
         lat = asyncio.run(latency(server, n))
@@ -216,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.postgresql:
         jc["postgresql"] = journal_cost(20_000 if not args.quick else 5_000, args.postgresql)
     result = {"machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
-              "latency": lat, "async_50_callers": thr, "sync_50_threads": sthr, "journal": jc}
+              "latency": lat, "versus_llmbroker": vs, "async_50_callers": thr, "sync_50_threads": sthr, "journal": jc}
     print(f"{'1-token ask, sequential':<38}{'p50 ms':>10}{'p99 ms':>10}{'client CPU us':>15}")
     for name in ("direct_httpx", "broker_ask", "openai_sdk"):
         print(f"  {name:<36}{lat[name]['p50_ms']:>10.2f}{lat[name]['p99_ms']:>10.2f}"
@@ -239,10 +353,25 @@ def main(argv: list[str] | None = None) -> int:
               f"{pg['written_us_per_row']:.1f} us per row written "
               f"({1e6 / pg['written_us_per_row']:.0f} rows/s vs "
               f"{1e6 / jc['written_us_per_row']:.0f} rows/s in SQLite)")
+    if vs is not None:
+        print_versus(vs)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2))
     print(f"wrote {RESULTS}")
     return 0
+
+
+def print_versus(vs: dict[str, Any]) -> None:
+    print(f"vs llmbroker 1.11.0: {vs['rounds']} rounds x {vs['calls_per_round']} interleaved "
+          f"calls on a fixed-answer endpoint (direct httpx p50 {vs['direct_p50_ms']:.3f} ms); "
+          "added p50 over httpx, median of the rounds:")
+    print(f"  jevlaya_lab (SQLite journal)     {vs['jevlaya_added_p50_ms']:.3f} ms")
+    print(f"  llmbroker (InMemoryStore)        {vs['llmbroker_added_p50_ms']:.3f} ms")
+    print(f"  llmbroker (SQLite Store)         {vs['llmbroker_sqlite_added_p50_ms']:.3f} ms")
+    print(f"  ratio jevlaya_lab / llmbroker (InMemoryStore): {vs['ratio']:.2f} (goal <= 0.5)")
+    print("  per round (jevlaya_lab / llmbroker ms): " + ", ".join(
+        f"{x['jevlaya_added_p50_ms']:.3f}/{x['llmbroker_added_p50_ms']:.3f}"
+        for x in vs["per_round"]))
 
 
 if __name__ == "__main__":

@@ -53,7 +53,7 @@ sys.path.insert(0, str(ROOT))
 
 from jevlaya_lab.broker import AsyncBroker, Broker, LLMConfig  # noqa: E402
 from jevlaya_lab.broker.errors import LLMRequestError  # noqa: E402
-from jevlaya_lab.hooks.redaction import MIN_SECRET_RUN  # noqa: E402
+from jevlaya_lab.secrets import MIN_SECRET_RUN  # noqa: E402
 from jevlaya_lab.journal import open_store  # noqa: E402
 from jevlaya_lab.local import FaultProfile, serve, tiny_chat_model  # noqa: E402
 

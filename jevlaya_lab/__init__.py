@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from jevlaya_lab import display as _display  # registers the notebook renderers of the result types
 from jevlaya_lab._lazy import lazy_attributes
 
 __version__ = "0.1.0"
@@ -30,7 +31,7 @@ _EXPORTS: dict[str, str] = {
     # results
     "LLMResult": "jevlaya_lab.broker.results",
     "SyncLLMResult": "jevlaya_lab.broker.results",
-    "Decision": "jevlaya_lab.decisions.routing",
+    "Decision": "jevlaya_lab.decisions.results",
     "DecisionResult": "jevlaya_lab.decisions.structured",
     "decide": "jevlaya_lab.decisions.structured",
     "decide_batch": "jevlaya_lab.decisions.structured",
@@ -128,10 +129,10 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         SchemaError,
         TokenizerError,
     )
-    from jevlaya_lab.decisions.router import Router
-    from jevlaya_lab.decisions.routing import (
+    from jevlaya_lab.decisions.results import (
         Decision,
     )
+    from jevlaya_lab.decisions.router import Router
     from jevlaya_lab.decisions.structured import DecisionResult, decide, decide_batch
     from jevlaya_lab.errors import (
         JevlayaError,

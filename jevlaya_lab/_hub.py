@@ -1,7 +1,7 @@
 """The Hugging Face hub rules shared by decisions and local models: what a hub id looks like and
 whether the hub is switched off.
 
-Decision the spec leaves open: a hub id is ``"org/name"`` (letters, digits, ``_ . -``; the org
+A hub id is ``"org/name"`` (letters, digits, ``_ . -``; the org
 starts with a letter or digit); anything else is a path. The hub counts as switched off when
 ``HF_HUB_OFFLINE`` or ``TRANSFORMERS_OFFLINE`` is ``1``, ``true``, ``yes`` or ``on``.
 

@@ -8,7 +8,7 @@ SQLite journal itself holds no decision events yet). Every helper takes a ``Jour
 matching DataFrame and returns a small DataFrame indexed by model (or cause, operation, ...);
 ``*_figure`` helpers return a plotly ``go.Figure`` (static, small in a notebook).
 
-Decisions the spec leaves open:
+What the frames mean:
 
 - ``source`` may be a SQLite path / ``sqlite:///`` URL, a ``postgresql://`` URL (the same
   tables in PostgreSQL; see :mod:`jevlaya_lab.journal.postgresql`), a sync ``Broker`` (read
@@ -33,20 +33,18 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
+from jevlaya_lab._lazy import lazy_attributes
+from jevlaya_lab.display import table_html
 from jevlaya_lab.journal.rows import ATTEMPT_FIELDS, RATING_FIELDS
-
-if TYPE_CHECKING:  # pragma: no cover
-    import plotly.graph_objects as go
 
 __all__ = [
     "DECISION_FIELDS", "Journal", "aload_journal", "calls_per_model", "decision_events",
-    "decision_latency", "error_rates", "failover_rate", "latency_figure", "latency_percentiles",
-    "load_journal", "quality_by_operation", "quality_figure", "quality_over_time",
-    "race_figure", "race_wins", "summary", "tokens_figure",
+    "decision_latency", "error_rates", "failover_rate", "latency_percentiles",
+    "load_journal", "quality_by_operation", "quality_over_time", "race_wins", "summary",
 ]
 
 DECISION_FIELDS = ("event", "run_id", "model", "t", "level", "thread", "n_states", "elapsed_ms",
@@ -54,6 +52,12 @@ DECISION_FIELDS = ("event", "run_id", "model", "t", "level", "thread", "n_states
 LOSER_STATUSES = ("superseded", "cancelled")
 FAILED_STATUSES = ("rate_limited", "unavailable", "error")
 DEFAULT_PERCENTILES = (0.5, 0.9, 0.99)
+
+# The plotly figures of these frames live in jevlaya_lab.figures (which imports this module);
+# they stay reachable here as analysis.tokens_figure(...), resolved on first use.
+_FIGURES = {name: "jevlaya_lab.figures" for name in
+            ("latency_figure", "quality_figure", "race_figure", "tokens_figure")}
+__getattr__, __dir__ = lazy_attributes(__name__, globals(), _FIGURES)
 
 
 @dataclass
@@ -69,12 +73,8 @@ class Journal:
         return summary(self)
 
     def _repr_html_(self) -> str:
-        from html import escape
-
-        s = self.summary()
-        cells = "".join(f"<tr><th>{escape(str(k))}</th><td>{escape(str(v))}</td></tr>"
-                        for k, v in s.items() if not isinstance(v, dict))
-        return f"<table class='jevlaya-journal'>{cells}</table>"
+        rows = [(k, v) for k, v in self.summary().items() if not isinstance(v, dict)]
+        return table_html(rows, row_heads=True, css_class="jevlaya-journal")
 
 
 def attempts_frame(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
@@ -352,64 +352,3 @@ def summary(data: Journal) -> dict[str, Any]:
         "mean_rating": None if data.ratings.empty else float(data.ratings["score"].mean()),
         "decision_calls": int((data.decisions["event"] == "on_predict_end").sum()),
     }
-
-
-# -- figures ---------------------------------------------------------------------------------
-def _go() -> Any:
-    import plotly.graph_objects as go
-
-    return go
-
-
-def _layout(fig: Any, title: str) -> Any:
-    fig.update_layout(title=title, template="plotly_white", height=320,
-                      margin=dict(l=40, r=10, t=40, b=40))
-    return fig
-
-
-def tokens_figure(data: Journal | pd.DataFrame) -> go.Figure:
-    """Stacked bars: prompt and completion tokens per model."""
-    go = _go()
-    per = calls_per_model(data)
-    fig = go.Figure([go.Bar(name="prompt", x=list(per.index), y=per["prompt_tokens"].tolist()),
-                     go.Bar(name="completion", x=list(per.index),
-                            y=per["completion_tokens"].tolist())])
-    fig.update_layout(barmode="stack")
-    return _layout(fig, "Tokens per model")
-
-
-def latency_figure(data: Journal | pd.DataFrame) -> go.Figure:
-    """Box plots of latency and time to first token per model (ok attempts)."""
-    go = _go()
-    df = _attempts(data)
-    ok = df[df["status"] == "ok"]
-    fig = go.Figure()
-    for name, group in ok.groupby("llm_name", sort=True):
-        fig.add_trace(go.Box(y=group["latency_ms"].tolist(), name=f"{name} latency"))
-        if group["first_token_ms"].notna().any():
-            fig.add_trace(go.Box(y=group["first_token_ms"].dropna().tolist(),
-                                 name=f"{name} first token"))
-    fig.update_yaxes(title="ms")
-    return _layout(fig, "Latency (ms)")
-
-
-def race_figure(data: Journal | pd.DataFrame) -> go.Figure:
-    """Bars: race win rate per model."""
-    go = _go()
-    wins = race_wins(data)
-    fig = go.Figure([go.Bar(x=list(wins.index), y=wins["win_rate"].tolist(),
-                            text=[f"{w}/{r}" for w, r in zip(wins["wins"], wins["races"])])])
-    fig.update_yaxes(range=[0, 1], title="win rate")
-    return _layout(fig, "Race wins")
-
-
-def quality_figure(data: Journal | pd.DataFrame, freq: str = "1h") -> go.Figure:
-    """Lines: mean rating per model over time."""
-    go = _go()
-    q = quality_over_time(data, freq)
-    fig = go.Figure()
-    for name, group in q.groupby("llm_name", sort=True):
-        fig.add_trace(go.Scatter(x=group["rated_at"].tolist(), y=group["mean"].tolist(),
-                                 mode="lines+markers", name=str(name)))
-    fig.update_yaxes(range=[0, 1], title="mean rating")
-    return _layout(fig, "Quality over time")

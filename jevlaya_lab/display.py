@@ -5,20 +5,26 @@ with these functions, so the package has one HTML renderer: a bordered card with
 only (no script, no CDN), every piece of state or model text through :func:`escape` (an XSS
 payload shows as text), long text clipped to its start and end around a note of how much is
 left out, and a JSON payload under :data:`MIME` (``{"kind": ..., "data": ...}`` with plain JSON
-values) for tests and notebook checks. This module imports nothing of the package.
+values) for tests and notebook checks. Every table of the package is drawn by
+:func:`table_html`. The result types do not live here: they sit with the engines that make them
+and find their renderer through :mod:`jevlaya_lab._rendering`, where this module registers the
+kinds it draws (``answers``, ``decision``, ``llm``) when it is imported.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from typing import Any
 
-__all__ = ["MIME", "AgentResult", "answer_rows", "answer_text", "answers_html", "bars_html",
+from jevlaya_lab._rendering import register_renderer
+
+__all__ = ["MIME", "Html", "answer_rows", "answer_text", "answers_bundle", "answers_html", "bars_html",
            "card", "gate_text", "model_label", "clip", "clipped_html", "decision_html", "escape",
-           "jsonable", "llm_card", "llm_html", "stream_html", "stream_plain"]
+           "jsonable", "llm_card", "llm_html", "stream_bundle", "stream_html", "stream_plain",
+           "table_html"]
 
 MIME = "application/vnd.jevlaya+json"
 # Colours follow JupyterLab's theme (--jp-* variables, light and dark) with fallbacks for other
@@ -74,17 +80,55 @@ def clipped_html(text: str, limit: int, *, empty: str = "(no text yet)") -> str:
             f"{escape(tail)}")
 
 
+class Html(str):
+    """Text that is already HTML: :func:`table_html` puts it into its cell unescaped."""
+
+
+def _cell(tag: str, value: Any, attributes: str) -> str:
+    text = value if isinstance(value, Html) else escape(str(value))
+    return f"<{tag}{attributes}>{text}</{tag}>"
+
+
+def table_html(rows: Iterable[Sequence[Any]], *, head: Sequence[Any] | None = None,
+               row_heads: bool = False, css_class: str | None = None, style: str | None = None,
+               column_styles: Sequence[str | None] | None = None,
+               numeric: Sequence[bool] | None = None) -> str:
+    """The one HTML table builder: every cell escaped unless it is :class:`Html`.
+
+    ``head``: column titles (then the rows go in ``<tbody>`` under a ``<thead>``); ``row_heads``:
+    each row's first cell is a ``<th>`` (a key/value table); ``column_styles``: an inline style
+    per column; ``numeric``: columns drawn right-aligned through the ``jv-n`` class.
+    """
+    def attributes(column: int) -> str:
+        css = " class='jv-n'" if numeric is not None and numeric[column] else ""
+        if column_styles is not None and column_styles[column]:
+            css += f" style='{column_styles[column]}'"
+        return css
+
+    body = "".join(
+        "<tr>" + "".join(_cell("th" if row_heads and i == 0 else "td", value, attributes(i))
+                         for i, value in enumerate(row)) + "</tr>"
+        for row in rows)
+    opening = "<table" + (f" class='{escape(css_class)}'" if css_class else "") \
+        + (f" style='{style}'" if style else "") + ">"
+    if head is None:
+        return f"{opening}{body}</table>"
+    titles = "".join(_cell("th", title, attributes(i)) for i, title in enumerate(head))
+    return f"{opening}<thead><tr>{titles}</tr></thead><tbody>{body}</tbody></table>"
+
+
+_BAR_COLUMNS = ("padding:0 .5em 0 0", "width:12em;background:var(--jp-layout-color2,rgba(128,128,128,.15))",
+                "text-align:right")
+
+
 def bars_html(bars: Sequence[Mapping[str, Any]], color: str = BLUE) -> str:
     """A table of labelled probability bars (``{"label": ..., "p": 0..1}``)."""
-    cells = []
+    rows = []
     for bar in bars:
         p = max(0.0, min(1.0, float(bar["p"])))
-        cells.append(
-            f"<tr><td style='padding:0 .5em 0 0'>{escape(str(bar['label']))}</td>"
-            f"<td style='width:12em;background:var(--jp-layout-color2,rgba(128,128,128,.15))'>"
-            f"<span style='{_BAR.format(color=color, pct=p * 100)}'>"
-            f"</span></td><td style='text-align:right'>{p:.2f}</td></tr>")
-    return f"<table style='border-collapse:collapse;font-size:90%'>{''.join(cells)}</table>"
+        rows.append((bar["label"], Html(f"<span style='{_BAR.format(color=color, pct=p * 100)}'></span>"),
+                     f"{p:.2f}"))
+    return table_html(rows, style="border-collapse:collapse;font-size:90%", column_styles=_BAR_COLUMNS)
 
 
 # -- an Agent result -----------------------------------------------------------------------------
@@ -182,19 +226,17 @@ def answers_html(result: Mapping[str, Any]) -> str:
                f"{escape(model_label(model))}</small></div>{''.join(parts)}")
 
 
-class AgentResult(dict):
-    """What ``Agent.predict`` returns: a plain dict to code (``==``, JSON, pickling as before)
-    that a notebook displays as the answers card, with the answers' JSON under :data:`MIME`."""
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        data = jsonable({"model": self.get("model"), "rows": answer_rows(self)})
-        return {"text/html": answers_html(self), MIME: {"kind": "answers", "data": data},
-                "text/plain": repr(dict(self))}
+def answers_bundle(result: Mapping[str, Any]) -> dict[str, Any]:
+    """The notebook display of an Agent result (``AgentResult``): the answers card, the answers'
+    JSON under :data:`MIME` and the plain dict as text."""
+    data = jsonable({"model": result.get("model"), "rows": answer_rows(result)})
+    return {"text/html": answers_html(result), MIME: {"kind": "answers", "data": data},
+            "text/plain": repr(dict(result))}
 
 
 # -- a routing decision --------------------------------------------------------------------------
 def decision_html(decision: Mapping[str, Any]) -> str:
-    """The card of a routing decision's summary (``decisions.routing.decision_card``)."""
+    """The card of a routing decision's summary (``decisions.routing_policy.decision_card``)."""
     scripts = ", ".join(f"{s['label']} {float(s['p']):.0%}" for s in decision["scripts"])
     return card(
         f"<div><strong>→ {escape(str(decision['model']))}</strong> <small>by rule "
@@ -252,15 +294,35 @@ def stream_plain(data: Mapping[str, Any], label: str, limit: int) -> str:
 
 
 def stream_html(data: Mapping[str, Any], label: str, limit: int) -> str:
-    rows = "".join(
-        f"<tr><td style='padding:0 .6em 0 0'>{escape(lane['llm_name'])}</td>"
-        f"<td style='padding:0 .6em 0 0'>{escape(lane['state'])}</td>"
-        f"<td>{escape(_marks(lane))}</td></tr>"
-        for lane in data["lanes"])
-    lanes = (f"<table style='border-collapse:collapse;font-size:85%;margin-top:.3em'>{rows}"
-             "</table>" if rows else "")
+    lanes = table_html([(lane["llm_name"], lane["state"], _marks(lane)) for lane in data["lanes"]],
+                       style="border-collapse:collapse;font-size:85%;margin-top:.3em",
+                       column_styles=("padding:0 .6em 0 0", "padding:0 .6em 0 0", None)
+                       ) if data["lanes"] else ""
     return card(f"<div><b>{escape(data['llm_name'] or 'no model yet')}</b> "
                 f"<small>{escape(label)} &middot; {escape(_state_line(data))} &middot; "
                 f"trace {escape(data['trace_id'][:8])}</small></div>"
                 f"<div style='white-space:pre-wrap;margin:.3em 0'>"
                 f"{clipped_html(data['text'], limit)}</div>{lanes}")
+
+
+def stream_bundle(snapshot: Any, label: str, *, text_chars: int,
+                  html_chars: int) -> dict[str, Any]:
+    """A stream's notebook display from ``snapshot()``, a plain-data card (``llm_name``,
+    ``state``, ``started``, ``deltas``, ``trace_id``, ``call_id``, ``text``, ``lanes``).
+
+    Drawing never raises: a stream that cannot be described shows a one-line note saying why.
+    ``snapshot`` is called here, inside that guard, so a stream read on another thread at the
+    same moment shows too. Text longer than ``html_chars`` (plain text: ``text_chars``) shows
+    as its start and its end around a note of how much is left out."""
+    try:
+        data = snapshot()
+        return {"text/plain": stream_plain(data, label, text_chars),
+                "text/html": stream_html(data, label, html_chars),
+                MIME: {"kind": "stream", "data": jsonable(data)}}
+    except Exception as exc:  # noqa: BLE001 - a display must never raise
+        return {"text/plain": f"<{label}: cannot be displayed ({type(exc).__name__}: {exc})>"}
+
+
+register_renderer("answers", answers_bundle)
+register_renderer("decision", decision_html)
+register_renderer("llm", llm_html)

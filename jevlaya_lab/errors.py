@@ -31,7 +31,7 @@ Each area keeps its exceptions in its own ``errors.py``; every class there deriv
     ├── NotebookCheckError (AssertionError) jevlaya_lab.notebooks
     └── BinderBuildError (RuntimeError)   jevlaya_lab.binder: a step of the simulated Binder build failed
 
-Decision the spec leaves open: an argument of the wrong Python type or an out-of-range plain
+Not every failure is a ``JevlayaError``: an argument of the wrong Python type or an out-of-range plain
 value (``hooks=5``, ``max_entries=0``) still raises a plain ``TypeError`` / ``ValueError`` whose
 message names the field and the fix, as the standard library and httpx do; ``JevlayaError``
 marks the failures that belong to this library's own concepts. Every public error is exported

@@ -27,6 +27,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from jevlaya_lab.display import table_html
 from jevlaya_lab.errors import JevlayaError
 
 KERNEL = "jevlaya-lab"
@@ -170,10 +171,9 @@ def report_html(executed: Path, result: dict[str, Any]) -> str:
     body, _ = HTMLExporter(template_name="lab").from_notebook_node(book)
     body = REMOTE_SCRIPT.sub("", body)
     body = WIDGET_LOADER.sub("", body)
-    rows = "".join(f"<li>{'✔' if ok else '✘'} {escape(k)}</li>"
-                   for k, ok in result["checks"].items())
+    checks = table_html([("✔" if ok else "✘", name) for name, ok in result["checks"].items()])
     summary = (f"<div class='jv-report-checks' style='margin:1em 2em'><b>{escape(result['notebook'])}"
-               f"</b> ran in {result['seconds']} s; checks:<ul>{rows}</ul></div>")
+               f"</b> ran in {result['seconds']} s; checks:{checks}</div>")
     body = body.replace("<body", "<body data-views-drawn='no'", 1)
     body = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + summary, body, count=1)
     return body.replace("</body>", OFFLINE_WIDGETS + "</body>", 1)

@@ -1,18 +1,24 @@
-"""Imports point one way (DESIGN.md "Structure rules"), read from the code's own imports.
+"""The package's structure rules (docs/architecture.md), read from the code itself.
 
 The graph has one node per module of ``jevlaya_lab/`` and an edge for every import of another
 jevlaya_lab module: at the top, inside functions (a deferred import is still a dependency) and
 under ``TYPE_CHECKING`` (a type-only import is a dependency of the reader and the type
-checker). Two rules:
+checker). The rules:
 
 1. No import circles, inside a package or across.
-2. Layers: views (``widgets/``, ``analysis``, ``notebooks``, ``binder``, ``cli``) -> engines
-   (``decisions/``, ``broker/``, ``local/``) -> ``hooks/``, ``journal/`` -> private helpers
-   (``_*.py``, ``errors.py``). An import never points up a layer, so no engine imports a view;
-   and the two call engines, ``decisions/`` and ``broker/``, never import each other.
+2. Layers: views (``widgets/``, ``analysis``, ``figures``, ``notebooks``, ``binder``,
+   ``commands/``, ``cli``) -> engines (``decisions/``, ``broker/``, ``local/``) -> ``hooks/``,
+   ``journal/`` -> helpers (``_*.py``, ``errors.py``, ``display.py``, ``secrets.py``). An import
+   never points up a layer, so no engine imports a view; and the two call engines,
+   ``decisions/`` and ``broker/``, never import each other.
+3. No engine imports ``display``: result types find their renderer through ``_rendering``.
+4. No module outside ``decisions/training/`` is over 400 lines.
+5. One lifecycle entry point: only ``hooks/dispatch.py`` runs the predict events
+   (``on_predict_start``, ``on_error``, ``on_predict_end``); everyone else enters
+   ``CallHooks.lifecycle``.
 
-Known violations that other work in progress removes are listed below with their issue; an
-entry that no longer matches anything fails too, so the lists only shrink.
+Known violations that other work in progress removes are listed below with whose work it is;
+an entry that no longer matches anything fails too, so the lists only shrink.
 """
 
 from __future__ import annotations
@@ -27,13 +33,26 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1] / "jevlaya_lab"
 KNOWN_CIRCLES: dict[frozenset[str], str] = {}
 # Imports against the layers being removed elsewhere: (importer, imported) -> issue.
 KNOWN_UPWARD: dict[tuple[str, str], str] = {}
+# Engine modules that still draw their own notebook display: module -> whose work moves it.
+KNOWN_ENGINE_DISPLAY: dict[str, str] = {
+    "jevlaya_lab.broker.results": "broker-core: LLMResult's display through _rendering",
+    "jevlaya_lab.broker.streaming": "broker-core: the stream's notebook rendering to the view layer",
+}
+# Modules still over MAX_MODULE_LINES: path under jevlaya_lab/ -> whose work splits it.
+MAX_MODULE_LINES = 400
+KNOWN_LONG_MODULES: dict[str, str] = {
+    "local/handler.py": "local-llama: HTTP apart from fault injection",
+}
+LIFECYCLE_MODULE = "jevlaya_lab.hooks.dispatch"
+PREDICT_EVENTS = frozenset({"on_predict_start", "on_predict_end", "on_error"})
 
 LAYERS = {"views": 3, "engines": 2, "base": 1, "helpers": 0}
 AREAS = {
     "widgets": "views", "analysis": "views", "notebooks": "views", "binder": "views", "cli": "views",
+    "commands": "views", "figures": "views",
     "decisions": "engines", "broker": "engines", "local": "engines",
     "hooks": "base", "journal": "base",
-    "errors": "helpers", "display": "helpers",
+    "errors": "helpers", "display": "helpers", "secrets": "helpers",
 }
 NEVER_EACH_OTHER = ("decisions", "broker")
 
@@ -181,3 +200,94 @@ def test_the_readme_architecture_names_every_top_level_module():
                      if (path.suffix == ".py" or (path.is_dir() and (path / "__init__.py").is_file())))
     missing = [entry for entry in entries if entry not in section]
     assert not missing, f"add a line for these to the README's architecture section: {missing}"
+
+
+def test_no_engine_imports_display():
+    graph = import_graph()
+    found = sorted(importer for importer, targets in graph.items()
+                   if layer(importer) == LAYERS["engines"] and "jevlaya_lab.display" in targets)
+    unknown = [m for m in found if m not in KNOWN_ENGINE_DISPLAY]
+    assert not unknown, (f"engines must not import display (return a result type whose "
+                         f"_repr_mimebundle_ asks jevlaya_lab._rendering.render): {unknown}")
+    fixed = [m for m in KNOWN_ENGINE_DISPLAY if m not in found]
+    assert not fixed, f"these no longer import display; remove their KNOWN_ENGINE_DISPLAY entries: {fixed}"
+
+
+def long_modules(limit: int = MAX_MODULE_LINES) -> dict[str, int]:
+    """``{path under jevlaya_lab/: lines}`` of the modules over ``limit`` (training excluded)."""
+    found = {}
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        relative = path.relative_to(PACKAGE_DIR).as_posix()
+        if relative.startswith("decisions/training/"):
+            continue
+        lines = len(path.read_text("utf-8").splitlines())
+        if lines > limit:
+            found[relative] = lines
+    return found
+
+
+def test_no_module_outside_training_is_over_400_lines():
+    found = long_modules()
+    unknown = {path: n for path, n in found.items() if path not in KNOWN_LONG_MODULES}
+    assert not unknown, (f"modules over {MAX_MODULE_LINES} lines (split them by concern; "
+                         f"do not add them to KNOWN_LONG_MODULES): {unknown}")
+    fixed = [path for path in KNOWN_LONG_MODULES if path not in found]
+    assert not fixed, f"these are {MAX_MODULE_LINES} lines or fewer now; remove their KNOWN_LONG_MODULES entries: {fixed}"
+
+
+def lifecycle_steps(tree: ast.AST) -> list[str]:
+    """Calls in ``tree`` that run a predict event or a lifecycle step themselves:
+    ``x.emit("on_predict_start", ...)`` (or ``emit_each``, or any ``on_error`` /
+    ``on_predict_end``), ``x.emit_error(...)``, ``x._start(...)``, ``x._finish(...)``,
+    ``x._fail(...)``."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            continue
+        name = node.func.attr
+        first = node.args[0] if node.args else None
+        event = first.value if isinstance(first, ast.Constant) else None
+        if name in {"_start", "_finish", "_fail", "emit_error"} or (
+                name in {"emit", "emit_each"} and event in PREDICT_EVENTS):
+            found.append(f"line {node.lineno}: .{name}({event!r})" if event else f"line {node.lineno}: .{name}()")
+    return found
+
+
+def test_the_lifecycle_detector_sees_a_hand_made_lifecycle():
+    made_by_hand = ast.parse("calls._start(ctx)\ncalls.emit('on_predict_end', ctx)\ncalls.emit_error(ctx)\n"
+                             "calls.emit('on_route', ctx)\nwith calls.lifecycle(ctx): pass\n")
+    assert len(lifecycle_steps(made_by_hand)) == 3
+
+
+def test_one_lifecycle_entry_point():
+    known = modules()
+    by_hand = {module: steps for module, path in known.items() if module != LIFECYCLE_MODULE
+               for steps in [lifecycle_steps(ast.parse(path.read_text("utf-8")))] if steps}
+    assert not by_hand, (f"these modules run predict events themselves; enter "
+                         f"CallHooks.lifecycle(contexts) instead: {by_hand}")
+    # the Agent, a Router checkpoint group and a Router long state all enter it
+    for module in ("jevlaya_lab.decisions.agent", "jevlaya_lab.decisions.router_batch",
+                   "jevlaya_lab.decisions.router"):
+        source = known[module].read_text("utf-8")
+        assert ".lifecycle(" in source, f"{module} no longer enters CallHooks.lifecycle"
+
+
+MAX_BROKER_MODULE_LINES = 400
+# The broker modules that turn a caller's request into a call: they get the runtime's parts
+# (Runtime.ready()) and hand them down; every module below them takes its parts as arguments.
+RUNTIME_USERS = {"jevlaya_lab.broker.engine", "jevlaya_lab.broker.scoped",
+                 "jevlaya_lab.broker.direct"}
+
+
+def test_broker_modules_are_short_enough_to_hold():
+    long = {path.name: lines for path in sorted((PACKAGE_DIR / "broker").glob("*.py"))
+            if (lines := len(path.read_text("utf-8").splitlines())) > MAX_BROKER_MODULE_LINES}
+    assert not long, f"broker modules over {MAX_BROKER_MODULE_LINES} lines (split them by concern): {long}"
+
+
+def test_the_broker_call_path_takes_its_parts_not_the_runtime():
+    graph = import_graph()
+    users = {module for module, targets in graph.items() if "jevlaya_lab.broker.runtime" in targets}
+    assert users, "the graph lost the runtime"
+    assert users <= RUNTIME_USERS, (f"only {sorted(RUNTIME_USERS)} may import the runtime; pass "
+                                    f"the parts down instead: {sorted(users - RUNTIME_USERS)}")

@@ -6,8 +6,7 @@ warning is logged and the database's entries stand; an empty database is filled 
 shipped in this package (``catalog.json``). ``catalog=[]`` (or any list) gives the entries
 directly, which tests use for a pool of exactly their own models; a ``.json`` path reads a file.
 
-Keeping the list up to date (the seed: "later the list updates automatically"), a decision of
-this package: ``sync()`` reads the *configured catalog source* again (the URL, file or list
+Keeping the list up to date: ``sync()`` reads the *configured catalog source* again (the URL, file or list
 above; ``sync(source)`` reads another one), writes its entries as the database's catalog and
 updates the live pool in place: new models join, changed entries take effect, models gone from
 the catalog leave (calls already running on them end normally); cooldowns, refusals, ratings

@@ -23,7 +23,7 @@ from typing import Any
 
 from jevlaya_lab.broker.budget import Budget
 from jevlaya_lab.broker.errors import LLMTimeoutError, NoLLMAvailableError, StreamInterruptedError
-from jevlaya_lab.broker.http import Failure, build_body, open_stream, post_chat, read_deltas
+from jevlaya_lab.broker.http import Failure, build_body, read_deltas
 from jevlaya_lab.broker.pool import ModelState
 from jevlaya_lab.broker.results import LLMResult
 from jevlaya_lab.broker.runtime import Runtime
@@ -60,7 +60,7 @@ class AsyncDirect:
 
     def _resolve(self) -> ModelState:
         if self._state is None:
-            self._state = self._rt.direct_state(self._alias, self._name)
+            self._state = self._rt.registry.direct_state(self._rt.pool, self._alias, self._name)
             self.name = self._state.entry.name
         return self._state
 
@@ -76,8 +76,9 @@ class AsyncDirect:
             raise NoLLMAvailableError(
                 f"direct({self.name!r}): no key for {ref}; set it in the environment, a .env "
                 "file, secrets= or the database (store_key)", reason="no_keys")
+        _, key = self._rt.pool.key_for(state, self._rt.caller())
         try:
-            url, key = await self._rt.endpoint(state, self._rt.caller())
+            url = await self._rt.transport.base_url(state.entry)
         except Failure as failure:  # an embedded model that cannot start
             raise failure.to_error(self.name) from None
         return url, key, state.entry.model
@@ -94,7 +95,7 @@ class AsyncDirect:
                           params=call.params)
         try:
             async with asyncio.timeout(budget.attempt_timeout()):
-                reply = await post_chat(self._rt.client, url, key, body)
+                reply = await self._rt.transport.post(url, key, body)
         except Failure as failure:
             raise failure.to_error(self.name) from None
         except TimeoutError:
@@ -158,10 +159,10 @@ class DirectStream:
     async def _deltas(self) -> AsyncIterator[str]:
         url, key, model = await self._direct._target()
         body = build_body(model, self._call.messages, stream=True, params=self._call.params)
-        client = self._direct._rt.client
+        transport = self._direct._rt.transport
         started = False
         try:
-            response = await open_stream(client, url, key, body)
+            response = await transport.open_stream(url, key, body)
         except Failure as failure:
             raise failure.to_error(self._direct.name) from None
         try:

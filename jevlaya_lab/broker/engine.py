@@ -1,10 +1,9 @@
-"""``AsyncBroker``: the public async API. The work is done by the package-internal runtime.
+"""``AsyncBroker``: the public async API over the parts the runtime assembles.
 
-Module map (imports point down this list): ``validation`` (pure argument checks) -> ``runtime``
-(the call machinery: ready, attempt, endpoint, lane, failure, journal, rating) -> ``streaming``
-(``stream()`` with one lane) -> ``racing`` (``fastest_of`` races and the routed call) ->
-``scoped`` / ``direct`` (other callers) -> ``engine`` (this module) -> ``sync`` (the same API
-for synchronous code).
+A call runs top to bottom (``docs/broker.md``): ``scoped`` (the call methods: validate, get
+the parts) -> ``racing.route`` (complete answers) or a stream core (``stream_core``,
+``stream_race``) -> ``attempt`` (one request, ended and journaled once) -> ``transport``,
+``pool``, ``journaling``. ``runtime`` builds and closes the parts; ``registry`` makes the pool.
 
 One call = one ``trace_id`` and one :class:`~jevlaya_lab.broker.budget.Budget`; each request to
 a model is an :class:`~jevlaya_lab.broker.attempt.Attempt` (a lane) with its own ``call_id`` and
@@ -17,7 +16,7 @@ Every call has a hard ceiling on its attempts (``max_attempts``, ``max_attempts_
 providers answer. Which models are in the pool, and what happens to an embedded model that
 cannot start, is documented in :mod:`jevlaya_lab.broker.pool`.
 
-Choices the spec leaves open (documented here): ``wait=None`` waits for the pool without a
+Choices a user would otherwise have to guess: ``wait=None`` waits for the pool without a
 time bound, cooldowns included (as llmbroker; the attempt ceilings still end a call whose
 models keep failing), each attempt still times out after 60 s; a negative or NaN ``wait`` is a
 ``ValueError``; ``optimize=False`` ranks by
@@ -48,6 +47,7 @@ from jevlaya_lab.broker.config import LLMConfig
 from jevlaya_lab.broker.direct import AsyncDirect
 from jevlaya_lab.broker.keys import KeyResolver
 from jevlaya_lab.broker.pool import empty_pool_error
+from jevlaya_lab.broker.registry import Registry
 from jevlaya_lab.broker.report import LLMInfo, PoolSnapshot, pool_snapshot, summarize
 from jevlaya_lab.broker.runtime import Runtime
 from jevlaya_lab.broker.scoped import AsyncCalls, AsyncScopedBroker
@@ -141,7 +141,7 @@ class AsyncBroker(AsyncCalls):
         with its latest rating as ``score`` (``None`` when unrated); ``limit`` keeps the
         newest rows; ``since`` is an ISO time."""
         check_limit(limit)
-        await self._rt.flush()
+        await self._rt.journal.flush()
 
         def read() -> list[dict[str, Any]]:
             rows = self._rt.store.attempts(
@@ -154,14 +154,14 @@ class AsyncBroker(AsyncCalls):
     async def ratings(self, *, call_id: str | None = None, trace_id: str | None = None,
                       limit: int | None = None) -> list[dict[str, Any]]:
         """Rating rows, oldest first."""
-        await self._rt.flush()
+        await self._rt.journal.flush()
         return await asyncio.to_thread(self._rt.store.ratings, call_id=call_id,
                                        trace_id=trace_id, limit=limit)
 
     async def stats(self, *, operation: str | None = None,
                     since: str | None = None) -> dict[str, dict[str, Any]]:
         """Per model: attempts, counts per status, latency p50/p95 (ms), ratings and priority."""
-        pool = await self._rt.ready()
+        pool = (await self._rt.ready()).pool
         rows = await self.calls(operation=operation, since=since)
         return summarize(rows, pool, operation)
 
@@ -172,43 +172,43 @@ class AsyncBroker(AsyncCalls):
         its ``.journal`` attribute holds the journal writer's counters (rows waiting, written,
         failed, ...: :meth:`jevlaya_lab.journal.JournalWriter.status`), ``.usable`` the models
         that could take a call now and ``.degraded`` whether none could."""
-        pool = await self._rt.ready()
+        pool = (await self._rt.ready()).pool
         return PoolSnapshot(pool_snapshot(pool, self._rt.caller()),
                             journal=self._rt.writer.status(),
                             usable=pool.usable(self._rt.caller()))
 
     async def count(self) -> int:
         """How many models are in the pool (for this broker's own keys), usable or not."""
-        return len((await self._rt.ready()).members(self._rt.caller()))
+        return len((await self._rt.ready()).pool.members(self._rt.caller()))
 
     async def ensure_pool(self) -> None:
         """Fill the registry and build the pool now (instead of on the first call); raise
         ``NoLLMAvailableError(reason="empty_pool")`` when this broker's pool has no model at
         all. A pool whose models are all cooling, disabled or without a key is not an error
         here (``snapshot().degraded`` says so)."""
-        pool = await self._rt.ready()
+        pool = (await self._rt.ready()).pool
         if not pool.members(self._rt.caller()):
             raise empty_pool_error(pool)
 
     async def get(self, name: str) -> LLMInfo:
         """One registry model by name: its ``config`` and its live ``disabled`` flag and
         ``state()``; a ``KeyError`` naming the known models for an unknown name."""
-        pool = await self._rt.ready()
-        return LLMInfo(self._rt.state(name), pool, self._rt.caller())
+        pool = (await self._rt.ready()).pool
+        return LLMInfo(Registry.state(pool, name), pool, self._rt.caller())
 
     async def disable_llm(self, name: str) -> None:
         """Take ``name`` out of every caller's pool, in this broker and in every broker that
         opens this database later (the mark is stored), until ``enable_llm(name)``."""
-        await self._rt.ready()
-        self._rt.state(name).disabled = True
+        pool = (await self._rt.ready()).pool
+        Registry.state(pool, name).disabled = True
         await asyncio.to_thread(self._rt.store.set_disabled, name, True)
 
     async def enable_llm(self, name: str) -> None:
         """Enable ``name`` again (here and in the database); for a model marked unavailable
         (it could not start) this also clears the mark, so the next call tries to start it
         once more."""
-        await self._rt.ready()
-        state = self._rt.state(name)
+        pool = (await self._rt.ready()).pool
+        state = Registry.state(pool, name)
         state.disabled = False
         state.unavailable = None
         await asyncio.to_thread(self._rt.store.set_disabled, name, False)
@@ -219,12 +219,13 @@ class AsyncBroker(AsyncCalls):
         (``catalog=`` / ``$JEVLAYA_CATALOG_URL``); ``None`` when there is none. An unreachable
         URL leaves everything as it was (``applied=False``, a logged warning). What changes
         and what is kept: :mod:`jevlaya_lab.broker.catalog`."""
-        return await self._rt.sync(source)
+        pool = (await self._rt.ready()).pool
+        return await self._rt.registry.sync(pool, self._rt.caller(), source)
 
     @property
     def last_sync_report(self) -> SyncReport | None:
         """The report of the latest ``sync()`` (automatic ones included), or ``None``."""
-        return self._rt.last_sync
+        return self._rt.registry.last_sync
 
     async def store_key(self, ref: str, value: str | None) -> None:
         """Keep a key in this broker's database (``None`` deletes it)."""

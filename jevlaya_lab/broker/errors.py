@@ -1,4 +1,4 @@
-"""The Broker's exceptions, one documented hierarchy (spec §4).
+"""The Broker's exceptions, one documented hierarchy.
 
     BrokerError                          (a JevlayaError) anything the broker raises on purpose
     ├── CatalogError                     a catalog file or URL is not a catalog (also a ValueError)

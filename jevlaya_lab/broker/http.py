@@ -1,7 +1,7 @@
 """The wire: OpenAI-compatible Chat Completions over one shared ``httpx.AsyncClient``.
 
-Every provider outcome is classified here into a :class:`Failure` (the failure table of spec §3)
-or a :class:`Reply`; the engine decides what a failure does to the pool.
+Every provider outcome is classified here into a :class:`Failure` (the failure table: what each
+status or transport error means) or a :class:`Reply`; the attempt applies a failure to the pool.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from jevlaya_lab.broker.errors import (
     ProviderError,
     RateLimitError,
 )
-from jevlaya_lab.hooks.redaction import clip_redacted
 from jevlaya_lab.journal.rows import MAX_DETAIL
+from jevlaya_lab.secrets import clip_scrubbed as clip_redacted
 
 DRAIN_S = 0.5
 # kind -> journal status

@@ -22,8 +22,8 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from jevlaya_lab.hooks.redaction import redact_secrets
 from jevlaya_lab.journal.store import Store
+from jevlaya_lab.secrets import scrub_secrets as redact_secrets
 
 STORED_KEY_TTL_S = 60.0
 DOTENV_CHECK_S = 1.0

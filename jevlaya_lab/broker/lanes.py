@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-import httpx
-
 from jevlaya_lab.broker.attempt import Attempt
-from jevlaya_lab.broker.http import Delta
 
 
 @dataclass(frozen=True)
@@ -30,18 +26,17 @@ class LaneView:
 
 
 class Lane:
-    """One streaming attempt: its open response and what it has produced so far."""
+    """One streaming attempt of a stream: its place (``rank``), the task reading it (a race
+    lane) and how it ended for the stream (``complete``, ``failure``, ``timed_out``); the
+    request itself, its text and its journal row are the attempt's."""
 
     def __init__(self, attempt: Attempt, rank: int) -> None:
         self.attempt = attempt
         self.rank = rank
-        self.response: httpx.Response | None = None
-        self.deltas: AsyncIterator[Delta] | None = None
         self.task: asyncio.Task[None] | None = None
         self.failure: BaseException | None = None
         self.complete = False
         self.timed_out = False
-        self.key: str | None = None
 
     @property
     def alive(self) -> bool:
@@ -52,5 +47,4 @@ class Lane:
         return bool(self.attempt.pieces)
 
     async def close_response(self) -> None:
-        if self.response is not None:
-            await self.response.aclose()
+        await self.attempt.close_response()

@@ -9,7 +9,7 @@ whatever its providers answer (a model answering 503 with ``Retry-After: 0`` for
 
 A model that reached its ceiling is ruled out for the rest of the call, exactly like a model
 that rejected the request; when the call's ceiling is reached no new attempt starts. The call
-then ends as when every candidate is ruled out (spec §3): with the last provider rejection if
+then ends as when every candidate is ruled out: with the last provider rejection if
 there was one, else ``NoLLMAvailableError`` (``reason="timeout"`` with ``retry_at`` when the
 models are only cooling, ``"excluded"`` otherwise), whose message names the ceiling.
 """

@@ -1,9 +1,9 @@
 """Pool state and ranking: cooldowns, refused keys, slots, learned wait bounds, demotion.
 
-All methods run on the broker's event loop (no locks needed). Ranking key, in order
-(spec §3): over the learned wait bound, demoted for this operation, priority, registry order.
+All methods run on the broker's event loop (no locks needed). Ranking key, in order: over the
+learned wait bound, demoted for this operation, priority, registry order.
 
-Who is in the pool (a decision the spec leaves open): every registry entry, except the
+Who is in the pool: every registry entry, except the
 embedded local models of the *catalog* (``local://`` entries such as ``local/smollm2``; marked
 ``fallback``). Those join a caller's pool only when that caller has no other model: no entry of
 the user's own (``models=``) and no catalog entry whose key resolves for it. So ``Broker()``
@@ -19,6 +19,12 @@ A model that was cooled down (rate limit, 5xx, transport error, no data in time)
 A model that cannot start (an embedded model whose weights are missing or fail to load) is
 marked ``unavailable`` once, with the loader's message (which names the install command); it is
 no candidate from then on, never retried in a loop, until ``enable_llm(name)`` clears the mark.
+
+Cooldowns can be shared beyond one pool through a :class:`CooldownBook` (``Pool(...,
+cooldowns=book)``): every cooldown this pool sets is written to the book, and before ranking
+the pool reads the book's end for each candidate, so a model cooled by another pool (another
+process or worker sharing the book) is not asked here either. Without a book (the default) the
+cooldowns live in the pool's own :class:`ModelState` objects and nothing else is read.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Protocol
 
 from jevlaya_lab.broker.config import LLMConfig
 from jevlaya_lab.broker.errors import NoLLMAvailableError
@@ -54,6 +61,35 @@ class ModelState:
 
     def cooling(self, now: float) -> bool:
         return self.cooldown_until > now
+
+
+class CooldownBook(Protocol):
+    """Cooldown ends (``time.time()`` values) shared by several pools, by model name."""
+
+    def until(self, name: str) -> float:
+        """When ``name``'s cooldown ends; ``0.0`` (or any past time) when it has none."""
+        ...
+
+    def extend(self, name: str, until: float) -> float:
+        """Record that ``name`` cools until at least ``until``; the end that holds now (the
+        later of ``until`` and the one already recorded)."""
+        ...
+
+
+class MemoryCooldowns:
+    """A :class:`CooldownBook` in memory: pools of one process (e.g. several brokers) that
+    share it see each other's cooldowns."""
+
+    def __init__(self) -> None:
+        self._until: dict[str, float] = {}
+
+    def until(self, name: str) -> float:
+        return self._until.get(name, 0.0)
+
+    def extend(self, name: str, until: float) -> float:
+        held = max(self._until.get(name, 0.0), until)
+        self._until[name] = held
+        return held
 
 
 @dataclass
@@ -91,8 +127,9 @@ def utc(ts: float | None) -> datetime | None:
 class Pool:
     def __init__(self, entries: list[LLMConfig], keys: KeyResolver, quality: Quality,
                  *, optimize: bool = True, fallback: frozenset[str] = frozenset(),
-                 local: bool | None = None) -> None:
+                 local: bool | None = None, cooldowns: CooldownBook | None = None) -> None:
         self.keys = keys
+        self.cooldowns = cooldowns
         self.quality = quality
         self.optimize = optimize
         self.local = local
@@ -195,6 +232,8 @@ class Pool:
                 f"{', '.join(refs)} in the environment, a .env file, secrets= or the database"
                 + broken, reason="no_keys")
         candidates = [s for s in keyed if s.entry.name not in exclude]
+        if self.cooldowns is not None:
+            self.read_cooldowns(candidates)
         if not candidates:
             raise NoLLMAvailableError(
                 f"every model was tried or ruled out for this call ({', '.join(sorted(exclude))})",
@@ -250,9 +289,21 @@ class Pool:
             seconds = DEFAULT_COOLDOWN_S
         return self.cool(name, seconds)
 
+    def read_cooldowns(self, states: list[ModelState]) -> None:
+        """Take the shared book's cooldowns that end later than the ones known here (a model
+        cooled elsewhere is recovering here too once its cooldown ends)."""
+        assert self.cooldowns is not None
+        for state in states:
+            until = self.cooldowns.until(state.entry.name)
+            if until > state.cooldown_until:
+                state.cooldown_until = until
+                state.recovering = True
+
     def cool(self, name: str, seconds: float) -> float:
         state = self._state(name)
         state.cooldown_until = max(state.cooldown_until, time.time() + seconds)
+        if self.cooldowns is not None:
+            state.cooldown_until = self.cooldowns.extend(name, state.cooldown_until)
         state.recovering = True  # until it answers again
         self.notify()
         return state.cooldown_until

@@ -1,6 +1,10 @@
 """Callers: ``AsyncCalls`` (the call methods of a broker, written once) and
 ``for_scope(scope)``, a caller whose keys resolve ``<scope>/<REF>`` first and whose journal
-rows and ratings carry the scope. Both share their broker's runtime (pool, journal, HTTP)."""
+rows and ratings carry the scope. Both share their broker's parts (pool, journal, transport).
+
+Each call method validates its arguments into one ``Call``, gets the parts once the pool is
+ready, and hands them to the call: :func:`~jevlaya_lab.broker.racing.route` for a complete
+answer, a stream core (:func:`~jevlaya_lab.broker.stream_race.stream_core`) for a stream."""
 
 from __future__ import annotations
 
@@ -8,9 +12,10 @@ import asyncio
 from typing import Any
 
 from jevlaya_lab.broker.pool import Caller
-from jevlaya_lab.broker.racing import route, stream_core
+from jevlaya_lab.broker.racing import route
 from jevlaya_lab.broker.results import LLMResult
 from jevlaya_lab.broker.runtime import Runtime
+from jevlaya_lab.broker.stream_race import stream_core
 from jevlaya_lab.broker.streaming import AsyncStream
 from jevlaya_lab.broker.validation import (
     DEFAULT_MAX_ATTEMPTS,
@@ -45,7 +50,8 @@ class AsyncCalls:
                           wait=wait, fastest_of=fastest_of, max_attempts=max_attempts,
                           max_attempts_per_model=max_attempts_per_model, params=params,
                           parallel_recovery=parallel_recovery)
-        return await route(self._rt, self._caller, call)
+        pool, attempts, _ = await self._rt.ready()
+        return await route(pool, attempts, self._rt.gate, self._caller, call)
 
     async def chat(self, messages: Messages, *, tools: list[dict[str, Any]] | None = None,
                    operation: str | None = None, trace_id: str | None = None,
@@ -59,7 +65,8 @@ class AsyncCalls:
                           max_attempts=max_attempts,
                           max_attempts_per_model=max_attempts_per_model, params=params,
                           parallel_recovery=parallel_recovery)
-        return await route(self._rt, self._caller, call)
+        pool, attempts, _ = await self._rt.ready()
+        return await route(pool, attempts, self._rt.gate, self._caller, call)
 
     def stream(self, prompt: str | Messages, *, operation: str | None = None,
                trace_id: str | None = None, wait: float | None = None,
@@ -76,7 +83,7 @@ class AsyncCalls:
                           max_attempts=max_attempts,
                           max_attempts_per_model=max_attempts_per_model, params=params,
                           parallel_recovery=parallel_recovery)
-        return AsyncStream(stream_core(self._rt, self._caller, call))
+        return AsyncStream(stream_core(self._rt.gate, self._rt.ready, self._caller, call))
 
     async def record_quality(self, score: float, *, call_id: str | None = None,
                              trace_id: str | None = None) -> None:
@@ -85,9 +92,8 @@ class AsyncCalls:
         if (call_id is None) == (trace_id is None):
             raise ValueError("record_quality needs exactly one of call_id=... or trace_id=...")
         if call_id is None:
-            call_id = await self._rt.call_of_trace(trace_id)  # type: ignore[arg-type]
-        await asyncio.to_thread(self._rt.rate, call_id, score)
-
+            call_id = await self._rt.journal.call_of_trace(trace_id)  # type: ignore[arg-type]
+        await asyncio.to_thread(self._rt.journal.rate, call_id, score)
 
 
 class AsyncScopedBroker(AsyncCalls):

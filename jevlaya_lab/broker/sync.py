@@ -15,8 +15,6 @@ Every method has the signature of its async twin (``AsyncBroker``, ``AsyncScoped
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures as cf
 import threading
 import weakref
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
@@ -27,8 +25,8 @@ from jevlaya_lab.broker.catalog import CatalogSource, SyncReport
 from jevlaya_lab.broker.config import LLMConfig
 from jevlaya_lab.broker.direct import AsyncDirect
 from jevlaya_lab.broker.engine import AsyncBroker
-from jevlaya_lab.broker.errors import closed_error
 from jevlaya_lab.broker.lanes import LaneView
+from jevlaya_lab.broker.loop_thread import LoopThread, close_in_background
 from jevlaya_lab.broker.report import LLMInfo, PoolSnapshot
 from jevlaya_lab.broker.results import LLMResult, StreamProtocol, SyncLLMResult
 from jevlaya_lab.broker.scoped import AsyncCalls, AsyncScopedBroker
@@ -42,78 +40,6 @@ from jevlaya_lab.broker.validation import (
 )
 
 T = TypeVar("T")
-
-
-class LoopThread:
-    """An event loop running forever on a daemon thread."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._pending: set[cf.Future[Any]] = set()  # calls submitted from other threads
-        self._lock = threading.Lock()
-        self._finished = False
-        self.thread = threading.Thread(target=self._main, name="jevlaya-broker-loop", daemon=True)
-        self.thread.start()
-
-    def _main(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        try:
-            self.loop.run_forever()
-            self.loop.run_until_complete(self.loop.shutdown_asyncgens())
-            self.loop.close()
-        finally:
-            with self._lock:  # a call the stopped loop will never finish must not hang its thread
-                self._finished = True
-                pending, self._pending = self._pending, set()
-            for future in pending:
-                if not future.done():
-                    try:
-                        future.set_exception(closed_error("this broker", in_flight=True))
-                    except cf.InvalidStateError:
-                        pass
-
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        if threading.current_thread() is self.thread:
-            coro.close()
-            raise RuntimeError("a sync Broker method was called from the broker's own event "
-                               "loop; use the AsyncBroker (await) there")
-        with self._lock:
-            if self._finished or self.loop.is_closed():
-                coro.close()
-                raise closed_error("this broker")
-            future = asyncio.run_coroutine_threadsafe(coro, self.loop)
-            self._pending.add(future)
-        try:
-            return future.result()
-        except BaseException:
-            future.cancel()  # KeyboardInterrupt in the caller cancels the call
-            raise
-        finally:
-            with self._lock:
-                self._pending.discard(future)
-
-    def stop(self, *, join: bool = True) -> None:
-        if not self.loop.is_closed():
-            try:
-                self.loop.call_soon_threadsafe(self.loop.stop)
-            except RuntimeError:
-                return
-        if join and threading.current_thread() is not self.thread:
-            self.thread.join(timeout=10)
-
-
-def _close_in_background(runner: LoopThread, engine: AsyncBroker) -> None:
-    """Finalizer of a dropped Broker: close it on its own loop, then stop the loop."""
-    async def close_then_stop() -> None:
-        try:
-            await engine.aclose()
-        finally:
-            runner.loop.stop()
-
-    try:
-        runner.loop.call_soon_threadsafe(lambda: runner.loop.create_task(close_then_stop()))
-    except RuntimeError:  # loop already closed
-        pass
 
 
 class SyncCalls:
@@ -192,7 +118,7 @@ class Broker(SyncCalls):
         self._runner = LoopThread()
         self._closed = False
         self._close_done = threading.Event()
-        self._finalizer = weakref.finalize(self, _close_in_background, self._runner, self._engine)
+        self._finalizer = weakref.finalize(self, close_in_background, self._runner, self._engine)
 
     @property
     def engine(self) -> AsyncBroker:

@@ -2,10 +2,12 @@
 
 Modules, in the order a call uses them: ``questions`` (validation, rendering), ``encoding``
 (token rows and budgets), ``model`` (the network), ``calibration`` (temperatures, answers,
-``min_confidence``), ``agent`` (the ``Agent`` and its hook lifecycle), ``structured``
-(``decide``: JSON schema / pydantic -> questions -> values), ``checkpoint`` (directory
-IO), ``testing`` (tiny checkpoints) and ``errors`` (every exception of this area). Names below
-load lazily so importing this package does not import torch.
+``min_confidence``), ``agent`` (the ``Agent``; ``device`` where and in which precision it runs),
+``results`` (``AgentResult``, ``Decision``), ``router`` (the ``Router``, with ``routing_policy``,
+``router_loading`` and ``router_batch``), ``structured`` (``decide``: JSON schema / pydantic ->
+questions -> values), ``checkpoint`` (directory IO; ``checkpoint_config`` the config schema,
+``checkpoint_source`` where a source is), ``testing`` (tiny checkpoints) and ``errors`` (every
+exception of this area). Names below load lazily so importing this package does not import torch.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ _EXPORTS: dict[str, str] = {
     "Question": "jevlaya_lab.decisions.questions",
     "parse_questions": "jevlaya_lab.decisions.questions",
     "Checkpoint": "jevlaya_lab.decisions.checkpoint",
-    "CheckpointConfig": "jevlaya_lab.decisions.checkpoint",
+    "CheckpointConfig": "jevlaya_lab.decisions.checkpoint_config",
     "load_checkpoint": "jevlaya_lab.decisions.checkpoint",
     "save_checkpoint": "jevlaya_lab.decisions.checkpoint",
     "make_tiny_checkpoint": "jevlaya_lab.decisions.testing",

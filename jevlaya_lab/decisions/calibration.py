@@ -131,7 +131,7 @@ def _usable(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
 
 
-def apply_min_confidence(answers: dict[Any, dict], questions: Sequence[Question],
+def apply_min_confidence(answers: dict[Any, dict[str, Any]], questions: Sequence[Question],
                          thresholds: Mapping[str, float]) -> None:
     """Gate each answer in place, as Laya 0.4.15 does.
 
@@ -238,8 +238,8 @@ def fit_temperatures(records: Sequence[tuple[Any, Sequence[float], Sequence[floa
     records keeps its ``base`` temperature. Returns ``temperature``, ``temperature_by_options``,
     ``n_by_bucket`` and ``temperature_clamped`` (fits that hit a bound), like Laya's.
     """
-    by_type: dict[str, list] = {t: [] for t in QUESTION_TYPES}
-    by_bucket: dict[str, list] = {}
+    by_type: dict[str, list[Any]] = {t: [] for t in QUESTION_TYPES}
+    by_bucket: dict[str, list[Any]] = {}
     for index, record in enumerate(records):
         try:
             qtype, logits, target, k = record

@@ -6,7 +6,8 @@ subfolder)`` pair, a name or alias of the offline default registry (``"english"`
 ``"mini-en"``, ``"multilingual"``/``"ml"``/``"mini-multi"``), ``"bundled:<name>"`` or
 ``Bundled(name)``, or a Hugging Face hub id.
 
-Decisions the spec leaves open:
+The schema of ``rl_agent_config.json`` is :mod:`~.checkpoint_config` and finding a source on
+disk or on the hub :mod:`~.checkpoint_source`; this module reads and writes the files.
 
 - Weights load strictly. Two tolerated differences, both harmless: an encoder pooler that the
   file does not contain is removed from the model (``encoder.pooler.*`` was often not saved),
@@ -14,9 +15,6 @@ Decisions the spec leaves open:
   ignored (current transformers does not persist them).
 - Unknown keys of ``rl_agent_config.json`` are kept in :attr:`CheckpointConfig.extra` and
   written back by :func:`save_checkpoint`, so a round trip loses nothing.
-- A hub id is tried in the local Hugging Face cache first. Only when it is not cached and the
-  hub is reachable (not ``HF_HUB_OFFLINE``, a TCP connection within 3 s) is it downloaded;
-  otherwise :class:`CheckpointNotFoundError` names the local alternatives.
 - Weights are loaded on the CPU; the Agent moves the model to its device.
 """
 
@@ -25,143 +23,25 @@ from __future__ import annotations
 import json
 import logging
 import os
-import socket
-import threading
-from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, NamedTuple
-from urllib.parse import urlparse
 
-from jevlaya_lab._hub import check_revision, check_token, hub_offline, is_hub_id
+from jevlaya_lab.decisions.checkpoint_config import CONFIG_FILE, HEAD_ACTIVATIONS, CheckpointConfig
+from jevlaya_lab.decisions.checkpoint_source import resolve_source
 from jevlaya_lab.decisions.errors import CheckpointError, CheckpointNotFoundError
 from jevlaya_lab.decisions.weights import weights_on_meta
 
-CONFIG_FILE = "rl_agent_config.json"
 WEIGHTS_FILE = "model.safetensors"
 TOKENIZER_DIR = "tokenizer"
 ENCODER_DIR = "encoder"
 _LEGACY_BUFFERS = ("encoder.embeddings.position_ids", "encoder.embeddings.token_type_ids")
-HEAD_ACTIVATIONS = ("relu", "gelu")
-"""Activations of the head layers' feed-forward (config key ``head_activation``)."""
 log = logging.getLogger("jevlaya_lab.decisions")
 
-
-@dataclass
-class CheckpointConfig:
-    """The contents of ``rl_agent_config.json``, with the meaning Laya 0.4.15 gives each key.
-
-    Keys Laya reads or writes that only training uses (``cost_wrong_act``, ``training``) are
-    kept and written back; keys neither library knows go to :attr:`extra` with a debug log.
-    """
-
-    encoder: str = ""
-    """Base encoder id (informative; the encoder is built from ``encoder/config.json``)."""
-    head_layers: int = 2
-    act_costs: list[float] | dict[str, float] = field(default_factory=list)
-    """Action costs as Laya writes them (a mapping action -> cost, e.g. ``{"escalate": 0.5}``)
-    or a list; the act head has ``len(act_costs) + 1`` outputs either way."""
-    max_len: int = 512
-    head_max_len: int = 192
-    temperature: list[Any] = field(default_factory=lambda: [1.0, 1.0, 1.0])
-    """Per type: [choice, score, noul]; numeric strings are accepted (checked when applied)."""
-    temperature_by_options: dict[str, Any] = field(default_factory=dict)
-    amp_dtype: str | None = None
-    """CUDA autocast dtype: ``"bf16"`` (or ``"bfloat16"``) for bfloat16; anything else, or
-    nothing, is float16 as in Laya. CPU and MPS run in float32."""
-    head_activation: str = "relu"
-    """The head layers' activation: ``"relu"`` (Laya's, torch's default) or ``"gelu"``."""
-    option_layout: str | None = None
-    """``"sequential"`` (the default; the only layout published checkpoints use)."""
-    cost_wrong_act: Any = None
-    """Training-only (Laya's cost of acting on a wrong answer); kept, not used at inference."""
-    training: Any = None
-    """Training-only metadata Laya writes; kept, not used at inference."""
-    extra: dict[str, Any] = field(default_factory=dict)
-    """Keys this version does not interpret, kept for round trips."""
-
-    _OPTIONAL = ("amp_dtype", "option_layout", "cost_wrong_act", "training")
-
-    @property
-    def n_act(self) -> int:
-        return len(self.act_costs) + 1
-
-    @property
-    def autocast_dtype(self) -> str:
-        """``"bfloat16"`` or ``"float16"``: what CUDA autocasts to (Laya's reading of amp_dtype)."""
-        return "bfloat16" if self.amp_dtype in ("bf16", "bfloat16") else "float16"
-
-    @classmethod
-    def from_dict(cls, data: Any, *, source: str = CONFIG_FILE) -> CheckpointConfig:
-        """Validate a parsed config; errors name ``source``, the key and the value."""
-        if not isinstance(data, dict):
-            raise CheckpointError(f"{source}: expected a JSON object, got {type(data).__name__}")
-        known = {f.name for f in fields(cls)} - {"extra"}
-        extra = {k: v for k, v in data.items() if k not in known}
-        if extra:
-            log.debug("%s: keys %s are not used by this version; kept and ignored", source, sorted(extra))
-        config = cls(**{k: v for k, v in data.items() if k in known}, extra=extra)
-        config.validate(source)
-        return config
-
-    @classmethod
-    def from_file(cls, path: str | os.PathLike[str]) -> CheckpointConfig:
-        path = Path(path)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise CheckpointNotFoundError(f"{path} is missing; a checkpoint directory needs "
-                                          f"{CONFIG_FILE}") from None
-        except json.JSONDecodeError as exc:
-            raise CheckpointError(f"{path} is not valid JSON ({exc})") from None
-        return cls.from_dict(data, source=str(path))
-
-    def validate(self, source: str = CONFIG_FILE) -> None:
-        """Check types and ranges (temperature values are checked, with warnings, when applied)."""
-        def bad(key: str, value: Any, want: str) -> CheckpointError:
-            return CheckpointError(f"{source}: {key} = {value!r} is invalid; {want}")
-
-        if not isinstance(self.encoder, str):
-            raise bad("encoder", self.encoder, "use the base encoder id as a string")
-        for key, low in (("head_layers", 0), ("max_len", 1), ("head_max_len", 1)):
-            value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise bad(key, value, f"use an int >= {low}")
-        costs = self.act_costs.values() if isinstance(self.act_costs, dict) else self.act_costs
-        if not isinstance(self.act_costs, (list, dict)) or any(
-            isinstance(c, bool) or not isinstance(c, (int, float)) for c in costs
-        ):
-            raise bad("act_costs", self.act_costs,
-                      "use a mapping action -> cost such as {'escalate': 0.5}, or a list of numbers")
-        if not isinstance(self.temperature, list) or len(self.temperature) != 3:
-            raise bad("temperature", self.temperature, "use a list of 3 numbers [choice, score, noul]")
-        if not isinstance(self.temperature_by_options, dict):
-            raise bad("temperature_by_options", self.temperature_by_options,
-                      "use a dict like {'choice:2': 1.3}")
-        if self.amp_dtype is not None and not isinstance(self.amp_dtype, str):
-            raise bad("amp_dtype", self.amp_dtype, "use 'bf16', 'fp16' or leave it out")
-        if self.head_activation not in HEAD_ACTIVATIONS:
-            raise bad("head_activation", self.head_activation, f"use one of {list(HEAD_ACTIVATIONS)}")
-        if self.option_layout not in (None, "sequential"):
-            want = ("the parallel option layout needs per-layer attention masks that this version "
-                    "does not implement; use a checkpoint trained on the sequential layout"
-                    if self.option_layout == "parallel" else "use 'sequential' or leave it out")
-            raise bad("option_layout", self.option_layout, want)
-
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "encoder": self.encoder,
-            "head_layers": self.head_layers,
-            "act_costs": dict(self.act_costs) if isinstance(self.act_costs, dict) else list(self.act_costs),
-            "max_len": self.max_len,
-            "head_max_len": self.head_max_len,
-            "temperature": list(self.temperature),
-            "temperature_by_options": dict(self.temperature_by_options),
-        }
-        if self.head_activation != "relu":
-            data["head_activation"] = self.head_activation
-        data.update({k: getattr(self, k) for k in self._OPTIONAL if getattr(self, k) is not None})
-        data.update(self.extra)
-        return data
+# CheckpointConfig, CONFIG_FILE, HEAD_ACTIVATIONS and resolve_source are defined beside this
+# module and importable from here, where checkpoint code has always found them.
+__all__ = ["CONFIG_FILE", "ENCODER_DIR", "HEAD_ACTIVATIONS", "TOKENIZER_DIR", "WEIGHTS_FILE", "Checkpoint",
+           "CheckpointConfig", "CheckpointError", "CheckpointNotFoundError", "load_checkpoint",
+           "prior_config", "resolve_source", "rope_fields_for_4x", "save_checkpoint", "verify_digests"]
 
 
 class Checkpoint(NamedTuple):
@@ -170,105 +50,6 @@ class Checkpoint(NamedTuple):
     model: Any
     tokenizer: Any
     config: CheckpointConfig
-
-
-def _local_alternatives() -> str:
-    return ("local alternatives: a checkpoint directory (load('path/to/dir'), e.g. one written "
-            "by save_checkpoint or make_tiny_checkpoint), a (directory, subfolder) pair, or the "
-            "bundled checkpoints 'english' (alias 'en', 'mini-en') and 'multilingual' (alias 'ml', "
-            "'mini-multi'), e.g. load('mini-en')")
-
-
-def _hub_reachable(timeout: float = 3.0) -> bool:
-    """A TCP connection to the hub endpoint within ``timeout`` (DNS included)."""
-    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
-    host, port = url.hostname or "huggingface.co", url.port or (443 if url.scheme == "https" else 80)
-    ok: list[bool] = []
-
-    def probe() -> None:
-        try:
-            socket.create_connection((host, port), timeout=timeout).close()
-            ok.append(True)
-        except OSError:
-            pass
-
-    thread = threading.Thread(target=probe, daemon=True)
-    thread.start()
-    thread.join(timeout)
-    return bool(ok)
-
-
-def _from_hub(repo_id: str, subfolder: str | None, *, revision: str | None = None,
-              token: str | None = None) -> Path:
-    from huggingface_hub import snapshot_download
-
-    patterns = [f"{subfolder.strip('/')}/*"] if subfolder else None
-    pinned: dict[str, Any] = {"revision": revision, "token": token}
-    try:
-        root = snapshot_download(repo_id, allow_patterns=patterns, local_files_only=True, **pinned)
-        path = Path(root) / subfolder if subfolder else Path(root)
-        if (path / CONFIG_FILE).is_file():
-            return path
-    except Exception:  # not cached: fall through to the online attempt
-        pass
-    where = f"{repo_id!r}" + (f" (subfolder {subfolder!r})" if subfolder else "")
-    if hub_offline() or not _hub_reachable():
-        reason = "HF_HUB_OFFLINE is set" if hub_offline() else "the Hugging Face hub is unreachable"
-        raise CheckpointNotFoundError(
-            f"cannot load {where}: it is not a local directory, not in the local hub cache, and "
-            f"{reason}. Connect and retry, or use one of the {_local_alternatives()}")
-    root = snapshot_download(repo_id, allow_patterns=patterns, **pinned)
-    return Path(root) / subfolder if subfolder else Path(root)
-
-
-def resolve_source(source: Any, *, subfolder: str | None = None, revision: str | None = None,
-                   token: str | None = None) -> Path:
-    """Turn a source into a local checkpoint directory (downloading a hub id when online).
-
-    ``subfolder`` makes ``source`` the ``(directory_or_repo, subfolder)`` pair; ``revision`` (a
-    branch, tag or commit) and ``token`` are used for hub downloads only, as in Laya; a blank one
-    counts as not given and a non-string is a ``TypeError`` naming it.
-    """
-    revision, token = check_revision(revision), check_token(token)
-    if subfolder is not None:
-        if isinstance(source, tuple) or not isinstance(source, (str, os.PathLike)):
-            raise TypeError(f"subfolder={subfolder!r} needs a directory or hub id as the source, "
-                            f"got {source!r}")
-        source = (source, subfolder)
-    if isinstance(source, tuple):
-        if len(source) != 2 or not all(isinstance(s, (str, os.PathLike)) for s in source):
-            raise TypeError(f"source {source!r}: a tuple source must be (directory_or_repo, "
-                            "subfolder), both strings")
-        base, sub = (os.fspath(s) for s in source)
-        if Path(base).expanduser().is_dir():
-            return Path(base).expanduser() / sub
-        if is_hub_id(base):
-            return _from_hub(base, sub, revision=revision, token=token)
-        raise CheckpointNotFoundError(f"source {source!r}: {base!r} is neither a directory nor a "
-                                      f"hub id 'owner/name'; {_local_alternatives()}")
-    from jevlaya_lab.decisions import bundled, registry
-
-    if isinstance(source, registry.Bundled):
-        return bundled.checkpoint_dir(source.name)
-    if not isinstance(source, (str, os.PathLike)):
-        raise TypeError(f"source must be a directory path, a (directory_or_repo, subfolder) pair, "
-                        f"a bundled or registered name or a hub id, got {type(source).__name__} {source!r}")
-    text = os.fspath(source)
-    path = Path(text).expanduser()
-    if path.is_dir():
-        return path
-    if path.exists():
-        raise CheckpointNotFoundError(f"source {text!r} is a file; pass the checkpoint directory "
-                                      f"that holds {CONFIG_FILE}")
-    if isinstance(source, str):
-        if text.startswith("bundled:"):
-            return bundled.checkpoint_dir(text.split(":", 1)[1])
-        defaults = registry.Registry(registry.DEFAULT_MODELS)
-        if text in defaults:
-            return Path(registry.agent_source(defaults.entry(text)))
-        if is_hub_id(text):
-            return _from_hub(text, None, revision=revision, token=token)
-    raise CheckpointNotFoundError(f"no checkpoint directory at {text!r}; {_local_alternatives()}")
 
 
 def _check_files(path: Path) -> None:
@@ -421,7 +202,7 @@ def load_checkpoint(source: Any, *, subfolder: str | None = None, revision: str 
         raise CheckpointError(f"{weights} is not a readable safetensors file ({exc})") from None
 
     def build() -> Any:
-        encoder = AutoModel.from_config(encoder_config)
+        encoder = AutoModel.from_config(encoder_config)  # type: ignore[no-untyped-call]
         return DecisionModel(encoder, head_layers=config.head_layers, n_act=config.n_act,
                              activation=config.head_activation, prior=prior_config(config, path / CONFIG_FILE))
 

@@ -9,7 +9,7 @@ per call (:func:`encode_questions`); every state is tokenised once per call
 (:func:`tokenize_states`) and sliced per row to the room its head leaves under ``max_len``
 (:func:`build_batch`). :func:`encode_requests` composes the three and is what training uses.
 
-Budget rules (the spec's, measured against Laya 0.4.15 by ``tests/decisions/test_laya_parity.py``):
+Budget rules (Laya 0.4.15's, checked against it by ``tests/decisions/test_laya_parity.py``):
 
 - Each option's text is capped at 48 tokens, then its ``[MASK]`` marker is prefixed. When the
   options leave fewer than 16 tokens of ``head_max_len``, every option (marker included) is cut

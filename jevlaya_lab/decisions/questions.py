@@ -4,7 +4,7 @@ A questions mapping is an ordered ``dict`` ``question_id -> definition``. :func:
 checks every definition and returns :class:`Question` objects whose option texts are already
 rendered, so encoding never has to look at user dicts again.
 
-Decisions the spec leaves open (documented here, tested in ``tests/decisions``):
+The rules, each tested in ``tests/decisions``:
 
 - Question ids are non-empty strings or ints (as in Laya; the answer is keyed by the same id).
   ``True``/``False`` are refused (Laya accepts them), because they collide with ``1``/``0``.

@@ -1,4 +1,4 @@
-"""Checkpoint names for the Router: the registry (names, aliases, sources) and the LRU of loaded Agents.
+"""Checkpoint names for the Router: the registry of names, aliases and sources.
 
 A **source** says where a checkpoint comes from:
 
@@ -15,11 +15,7 @@ otherwise silently create a second checkpoint; resolving an unknown name raises 
 ``ValueError`` that lists every name and alias and suggests the closest one, but never
 auto-corrects.
 
-:class:`LoadedAgents` keeps at most ``max_loaded`` Agents resident, least recently used first.
-Concurrent loads of one name share a single build, and a failed build raises in every waiter.
-It only does bookkeeping under its lock; the Router fires ``on_evict`` / ``on_load`` after the
-lock is released. Unlike the lifecycle page's sketch, the build itself also runs outside the
-lock, so loading one checkpoint (seconds) never blocks threads that use a resident one.
+Which of them are resident is :mod:`~jevlaya_lab.decisions.loaded_agents`'s concern.
 """
 
 from __future__ import annotations
@@ -27,11 +23,9 @@ from __future__ import annotations
 import os
 import threading
 import warnings
-from collections import OrderedDict
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Union
+from typing import Any, Iterable, Mapping, Union
 
 from jevlaya_lab._hub import is_hub_id
 from jevlaya_lab.decisions.errors import NearTypoWarning
@@ -42,7 +36,6 @@ __all__ = [
     "LAYA_TASKS",
     "LAYA_WORKFLOWS",
     "Bundled",
-    "LoadedAgents",
     "NearTypoWarning",
     "Registry",
     "RegistryEntry",
@@ -61,7 +54,7 @@ class Bundled:
         return f"bundled:{self.name}"
 
 
-Source = Union[str, os.PathLike, tuple, Bundled, None]
+Source = Union[str, os.PathLike[str], tuple[Any, ...], Bundled, None]
 
 
 @dataclass(frozen=True)
@@ -162,21 +155,21 @@ class Registry:
         them may be kept until it changes."""
         if isinstance(models, Registry):
             models = models.registered
-        for name, spec in (models or {}).items():
-            if isinstance(spec, RegistryEntry):
-                self.register(name, spec.source, spec.description, aliases=spec.aliases,
-                              load_options=spec.load_options)
-            elif isinstance(spec, Mapping):
-                unknown = set(spec) - {"source", "description", "aliases"}
-                if unknown or "source" not in spec:
+        for name, given in (models or {}).items():
+            if isinstance(given, RegistryEntry):
+                self.register(name, given.source, given.description, aliases=given.aliases,
+                              load_options=given.load_options)
+            elif isinstance(given, Mapping):
+                unknown = set(given) - {"source", "description", "aliases"}
+                if unknown or "source" not in given:
                     raise ValueError(
                         f"models[{name!r}]: expected keys 'source' (required), 'description', "
-                        f"'aliases'; got {sorted(map(str, spec))}"
+                        f"'aliases'; got {sorted(map(str, given))}"
                     )
-                self.register(name, spec["source"], spec.get("description"),
-                              aliases=spec.get("aliases", ()))
+                self.register(name, given["source"], given.get("description"),
+                              aliases=given.get("aliases", ()))
             else:
-                self.register(name, spec)
+                self.register(name, given)
 
     def register(
         self, name: str, source: Any, description: str | None = None, *, aliases: Iterable[str] = (),
@@ -377,80 +370,3 @@ a request asking exactly one of these sets matches that workflow."""
 
 LAYA_TASKS: dict[str, str] = {"typed-decisions": "typed-decisions",
                               **{name: "typed-decisions" for name in LAYA_WORKFLOWS}}
-
-
-class LoadedAgents:
-    """The resident Agents of one Router, least recently used first, at most ``max_loaded``.
-
-    ``build(name)`` makes an Agent for a canonical name. Methods return what was evicted so
-    the caller can fire hooks after the lock is released.
-    """
-
-    def __init__(self, build: Callable[[str], Any], max_loaded: int | None):
-        self._build = build
-        self.max_loaded = max_loaded
-        self._lock = threading.Lock()
-        self._agents: OrderedDict[str, Any] = OrderedDict()
-        self._building: dict[str, Future] = {}
-
-    def get(self, name: str, build: Callable[[str], Any] | None = None) -> tuple[Any, bool, list[tuple[str, Any]]]:
-        """``(agent, built_now, evicted)`` for ``name``, building it (with ``build`` when given)
-        if it is not resident."""
-        with self._lock:
-            if name in self._agents:
-                self._agents.move_to_end(name)
-                return self._agents[name], False, []
-            pending = self._building.get(name)
-            if pending is None:
-                pending = self._building[name] = Future()
-                owner = True
-            else:
-                owner = False
-        if not owner:
-            return pending.result(), False, []  # a failed build raises here in every waiter
-        try:
-            agent = (build or self._build)(name)
-        except BaseException as exc:
-            with self._lock:
-                del self._building[name]
-            pending.set_exception(exc)
-            raise
-        with self._lock:
-            del self._building[name]
-            self._agents[name] = agent
-            evicted = self._evict_over_limit(keep=name)
-        pending.set_result(agent)
-        return agent, True, evicted
-
-    def attach(self, name: str, agent: Any) -> list[tuple[str, Any]]:
-        """Make ``agent`` the resident Agent of ``name``; returns what was evicted or replaced."""
-        with self._lock:
-            previous = self._agents.pop(name, None)
-            self._agents[name] = agent
-            evicted = self._evict_over_limit(keep=name)
-        if previous is not None and previous is not agent:
-            evicted.insert(0, (name, previous))
-        return evicted
-
-    def remove(self, name: str | None = None) -> list[tuple[str, Any]]:
-        """Drop ``name`` (or every Agent, least recent first); returns what was dropped."""
-        with self._lock:
-            if name is None:
-                dropped = list(self._agents.items())
-                self._agents.clear()
-                return dropped
-            agent = self._agents.pop(name, None)
-        return [] if agent is None else [(name, agent)]
-
-    def _evict_over_limit(self, keep: str) -> list[tuple[str, Any]]:
-        evicted = []
-        while self.max_loaded is not None and len(self._agents) > self.max_loaded:
-            victim = next(n for n in self._agents if n != keep)
-            evicted.append((victim, self._agents.pop(victim)))
-        return evicted
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        """Resident names, least recently used first."""
-        with self._lock:
-            return tuple(self._agents)

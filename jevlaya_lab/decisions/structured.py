@@ -3,7 +3,7 @@ into typed questions, ask them through the runner's normal ``predict`` / ``predi
 whole hook lifecycle runs, with the generated questions in ``ctx.questions``) and return the
 answers as schema values.
 
-This is Laya 0.4.15's ``decide`` / ``decide_batch`` (issue 12 item 6), rebuilt from its observed
+This is Laya 0.4.15's ``decide`` / ``decide_batch``, rebuilt from its observed
 behaviour. The question texts are the ones Laya generates, so a checkpoint gives the same values
 in both libraries (``tests/decisions/test_laya_parity.py`` compares them).
 
@@ -180,7 +180,7 @@ def _plan_field(name: str, node: Any, root: Mapping[str, Any]) -> SchemaField:
                       "integer with 'minimum' and 'maximum'")
 
 
-def _read_through(node: Mapping[str, Any], root: Mapping[str, Any], where: str) -> tuple[Any, dict]:
+def _read_through(node: Mapping[str, Any], root: Mapping[str, Any], where: str) -> tuple[Any, dict[str, Any]]:
     """Resolve ``$ref``, one-element ``allOf`` and ``Optional`` unions; return (description, node)."""
     current = dict(node)
     description = None

@@ -46,7 +46,7 @@ def make_tiny_tokenizer() -> Any:
     backend.normalizer = normalizers.BertNormalizer(lowercase=True, strip_accents=True)
     backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     backend.decoder = decoders.WordPiece()
-    return PreTrainedTokenizerFast(
+    return PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
         tokenizer_object=backend, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
         sep_token="[SEP]", mask_token="[MASK]",
     )

@@ -1,6 +1,6 @@
 """Model weights without waste: building a model whose weights a file replaces, and writing tensors.
 
-Both exist for memory and load time (issue 13): :func:`weights_on_meta` skips allocating and
+Both exist for memory and load time: :func:`weights_on_meta` skips allocating and
 randomly initialising weights that are overwritten right away, :func:`write_safetensors` writes a
 safetensors file without a second copy of every tensor. Used by checkpoint loading and by the
 assembly and conversion of the bundled checkpoints.

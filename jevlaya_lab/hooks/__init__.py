@@ -1,8 +1,9 @@
 """Hooks: observe and steer every predict call of an Agent or Router.
 
 ``PredictContext`` travels through one call; ``BaseHook`` lists the events as no-ops;
-``HookRunner`` holds installed hooks and applies the ordering and failure rules of the
-lifecycle page. Ready-made hooks live in the modules beside this one (``recorder``,
+``HookOptions`` holds the hook settings of an Agent, a Router or one call; ``HookRunner`` holds
+installed hooks and ``CallHooks.lifecycle`` runs the one predict lifecycle (its order and failure
+rules are in :mod:`jevlaya_lab.hooks.dispatch`). Ready-made hooks live in the modules beside this one (``recorder``,
 ``cache``, ``redaction``, ``audit``); ``errors`` holds ``InvalidHookError``.
 """
 
@@ -12,6 +13,7 @@ from .base import HOOK_EVENTS, BaseHook, CallableHook, RegisteredHook, check_hoo
 from .context import PredictContext, aggregate_usage
 from .dispatch import CallHooks, HookHost, HookRunner, check_timeout
 from .errors import InvalidHookError
+from .options import HookEvent, HookKeywords, HookOptions
 
 _READY_MADE = {
     "EventRecorder": "jevlaya_lab.hooks.recorder",
@@ -30,7 +32,10 @@ __all__ = [
     "CallableHook",
     "CallHooks",
     "EventRecorder",
+    "HookEvent",
     "HookHost",
+    "HookKeywords",
+    "HookOptions",
     "HookRunner",
     "InvalidHookError",
     "PredictContext",

@@ -25,7 +25,7 @@ from typing import IO, Any, Callable, Union
 
 __all__ = ["AuditHook", "audit_lines"]
 
-Sink = Union[str, os.PathLike, IO[str], Callable[[str], Any]]
+Sink = Union[str, os.PathLike[str], IO[str], Callable[[str], Any]]
 _ANSWER_KEYS = ("choice", "score", "noul")
 
 
@@ -45,7 +45,7 @@ def _answer(answer: Any) -> Any:
     return None
 
 
-def audit_lines(ctx: Any, *, include_state: bool = False) -> list[dict]:
+def audit_lines(ctx: Any, *, include_state: bool = False) -> list[dict[str, Any]]:
     """The audit records for one finished call: one per state (one for an empty call)."""
     states = list(ctx.states) if isinstance(ctx.states, (list, tuple)) else [ctx.states]
     results = ctx.results if isinstance(ctx.results, list) else []

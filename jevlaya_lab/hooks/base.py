@@ -6,7 +6,7 @@ where they are wrapped in :class:`CallableHook`.
 
 Everything about a hook is decided once, when it is registered (:func:`register_hook`): which
 events it implements (a :class:`BaseHook` method left as the no-op does not count), whether
-``on_load`` / ``on_evict`` take the context (Laya's form, ``on_load(ctx)``) or the seed's
+``on_load`` / ``on_evict`` take the context (Laya's form, ``on_load(ctx)``) or the
 ``(name, agent)`` pair (read from the method's signature: two required positional parameters
 mean the pair), and that a :class:`BaseHook` subclass has no misspelt ``on_*`` method. An
 ``async def`` event (or one returning an awaitable) is run to completion, in sync calls too.
@@ -17,9 +17,12 @@ from __future__ import annotations
 import functools
 import inspect
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from .errors import InvalidHookError
+
+if TYPE_CHECKING:
+    from .context import PredictContext
 
 HOOK_EVENTS: tuple[str, ...] = (
     "on_route",
@@ -35,29 +38,30 @@ class BaseHook:
     """Implements every event as a no-op; subclass it and override the events you need.
 
     Every event takes the :class:`~jevlaya_lab.hooks.PredictContext`. ``on_load`` / ``on_evict``
-    may instead be written as ``on_load(self, name, agent)`` (the seed's form); their context
+    may instead be written as ``on_load(self, name, agent)`` (the two-argument form); their context
     has ``model`` (the checkpoint name), ``agent`` (the Agent built or evicted) and ``router``.
     Any method may be ``async def``. A method named ``on_*`` that is not an event is refused
     when the hook is registered, so a typo such as ``on_predict_strat`` cannot go unnoticed.
     """
 
-    def on_route(self, ctx: Any) -> None:
-        pass
+    def on_route(self, ctx: PredictContext) -> None:
+        """A request was routed: ``ctx.decision`` may be replaced (a decision, a dict with
+        ``model`` or a checkpoint name)."""
 
-    def on_load(self, ctx: Any) -> None:
-        pass
+    def on_load(self, ctx: PredictContext) -> None:
+        """A checkpoint was built: ``ctx.model`` is its name, ``ctx.agent`` the Agent."""
 
-    def on_evict(self, ctx: Any) -> None:
-        pass
+    def on_evict(self, ctx: PredictContext) -> None:
+        """A checkpoint left the Router: ``ctx.model`` is its name, ``ctx.agent`` the Agent."""
 
-    def on_predict_start(self, ctx: Any) -> None:
-        pass
+    def on_predict_start(self, ctx: PredictContext) -> None:
+        """A call starts: states, questions and budgets may be rewritten, or ``ctx.skip()``."""
 
-    def on_predict_end(self, ctx: Any) -> None:
-        pass
+    def on_predict_end(self, ctx: PredictContext) -> None:
+        """A call ended (always, also after an error): results, usage, elapsed_ms, error."""
 
-    def on_error(self, ctx: Any) -> None:
-        pass
+    def on_error(self, ctx: PredictContext) -> None:
+        """A call failed: ``ctx.error`` is the exception that will propagate."""
 
 
 class CallableHook:

@@ -6,7 +6,7 @@ Each state gets a key over the state, the questions, the model and the effective
 need the forward pass); at ``on_predict_end`` a successful computed call stores one entry per
 state. Served results are deep copies, so callers may mutate them freely.
 
-Decisions the spec leaves open:
+What a demanding user would expect of a cache, and so what this one does:
 
 - Keys respect order and types: dict key order and ``1`` vs ``"1"`` vs ``True`` give different
   keys, because the model reads them differently.

@@ -1,6 +1,6 @@
 """``PredictContext``: the one object that travels through start, error and end of a call.
 
-The field order is part of the public contract (the lifecycle page lists it); equality and
+The field order is part of the public contract (positional construction relies on it); equality and
 hashing are by identity, so a hook may keep contexts in a set or as dict keys even though
 their fields change during the call. ``parent_id`` comes last, after the fields Laya's
 context has, so positional construction and Laya hooks see what they always saw.
@@ -8,8 +8,7 @@ context has, so positional construction and Laya hooks see what they always saw.
 Nesting: a Router call (``predict``, ``predict_batch``, ``route``, ``load``, ...) runs inside
 :func:`call_scope`, and every context created meanwhile in that thread or task (its
 ``on_route``, ``on_load`` / ``on_evict`` and predict contexts, and those of the Agent calls it
-makes) gets the call's id as ``parent_id``; a trace view nests them under that call. The lifecycle
-page leaves this out; it is written down here.
+makes) gets the call's id as ``parent_id``; a trace view nests them under that call.
 """
 
 from __future__ import annotations
@@ -75,7 +74,7 @@ def current_call() -> str | None:
     return None if call is None else call.id
 
 
-def aggregate_usage(results: list[dict] | None) -> dict[str, int]:
+def aggregate_usage(results: list[dict[str, Any]] | None) -> dict[str, int]:
     """Sum ``input_tokens`` / ``output_tokens`` over the ``usage`` of each result."""
     total = {"input_tokens": 0, "output_tokens": 0}
     for result in results or ():
@@ -100,8 +99,8 @@ class PredictContext:
     states: Sequence[Any]  # as the caller passed them (a list); the Agent validates them
     questions: Any
     run_id: str = field(default_factory=new_run_id)
-    results: list[dict] | None = None
-    decision: dict | None = None
+    results: list[dict[str, Any]] | None = None
+    decision: dict[str, Any] | None = None
     model: str | None = None
     agent: Any = None
     router: Any = None
@@ -113,7 +112,7 @@ class PredictContext:
     error: BaseException | None = None
     parent_id: str | None = field(default_factory=current_call)
 
-    def skip(self, results: dict | list[dict]) -> None:
+    def skip(self, results: dict[str, Any] | list[dict[str, Any]]) -> None:
         """Supply the results yourself; tokenisation and the forward pass are skipped.
 
         Pass one result per state (a list as long as ``ctx.states``), or a single result

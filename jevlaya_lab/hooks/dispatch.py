@@ -1,15 +1,21 @@
 """Calling hooks: the installed hooks of an Agent or Router, the hooks of one call, and the one
-definition of the predict lifecycle that both Agent and Router follow.
+definition of the predict lifecycle that Agent, Router, batches and long states all run.
 
-Ordering (lifecycle page, "ordering rules"): installed hooks run before per-call hooks, list
-order within each; every hook finishes an event before the next event starts.
+Ordering: installed hooks run before per-call hooks, list order within each; every hook finishes
+an event before the next event starts.
 
-The lifecycle of one :class:`~jevlaya_lab.hooks.PredictContext` (:class:`CallHooks`):
-:meth:`~CallHooks.start` runs ``on_predict_start``; on success :meth:`~CallHooks.finish` sets
-``elapsed_ms`` and ``usage`` and runs ``on_predict_end``; on failure :meth:`~CallHooks.fail` sets
-``error``, ``elapsed_ms`` and ``usage``, runs ``on_error`` and then ``on_predict_end``. The Agent
-wraps its work in :meth:`~CallHooks.lifecycle` (one context); the Router starts, finishes and fails
-the contexts of a checkpoint group with the same three steps, in the seed's order.
+The lifecycle (:meth:`CallHooks.lifecycle`, the only entry point; ``tests/test_structure.py``
+checks that nothing outside this package runs the steps itself) takes the contexts of one call in
+input order, one for an Agent call, one per request of a Router checkpoint group:
+
+1. ``on_predict_start`` for each context in order; a hook may rewrite the context, set budgets or
+   ``skip()``; a failure here fails every context started so far, this one included;
+2. the caller's work (the ``with`` block): tokenisation and the forward pass;
+3. success: for each context in reverse order, ``elapsed_ms`` and ``usage`` (the results' sum,
+   unless a hook set it), then ``on_predict_end``; the first end-hook failure is raised after all
+   contexts have ended;
+4. failure: for each started context in reverse order, ``error``, ``elapsed_ms``, ``usage``,
+   ``on_error``, then every ``on_predict_end``; the error propagates unchanged.
 
 Failures: with ``hooks_raise=True`` the first failing hook stops the event and its own
 exception propagates (its type is kept, a note names the hook and the event); with
@@ -36,11 +42,14 @@ import math
 import threading
 import time
 import warnings
-from typing import Any, Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import replace
+from typing import Any, Unpack
 
 from .base import HOOK_EVENTS, RegisteredHook, check_callable, register_hook
-from .context import aggregate_usage
+from .context import PredictContext, aggregate_usage
 from .errors import InvalidHookError
+from .options import HookEvent, HookKeywords, HookOptions, HookSettings
 
 
 def check_timeout(value: Any, name: str = "hooks_timeout") -> float | None:
@@ -57,23 +66,26 @@ def check_timeout(value: Any, name: str = "hooks_timeout") -> float | None:
 class HookRunner:
     """Holds the installed hooks (validated at registration) and builds each call's hooks."""
 
-    def __init__(
-        self,
-        hooks: Iterable[Any] | None = None,
-        *,
-        on_predict_start: Callable[[Any], Any] | None = None,
-        on_predict_end: Callable[[Any], Any] | None = None,
-        hooks_raise: bool = True,
-        hooks_concurrent: bool = True,
-        hooks_timeout: float | None = None,
-    ):
-        self.hooks_raise = bool(hooks_raise)
-        self.hooks_concurrent = bool(hooks_concurrent)
-        self.hooks_timeout = check_timeout(hooks_timeout)
+    def __init__(self, hooks: Iterable[Any] | None = None, /, options: HookOptions | None = None,
+                 **settings: Unpack[HookSettings]) -> None:
+        """``HookRunner(hooks, options)`` or ``HookRunner(hooks, hooks_raise=..., ...)`` with the
+        fields of :class:`HookOptions` as keywords (``hooks_raise`` defaults to ``True``)."""
+        if options is None:
+            options = HookOptions(**settings)
+        elif settings:
+            raise TypeError(f"HookRunner: pass options= or keywords ({', '.join(settings)}), not both")
+        if hooks is not None:
+            if options.hooks is not None:
+                raise TypeError("HookRunner: hooks given both positionally and in options; pass them once")
+            options = replace(options, hooks=hooks)
+        self.hooks_raise = True if options.hooks_raise is None else bool(options.hooks_raise)
+        self.hooks_concurrent = True if options.hooks_concurrent is None else bool(options.hooks_concurrent)
+        self.hooks_timeout = check_timeout(options.hooks_timeout)
         self._lock = threading.RLock()  # serialises hook invocations when not concurrent
         # guards changes to the installed tuple; calls read a snapshot of it without locking
         self._install_lock = threading.Lock()
-        self._installed: tuple[RegisteredHook, ...] = _collect(hooks, on_predict_start, on_predict_end)
+        self._installed: tuple[RegisteredHook, ...] = _collect(
+            options.hooks, options.on_predict_start, options.on_predict_end)
 
     # -- installation -----------------------------------------------------------------------
     @property
@@ -112,25 +124,27 @@ class HookRunner:
                 with contextlib.suppress(ValueError):
                     self.remove_hook(hook)
 
-    def listens(self, event: str) -> bool:
+    def listens(self, event: HookEvent) -> bool:
         """Whether an installed hook implements ``event``: a call without hooks of its own and
         without such a hook can skip the event, and building its context, altogether."""
         return bool(self._installed) and any(event in registered.calls for registered in self._installed)
 
-    def call(
-        self,
-        hooks: Iterable[Any] | None = None,
-        on_predict_start: Callable[[Any], Any] | None = None,
-        on_predict_end: Callable[[Any], Any] | None = None,
-        *,
-        hooks_raise: bool | None = None,
-        hooks_timeout: float | None = None,
-    ) -> CallHooks:
-        """The hooks of one call: installed, then this call's (``None`` and ``[]`` add nothing)."""
-        per_call = _collect(hooks, on_predict_start, on_predict_end)
+    def call(self, hooks: Sequence[Any] | None = None, /, options: HookOptions | None = None,
+             **keywords: Unpack[HookKeywords]) -> CallHooks:
+        """The hooks of one call: installed, then this call's (``None`` and ``[]`` add nothing).
+        ``options`` and the keywords are one call's :class:`HookOptions` (see ``of_call``)."""
+        if keywords or options is None or type(options) is not HookOptions:
+            options = HookOptions.of_call(options, keywords, "call")
+        if hooks is not None:
+            if options.hooks is not None:
+                raise TypeError("call: hooks given both positionally and in options; pass them once")
+            options = replace(options, hooks=hooks)
+        if options.hooks_concurrent is not None:
+            raise TypeError("call: hooks_concurrent applies to the installed hooks only")
+        per_call = _collect(options.hooks, options.on_predict_start, options.on_predict_end)
         active = (*self._installed, *per_call) if per_call else self._installed
-        raising = self.hooks_raise if hooks_raise is None else bool(hooks_raise)
-        timeout = self.hooks_timeout if hooks_timeout is None else check_timeout(hooks_timeout)
+        raising = self.hooks_raise if options.hooks_raise is None else bool(options.hooks_raise)
+        timeout = self.hooks_timeout if options.hooks_timeout is None else check_timeout(options.hooks_timeout)
         return CallHooks(self, active, raising, timeout)
 
 
@@ -146,28 +160,23 @@ class CallHooks:
     def hooks(self) -> tuple[Any, ...]:
         return tuple(r.hook for r in self.active)
 
-    def with_hooks(self, extra: Iterable[Any] | None) -> CallHooks:
-        """These hooks followed by ``extra`` (for a per-call list added after the fact)."""
-        more = _collect(extra, None, None)
-        return CallHooks(self.runner, (*self.active, *more), self.raising, self.timeout) if more else self
-
     # -- events ----------------------------------------------------------------------------
-    def listens(self, event: str) -> bool:
+    def listens(self, event: HookEvent) -> bool:
         """Whether any hook of this call implements ``event`` (callers may then skip building
         its context)."""
         return bool(self.active) and any(event in registered.calls for registered in self.active)
 
-    def emit(self, event: str, ctx: Any) -> None:
+    def emit(self, event: HookEvent, ctx: PredictContext) -> None:
         """Run ``event`` on every hook that implements it; the first failure raises (or warns)."""
         failure = self._run(event, ctx, stop_at_first=True)
         if failure is not None:
             raise failure
 
-    def emit_each(self, event: str, ctx: Any) -> BaseException | None:
+    def emit_each(self, event: HookEvent, ctx: PredictContext) -> BaseException | None:
         """Run ``event`` on every hook even if some fail; return the first failure, if any."""
         return self._run(event, ctx, stop_at_first=False)
 
-    def emit_error(self, ctx: Any) -> None:
+    def emit_error(self, ctx: PredictContext) -> None:
         """Run ``on_error``; never raises, so the error in ``ctx.error`` is what propagates."""
         for registered in self.active:
             call = registered.calls.get("on_error")
@@ -180,17 +189,41 @@ class CallHooks:
                     _warn(registered, "on_error", exc)
                 _attach(ctx.error, exc, f"while reporting this error, hook {registered.name}.on_error")
 
-    # -- the predict lifecycle (one definition for Agent and Router) -----------------------
-    def start(self, ctx: Any) -> None:
+    # -- the predict lifecycle (the one definition; see the module docstring) ----------------
+    @contextlib.contextmanager
+    def lifecycle(self, contexts: PredictContext | Iterable[PredictContext]) -> Iterator[list[PredictContext]]:
+        """Start ``contexts`` in order, run the ``with`` block (the call's work) on the list of
+        them, then end them in reverse order: finished on success, failed with the block's
+        exception otherwise. An Agent call passes its one context; a Router checkpoint group an
+        iterable with one per request, each built just before its start hooks run (its
+        ``started_at`` is then its own)."""
+        started: list[PredictContext] = []
+        try:
+            for ctx in [contexts] if isinstance(contexts, PredictContext) else contexts:
+                started.append(ctx)
+                self._start(ctx)
+            yield started
+        except BaseException as exc:
+            for ctx in reversed(started):  # every started context fails with exc
+                self._fail(ctx, exc)
+            raise
+        first: BaseException | None = None
+        for ctx in reversed(started):
+            failure = self._finish(ctx)
+            first = first or failure
+        if first is not None:
+            raise first
+
+    def _start(self, ctx: PredictContext) -> None:
         """``on_predict_start``; a hook may rewrite the context, set budgets or ``skip()``."""
         self.emit("on_predict_start", ctx)
 
-    def finish(self, ctx: Any) -> BaseException | None:
+    def _finish(self, ctx: PredictContext) -> BaseException | None:
         """Success path: ``elapsed_ms``, ``usage``, then ``on_predict_end``; returns its failure."""
         _close(ctx)
         return self._run("on_predict_end", ctx, stop_at_first=True)
 
-    def fail(self, ctx: Any, exc: BaseException) -> None:
+    def _fail(self, ctx: PredictContext, exc: BaseException) -> None:
         """Failure path: ``error``, ``elapsed_ms``, ``usage``, ``on_error``, then every
         ``on_predict_end``; nothing here replaces ``exc`` (failures become notes on it)."""
         ctx.error = exc
@@ -200,21 +233,8 @@ class CallHooks:
         if late is not None and late is not exc:
             _attach(exc, late, "while ending this failed call, on_predict_end")
 
-    @contextlib.contextmanager
-    def lifecycle(self, ctx: Any) -> Iterator[Any]:
-        """Start, then the caller's work, then finish or fail: the Agent's whole call."""
-        try:
-            self.start(ctx)
-            yield ctx
-        except BaseException as exc:
-            self.fail(ctx, exc)
-            raise
-        failure = self.finish(ctx)
-        if failure is not None:
-            raise failure
-
     # -- invocation ------------------------------------------------------------------------
-    def _run(self, event: str, ctx: Any, stop_at_first: bool) -> BaseException | None:
+    def _run(self, event: HookEvent, ctx: PredictContext, stop_at_first: bool) -> BaseException | None:
         first: BaseException | None = None
         for registered in self.active:
             call = registered.calls.get(event)
@@ -232,11 +252,16 @@ class CallHooks:
                     break
         return first
 
-    def _invoke(self, registered: RegisteredHook, event: str, call: Callable[[Any], Any], ctx: Any) -> None:
-        if self.timeout is not None:
-            run = lambda: _bounded(call, ctx, self.timeout, f"{registered.name}.{event}")  # noqa: E731
-        else:
-            run = lambda: _complete(call(ctx))  # noqa: E731
+    def _invoke(self, registered: RegisteredHook, event: str, call: Callable[[Any], Any],
+                ctx: PredictContext) -> None:
+        timeout = self.timeout
+
+        def run() -> None:
+            if timeout is not None:
+                _bounded(call, ctx, timeout, f"{registered.name}.{event}")
+            else:
+                _complete(call(ctx))
+
         if self.runner.hooks_concurrent:
             run()
         else:
@@ -261,7 +286,7 @@ def _collect(hooks: Any, on_start: Any, on_end: Any) -> tuple[RegisteredHook, ..
     return tuple(collected)
 
 
-def _close(ctx: Any) -> None:
+def _close(ctx: PredictContext) -> None:
     ctx.elapsed_ms = (time.perf_counter() - ctx.started_at) * 1000.0
     if ctx.results and ctx.usage is None:
         ctx.usage = aggregate_usage(ctx.results)
@@ -356,4 +381,4 @@ class HookHost:
         return self._hooks.hooks_installed(*hooks)
 
 
-__all__ = ["CallHooks", "HookHost", "HookRunner", "HOOK_EVENTS", "check_timeout"]
+__all__ = ["CallHooks", "HookHost", "HookOptions", "HookRunner", "HOOK_EVENTS", "check_timeout"]

@@ -131,6 +131,6 @@ class EventRecorder(BaseHook):
 def _elapsed(ctx: Any) -> float | None:
     elapsed = getattr(ctx, "elapsed_ms", None)
     if elapsed is not None:
-        return elapsed
+        return float(elapsed)
     started = getattr(ctx, "started_at", None)
     return None if started is None else (time.perf_counter() - started) * 1000.0

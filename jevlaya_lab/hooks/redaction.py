@@ -1,11 +1,5 @@
-"""Redaction: e-mails and phone numbers in states (``RedactionHook``), secrets in any text.
-
-``redact_secrets`` / ``clip_redacted`` keep API keys out of every text that leaves the
-package (errors, journal rows, logs, widget state): a known key is replaced wherever it appears,
-and so is any run of ``MIN_SECRET_RUN`` or more of its consecutive characters (a provider that
-echoes a truncated key, or text cut through a key, leaves no usable part of it); anything shaped
-like a key (``sk-...``, ``Bearer ...``) goes too. Text is always redacted *before* it is
-clipped, since a clip can cut a key so that nothing recognises it any more.
+"""Personal-data redaction: e-mails and phone numbers in states (``RedactionHook``,
+``redact_personal_data``). API keys are another matter, scrubbed by :mod:`jevlaya_lab.secrets`.
 
 ``RedactionHook`` replaces e-mail addresses and phone numbers in states before the model sees them.
 
@@ -14,7 +8,7 @@ objects are never changed, and every later hook (cache, audit) and the model see
 text. Strings, bytes (decoded as UTF-8, re-encoded after), and the string values of nested
 dicts, lists and tuples are redacted; dict keys and non-string scalars are left alone.
 
-What counts as a phone number, decided here because the spec is silent: 7 to 15 digits written
+What counts as a phone number: 7 to 15 digits written
 the way people write phone numbers, i.e. either starting with ``+`` (``+44 20 7946 0958``,
 ``+15551234567``) or in at least two digit groups joined by spaces, dots, dashes or a bracketed
 area code (``(555) 123-4567``, ``555.123.4567``, ``06 12 34 56 78``). A plain run of digits
@@ -24,18 +18,11 @@ and IPv4 addresses are not redacted.
 
 from __future__ import annotations
 
-import functools
 import re
 import threading
 from typing import Any, Callable
 
-__all__ = ["EMAIL", "KEY_SHAPED", "MIN_SECRET_RUN", "PHONE", "RedactionHook", "clip_redacted", "redact",
-           "redact_secrets"]
-
-SECRET_MARK = "***"
-# A run this long of a key's consecutive characters counts as (part of) the key.
-MIN_SECRET_RUN = 6
-KEY_SHAPED = re.compile(r"\b(sk|pk|rk|gsk|xai|Bearer)([-_ ])[A-Za-z0-9*._-]{6,}")
+__all__ = ["EMAIL", "PHONE", "RedactionHook", "redact", "redact_personal_data"]
 
 EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}(?![\w-])")
 PHONE = re.compile(
@@ -45,52 +32,6 @@ PHONE = re.compile(
 _NOT_PHONE = re.compile(
     r"^(?:\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.]\d{2,4}|\d{1,3}(?:\.\d{1,3}){3})$"
 )
-
-
-def redact_secrets(text: str, *secrets: str | None) -> str:
-    """``text`` with each secret, every run of ``MIN_SECRET_RUN``+ of its consecutive
-    characters, and every key-shaped token replaced by ``***``.
-
-    Secrets shorter than 4 characters are ignored (they would match ordinary text).
-    """
-    for secret in secrets:
-        if secret and len(secret) >= 4:
-            text = text.replace(secret, SECRET_MARK)
-            if len(secret) > MIN_SECRET_RUN:
-                text = _redact_runs(text, secret)
-    return KEY_SHAPED.sub(lambda m: m.group(1) + m.group(2) + SECRET_MARK, text)
-
-
-def _redact_runs(text: str, secret: str) -> str:
-    """Replace every maximal run of text made of ``MIN_SECRET_RUN``-character pieces of ``secret``."""
-    n = MIN_SECRET_RUN
-    pieces, finder = _run_finder(secret)
-    out, at = [], 0
-    match = finder.search(text)
-    while match:
-        end = match.end()
-        while end < len(text) and text[end - n + 1:end + 1] in pieces:  # extend the run
-            end += 1
-        out += [text[at:match.start()], SECRET_MARK]
-        at = end
-        match = finder.search(text, end)
-    return "".join(out) + text[at:] if out else text
-
-
-@functools.lru_cache(maxsize=64)
-def _run_finder(secret: str) -> tuple[frozenset[str], re.Pattern[str]]:
-    pieces = frozenset(secret[i:i + MIN_SECRET_RUN] for i in range(len(secret) - MIN_SECRET_RUN + 1))
-    return pieces, re.compile("|".join(re.escape(p) for p in sorted(pieces)))
-
-
-def clip_redacted(text: str, limit: int, *secrets: str | None) -> str:
-    """At most ``limit`` characters of ``text``, redacted (``redact_secrets``) *before* clipping.
-
-    Only a window a little longer than ``limit`` is redacted, so a huge text costs little; a
-    secret that starts inside the clip lies whole inside the window.
-    """
-    window = limit + max((len(s) for s in secrets if s), default=0) + 64
-    return redact_secrets(text[:window], *secrets)[:limit]
 
 
 def _phone_like(match: str) -> bool:
@@ -132,7 +73,7 @@ class _Redactor:
         return value
 
 
-def redact(
+def redact_personal_data(
     state: Any,
     *,
     emails: bool = True,
@@ -142,6 +83,10 @@ def redact(
     """A redacted copy of ``state``; ``replacement`` is a format string with ``{kind}``
     (``EMAIL`` / ``PHONE``) or a function ``(kind, matched_text) -> str``."""
     return _Redactor(emails, phones, replacement).state(state)
+
+
+redact = redact_personal_data
+"""The shorter name of :func:`redact_personal_data`, kept for existing callers."""
 
 
 class RedactionHook:

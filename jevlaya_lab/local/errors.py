@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from jevlaya_lab.errors import JevlayaError
-from jevlaya_lab.hooks.redaction import clip_redacted
+from jevlaya_lab.secrets import clip_scrubbed as clip_redacted
 
 
 class LocalModelError(JevlayaError, RuntimeError):

@@ -27,12 +27,13 @@ import threading
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any, Protocol
 
-from jevlaya_lab.hooks.redaction import clip_redacted, redact_secrets
 from jevlaya_lab.local import validation, wire
 from jevlaya_lab.local.errors import ChatRequestError
 from jevlaya_lab.local.faults import FaultProfile
 from jevlaya_lab.local.generation import Generation
 from jevlaya_lab.local.limits import MAX_BODY_BYTES, MAX_JSON_DEPTH, READ_CHUNK_BYTES, DeadlineReader, json_depth_over
+from jevlaya_lab.secrets import clip_scrubbed as clip_redacted
+from jevlaya_lab.secrets import scrub_secrets as redact_secrets
 
 if TYPE_CHECKING:
     from jevlaya_lab.local.chat_model import ChatModel

@@ -11,7 +11,7 @@ from jevlaya_lab._lazy import lazy_attributes
 
 _VIEWS = {
     "AnswersView": "jevlaya_lab.widgets.answers",
-    "RoutingView": "jevlaya_lab.widgets.routing",
+    "RoutingView": "jevlaya_lab.widgets.routing_view",
     "HookTimeline": "jevlaya_lab.widgets.timeline",
     "StreamView": "jevlaya_lab.widgets.stream",
     "JournalDashboard": "jevlaya_lab.widgets.dashboard",

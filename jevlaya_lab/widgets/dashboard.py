@@ -7,7 +7,7 @@ wins, quality over time). ``refresh()`` (or the button) re-reads the source, so 
 a live Broker. ``summary`` and ``tables`` hold the same numbers as plain dicts for notebook
 checks.
 
-Choices the spec leaves open: every cell is HTML-escaped (journal text such as an error
+What a reader of the tables can rely on: every cell is HTML-escaped (journal text such as an error
 detail or an operation is shown as text, never markup); numbers show three significant digits
 and whole numbers from 1,000 up (never ``1.23e+03``); missing values (a missing HTTP status,
 a mean rating before any rating) show as ``–``; each table
@@ -29,13 +29,14 @@ from typing import Any
 import ipywidgets as w
 import pandas as pd
 
-from jevlaya_lab import analysis
+from jevlaya_lab import analysis, figures
+from jevlaya_lab.display import table_html as build_table
 from jevlaya_lab.widgets.assets import css
 from jevlaya_lab.widgets.render import jsonable
 
 FIGURES: dict[str, Callable[..., Any]] = {
-    "tokens": analysis.tokens_figure, "latency": analysis.latency_figure,
-    "races": analysis.race_figure, "quality": analysis.quality_figure,
+    "tokens": figures.tokens_figure, "latency": figures.latency_figure,
+    "races": figures.race_figure, "quality": figures.quality_figure,
 }
 HEADINGS = {"calls": "calls per model", "latency": "latency per model (ms, ok attempts)",
             "errors": "failures by cause", "races": "race wins",
@@ -61,16 +62,8 @@ def table_html(df: pd.DataFrame, name: str) -> str:
     shown = df.reset_index()
     numeric = [pd.api.types.is_numeric_dtype(shown[c]) and not pd.api.types.is_bool_dtype(
         shown[c]) for c in shown.columns]
-    num = " class='jv-n'"
-    head = "".join(f"<th{num if n else ''}>{escape(str(c))}</th>"
-                   for c, n in zip(shown.columns, numeric))
-    body = []
-    for row in shown.itertuples(index=False):
-        cells = "".join(f"<td{num if n else ''}>{escape(cell_text(v))}</td>"
-                        for v, n in zip(row, numeric))
-        body.append(f"<tr>{cells}</tr>")
-    return (f"<table class='jv-table jv-{escape(name)}'><thead><tr>{head}</tr></thead>"
-            f"<tbody>{''.join(body)}</tbody></table>")
+    rows = ([cell_text(v) for v in row] for row in shown.itertuples(index=False))
+    return build_table(rows, head=list(shown.columns), numeric=numeric, css_class=f"jv-table jv-{name}")
 
 
 def cell_text(value: Any) -> str:
@@ -170,10 +163,9 @@ class JournalDashboard(w.VBox):
                   "races": analysis.race_wins(journal),
                   "recent_failures": recent_failures(journal, self.recent)}
         self.tables = {k: jsonable(df.reset_index().to_dict("records")) for k, df in frames.items()}
-        rows = "".join(f"<tr><th>{escape(k)}</th><td>{escape(summary_text(v))}</td></tr>"
-                       for k, v in self.summary.items())
-        self.summary_html.value = (f"<style>{css()}</style>"
-                                   f"<table class='jv-table jv-summary'>{rows}</table>")
+        summary = build_table([(k, summary_text(v)) for k, v in self.summary.items()], row_heads=True,
+                              css_class="jv-table jv-summary")
+        self.summary_html.value = f"<style>{css()}</style>{summary}"
         self.tables_html.value = "".join(f"<h4>{escape(HEADINGS[k])}</h4>{table_html(df, k)}"
                                          for k, df in frames.items() if not df.empty)
         self.refreshes += 1

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from jevlaya_lab import display
-from jevlaya_lab.decisions.routing import decision_card
+from jevlaya_lab.decisions.routing_policy import decision_card
 from jevlaya_lab.display import (
     MIME,
     answer_rows,

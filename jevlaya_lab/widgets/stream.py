@@ -4,7 +4,7 @@
 and shows the lane being read: its model, time to first token, tokens/s and the text, pushed
 to the browser at most every ``throttle`` seconds. When a race is won by another lane
 (``StreamReplacementError``) the shown lane is greyed as ``replaced`` and the winner's lane
-shows the replacement text, as the seed asks (chunks are never spliced). When the answer ends,
+shows the replacement text (chunks are never spliced). When the answer ends,
 the journal rows of the call (``broker.calls(trace_id=...)``) add one lane per other model
 that ran (``lost`` for superseded race lanes, ``failed`` for failover attempts) with its
 latency and tokens. Race lanes that lose keep running to completion (their answers are kept
@@ -26,7 +26,7 @@ awaitable twins (``wait_async``, ``another_async``, ``rate_async``, ``refresh_la
 loop the stream needs would hang the kernel). ``close()`` and the buttons work for both.
 Each operation is written once, as a coroutine: over an ``AsyncBroker`` it is awaited on the
 loop; over a ``Broker`` every call it makes blocks, so it never suspends and runs to its end
-in the calling thread (:func:`run_blocking`).
+in the calling thread (:func:`~jevlaya_lab.widgets.loops.run_blocking`).
 
 State is in traits: ``status`` (``waiting``, ``streaming``, ``done``, ``error``), ``lanes``,
 ``answers``, ``error``, ``trace_id``, ``broker_closed``; the prompt and answers are text, never
@@ -42,22 +42,21 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures as cf
-import inspect
 import threading
 import time
-from collections.abc import AsyncIterator, Coroutine
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator
+from typing import Any
 
 import anywidget
 import traitlets
 
 from jevlaya_lab.widgets.assets import css, esm
+from jevlaya_lab.widgets.lanes import apply_journal_rows, new_lane, tokens_per_s
+from jevlaya_lab.widgets.loops import awaited, is_async_broker, run_blocking, running_loop_for, submit
 from jevlaya_lab.widgets.throttle import Throttle
 
 FINAL = ("done", "error")
-JOURNAL_STATES = {"ok": "retained", "superseded": "lost", "cancelled": "lost"}
 SETTLE_POLL_S = 0.2  # how often the journal is read while race lanes are still running
-T = TypeVar("T")
 
 
 class StreamView(anywidget.AnyWidget):
@@ -176,7 +175,7 @@ class StreamView(anywidget.AnyWidget):
             with self._lock:
                 lane["state"] = "replaced"
                 self._finish_lane(lane, started)
-                self._lanes.append(_lane(winner.llm_name, "won", call_id=winner.call_id,
+                self._lanes.append(new_lane(winner.llm_name, "won", call_id=winner.call_id,
                                          text=winner.text))
             self._set_status("done")
         except LLMRequestError as exc:
@@ -212,11 +211,11 @@ class StreamView(anywidget.AnyWidget):
             lane["text"] += delta
             lane["chunks"] += 1
             lane["tokens"] += 1
-            lane["tokens_per_s"] = _rate(lane["tokens"], now - lane["_first"])
+            lane["tokens_per_s"] = tokens_per_s(lane["tokens"], now - lane["_first"])
         self._set_status("streaming")
 
     def _new_lane(self, model: str | None, state: str) -> dict[str, Any]:
-        lane = _lane(model, state)
+        lane = new_lane(model, state)
         lane["chunks"] = 0  # read here: count what was shown
         with self._lock:
             self._lanes.append(lane)
@@ -227,7 +226,7 @@ class StreamView(anywidget.AnyWidget):
         if lane["call_id"] == self.stream.call_id and usage.get("completion_tokens"):
             lane["tokens"] = int(usage["completion_tokens"])
         if lane.get("_first") is not None:
-            lane["tokens_per_s"] = _rate(lane["tokens"], time.perf_counter() - lane["_first"])
+            lane["tokens_per_s"] = tokens_per_s(lane["tokens"], time.perf_counter() - lane["_first"])
         lane["latency_ms"] = round((time.perf_counter() - started) * 1000.0, 1)
 
     def _show_error(self, exc: BaseException) -> None:
@@ -273,26 +272,7 @@ class StreamView(anywidget.AnyWidget):
             self.broker_closed = True
         fetched = {a["call_id"] for a in self.answers}
         with self._lock:
-            by_call = {lane["call_id"]: lane for lane in self._lanes if lane["call_id"]}
-            for row in rows:
-                lane = by_call.get(row["call_id"])
-                if lane is None:
-                    lane = _lane(row["llm_name"], JOURNAL_STATES.get(row["status"], "failed"),
-                                 call_id=row["call_id"])
-                    lane["detail"] = row["error_detail"] or row["status"]
-                    self._lanes.append(lane)
-                if row["call_id"] in fetched:
-                    lane["state"] = "another"
-                elif row["status"] == "cancelled" and lane.get("_first") is not None:
-                    lane["state"] = "cancelled"  # the view was closed before the answer ended
-                lane["latency_ms"] = row["latency_ms"]
-                lane["ttft_ms"] = row["first_token_ms"] if row["first_token_ms"] is not None \
-                    else lane["ttft_ms"]
-                if row["completion_tokens"]:
-                    lane["tokens"] = int(row["completion_tokens"])
-                    if lane.get("_first") is None:  # not read here: rate over the attempt
-                        lane["tokens_per_s"] = _rate(lane["tokens"],
-                                                     (row["latency_ms"] or 0) / 1000.0)
+            apply_journal_rows(self._lanes, rows, fetched)
         self._throttle.flush()
         return rows
 
@@ -409,66 +389,3 @@ class StreamView(anywidget.AnyWidget):
         lanes = "; ".join(f"{lane['model']} {lane['state']}: {lane['text'][:60]!r}"
                           for lane in self.lanes)
         return f"StreamView({self.status}; {lanes or 'no lanes yet'})"
-
-
-def is_async_broker(broker: Any) -> bool:
-    """``True`` for an ``AsyncBroker`` (its ``calls`` is a coroutine function), ``False`` for
-    a ``Broker``; anything else is a ``TypeError``."""
-    if not callable(getattr(broker, "stream", None)) or not callable(
-            getattr(broker, "calls", None)):
-        raise TypeError(f"broker={type(broker).__name__}: expected a jevlaya_lab Broker or "
-                        "AsyncBroker (something with stream() and calls())")
-    return inspect.iscoroutinefunction(broker.calls)
-
-
-def running_loop_for(broker: Any) -> asyncio.AbstractEventLoop:
-    """The running event loop an ``AsyncBroker``'s view reads its stream on."""
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        raise TypeError(
-            f"broker={type(broker).__name__}: an AsyncBroker's stream is read by a task on the "
-            "running event loop, and no loop is running here; create the StreamView inside "
-            "one (a JupyterLab cell, or a coroutine run by asyncio.run), or pass the sync "
-            "jevlaya_lab.Broker instead") from None
-
-
-async def awaited(value: Any) -> Any:
-    """``value``, awaited when it is awaitable (an AsyncBroker's methods return coroutines,
-    a Broker's return values)."""
-    return await value if inspect.isawaitable(value) else value
-
-
-def run_blocking(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine that never suspends (every call it makes blocks, as over a sync
-    ``Broker``) to its end in this thread and return its value."""
-    try:
-        coro.send(None)
-    except StopIteration as stop:
-        return stop.value
-    coro.close()
-    raise RuntimeError("a StreamView operation over a sync Broker waited on an event loop; "
-                       "this is a bug in jevlaya_lab.widgets.stream")
-
-
-def submit(coro: Coroutine[Any, Any, T],
-           loop: asyncio.AbstractEventLoop) -> cf.Future[T] | None:
-    """Schedule ``coro`` on ``loop`` from any thread; ``None`` (and ``coro`` closed) when the
-    loop is closed."""
-    try:
-        return asyncio.run_coroutine_threadsafe(coro, loop)
-    except RuntimeError:
-        coro.close()
-        return None
-
-
-def _lane(model: str | None, state: str, *, call_id: str | None = None,
-          text: str = "") -> dict[str, Any]:
-    return {"model": model, "state": state, "call_id": call_id, "text": text, "tokens": 0,
-            "chunks": None,
-            "ttft_ms": None, "latency_ms": None, "tokens_per_s": None, "detail": None,
-            "_first": None}
-
-
-def _rate(tokens: int, seconds: float) -> float | None:
-    return round(tokens / seconds, 1) if seconds > 0 and tokens else None

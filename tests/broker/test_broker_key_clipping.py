@@ -17,7 +17,9 @@ import pytest
 
 from jevlaya_lab.broker import Broker, LLMConfig
 from jevlaya_lab.broker.errors import LLMRequestError
-from jevlaya_lab.hooks.redaction import MIN_SECRET_RUN, clip_redacted, redact_secrets
+from jevlaya_lab.secrets import MIN_SECRET_RUN
+from jevlaya_lab.secrets import clip_scrubbed as clip_redacted
+from jevlaya_lab.secrets import scrub_secrets as redact_secrets
 from jevlaya_lab.local import FaultProfile, serve, tiny_chat_model
 
 KEY = "Prov1derToken9XqZ7wLmK2vB8nR4tY6u"

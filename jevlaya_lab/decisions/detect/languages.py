@@ -20,6 +20,7 @@ import json
 import sys
 from array import array
 from pathlib import Path
+from typing import Any
 
 import regex
 
@@ -67,7 +68,7 @@ for _lang, _letters in HINT_LETTERS.items():
         _HINT_INDEX[_letter] = (*_HINT_INDEX.get(_letter, ()), _POSITION[_lang])
 _INVERTED_AT = {_POSITION[lang]: marks for lang, marks in _INVERTED.items()}
 
-Evidence = tuple
+Evidence = tuple[Any, ...]
 """``(points, words, foreign words, word points)``: quarter points per language (an ``array``
 indexed like :data:`LANGUAGES`), the word count, how many words carry non-ASCII letters, and the
 packed quarter points of the common words alone (:func:`_latin_scores`)."""
@@ -158,7 +159,7 @@ def ascii_evidence(words: list[bytes]) -> Evidence:
 _NO_POINTS = array("i", bytes(_SCORE_BYTES))  # read only: see _unpacked
 
 
-def _unpacked(packed: int, n_words: int) -> array:
+def _unpacked(packed: int, n_words: int) -> array[int]:
     """Quarter points per language from packed ones (all zeros for fewer than ``MIN_WORDS``
     words, which name no language whatever they score, so nothing is unpacked)."""
     if n_words < MIN_WORDS:
@@ -166,7 +167,7 @@ def _unpacked(packed: int, n_words: int) -> array:
     return array("i", packed.to_bytes(_SCORE_BYTES, sys.byteorder))
 
 
-def _top_two(points: array) -> tuple[int, int, int, int]:
+def _top_two(points: array[int]) -> tuple[int, int, int, int]:
     """``(best, its points, runner-up, its points)``: positions in :data:`LANGUAGES`, ties to
     the one listed first in ``languages.json`` (one sort of 27 numbers and ``index``, in C)."""
     ordered = sorted(points)
@@ -195,7 +196,7 @@ def guess(text: str) -> tuple[str | None, str, bool]:
     return code, explain_reading(reading, not_english), not_english
 
 
-def read_latin(text: str) -> tuple[str | None, bool, tuple]:
+def read_latin(text: str) -> tuple[str | None, bool, tuple[Any, ...]]:
     """``(code, not_english, reading)`` of Latin-script ``text``, as :func:`guess` decides them;
     ``reading`` is what :func:`explain_reading` turns into the *why* phrase, so a caller that
     never shows the phrase (a sentence judged while looking for a foreign one) skips formatting
@@ -203,7 +204,7 @@ def read_latin(text: str) -> tuple[str | None, bool, tuple]:
     return read_evidence(_latin_scores(text))
 
 
-def read_evidence(evidence: Evidence) -> tuple[str | None, bool, tuple]:
+def read_evidence(evidence: Evidence) -> tuple[str | None, bool, tuple[Any, ...]]:
     """:func:`read_latin` from the text's :data:`Evidence`."""
     points, n_words, foreign_words, _ = evidence
     if n_words < MIN_WORDS:
@@ -219,7 +220,7 @@ def read_evidence(evidence: Evidence) -> tuple[str | None, bool, tuple]:
     return None, not_english, ("tie", best, runner, evidence)
 
 
-def explain_reading(reading: tuple, not_english: bool) -> str:
+def explain_reading(reading: tuple[Any, ...], not_english: bool) -> str:
     """The *why* phrase of a :func:`read_latin` reading."""
     kind = reading[0]
     if kind == "few":
@@ -294,6 +295,6 @@ def may_lead_english(words: list[bytes]) -> bool:
     return bool(sum(filter(None, map(_NOT_ENGLISH_POINTS.get, words))) & _BUT_EN_AT_LEAST_4)
 
 
-def _best_other(points: array) -> int:
+def _best_other(points: array[int]) -> int:
     """The most points of a language other than English."""
     return max(max(points[:_EN], default=0), max(points[_EN + 1:], default=0))

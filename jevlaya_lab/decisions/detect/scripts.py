@@ -48,7 +48,7 @@ FAMILY: dict[str, str] = {"Han": "CJK", "Hiragana": "CJK", "Katakana": "CJK", "B
 _ASCII_NON_LETTERS = bytes(b for b in range(128) if not chr(b).isalpha())
 
 
-class _ScriptTags(dict):
+class _ScriptTags(dict[int, Any]):
     """``str.translate`` table: code point -> one tag character per script (``chr(i + 1)`` for
     ``SCRIPTS[i]``, ``_OTHER`` for letters of another script), ``None`` (deleted) for what is not
     a letter or is a letter of the Common or Inherited script (which ``SCRIPT_RUN`` counts for

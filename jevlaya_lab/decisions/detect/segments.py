@@ -94,7 +94,7 @@ def find_mixed(per_leaf: list[tuple[str, str, dict[str, int]]], overall: dict[st
 
 
 def find_mixed_ascii(text: str, words: list[bytes], language: str | None,
-                     evidence: tuple) -> dict[str, Any] | None:
+                     evidence: tuple[Any, ...]) -> dict[str, Any] | None:
     """:func:`find_mixed` for a state that is one ASCII string (most states) with these
     ``words`` that reads as ``language`` with ``evidence`` (its
     :func:`~.languages.ascii_evidence`), finding its sentences with bytes methods instead of

@@ -1,7 +1,7 @@
 """Train a bundled checkpoint: the similarity prior's calibration and gated correction, the act
 head and the temperatures, over a frozen sentence encoder.
 
-Why this design (issue 11; measured on this 2-core CPU, numbers in the README):
+Why this design (measured on a 2-core CPU; the numbers are in the README):
 - The untrained encoder's cosine between a state and an option's description is a strong answer
   on labels never seen (all-MiniLM-L6-v2: 0.62-0.68 on the three datasets' full label sets with
   label names alone). The previous design fine-tuned the top encoder layers and scored option

@@ -2,7 +2,7 @@
 
 The phrase banks of :mod:`.synthetic` compose states from templates ("<request>. <mood>. <urgency
 phrase>"), so a model trained only on them learns that urgency is a phrase at the end. These files
-hold whole messages written one by one for training (issue 11): urgency carried by consequences
+hold whole messages written one by one for training: urgency carried by consequences
 (an outage, payroll due tomorrow, a locked account before a deadline), indirect requests, threads,
 typos, many industries and voices; the multilingual file is written natively in 13 languages.
 They were written without reading the hand-written evaluation states (``tests/data/fresh``) or

@@ -42,7 +42,7 @@ def parse_state(text: str) -> Any:
 class RoutingView(anywidget.AnyWidget):
     """``RoutingView(router, state="...")`` or ``RoutingView(router, states=df["text"])``."""
 
-    _esm = esm("routing")
+    _esm = esm("routing_view")
     _css = css()
     state_text = traitlets.Unicode("").tag(sync=True)
     decision = traitlets.Dict(allow_none=True, default_value=None).tag(sync=True)

@@ -5,7 +5,7 @@
 :class:`Decision` whose ``reason`` is a sentence a person understands. It never loads a model;
 the :class:`~jevlaya_lab.decisions.router.Router` fires ``on_route`` around it.
 
-Decisions the spec leaves open, written down here:
+How the chain decides:
 - Detection sends non-Latin text, Latin text that reads as another language (or surely not as
   English, even when the language itself is undecided) and states with a foreign segment (one
   Spanish field in an English ticket) to the multilingual checkpoint; English to the English
@@ -33,10 +33,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from jevlaya_lab import display
 from jevlaya_lab.decisions import detect as detection
 from jevlaya_lab.decisions.budget import check_budget
 from jevlaya_lab.decisions.registry import Registry
+from jevlaya_lab.decisions.results import Decision, decision_card
 
 __all__ = ["REQUEST_KEYS", "Decision", "RoutingPolicy", "decision_card", "primary_subtag"]
 
@@ -46,68 +46,6 @@ _ENGLISH_CODES = {"en", "eng", "english"}
 LANGUAGE_AGNOSTIC_CODES = frozenset({"und", "mul", "zxx", "c", "posix"})
 """``lang`` / ``lang_guess`` values that name no language (undetermined, multiple, no linguistic
 content, the C/POSIX locale): as in Laya 0.4.15 they decide nothing and the next rule applies."""
-
-
-class Decision(dict):
-    """A routing decision: a plain dict (JSON-ready) with attribute access to its main keys.
-
-    Keys: ``model`` (canonical checkpoint name), ``source`` (which rule decided: ``model``,
-    ``task``, ``workflow``, ``lang``, ``lang_guess``, ``detection`` or ``hook``), ``reason`` (a
-    sentence for people), ``detection`` (the detector's findings, ``None`` when an earlier rule
-    decided), ``workflow`` (the workflow whose question ids match, or ``None``) and ``repo``
-    (where the checkpoint comes from, as in Laya); ``explain`` with ``explain=True``.
-    """
-
-    @property
-    def repo(self) -> str | None:
-        return self.get("repo")
-
-    @property
-    def model(self) -> str:
-        return self["model"]
-
-    @property
-    def source(self) -> str:
-        return self["source"]
-
-    @property
-    def reason(self) -> str:
-        return self["reason"]
-
-    @property
-    def detection(self) -> dict | None:
-        return self.get("detection")
-
-    @property
-    def workflow(self) -> str | None:
-        return self.get("workflow")
-
-    def _repr_html_(self) -> str:
-        """Notebook view: the package's card (:mod:`jevlaya_lab.display`) with the checkpoint,
-        the rule that chose it, the reason, the language and the script mix."""
-        return display.decision_html(decision_card(self))
-
-
-def decision_card(decision: Mapping[str, Any]) -> dict[str, Any]:
-    """What a decision's card shows: model, rule, reason, script shares and language guess."""
-    if not isinstance(decision, Mapping) or "model" not in decision:
-        shown = repr(decision)
-        raise TypeError(f"decision={shown if len(shown) <= 80 else shown[:77] + '...'}: "
-                        "expected a routing decision (router.route(...)) with a 'model' key")
-    found = decision.get("detection") or (decision.get("explain") or {}).get("detection") or {}
-    profile = found.get("script_profile") or {}
-    language = found.get("language")
-    if language:
-        language = f"{detection.language_name(language)} ({language})"
-    return {
-        "model": str(decision["model"]), "source": str(decision.get("source", "")),
-        "reason": str(decision.get("reason", "")), "workflow": decision.get("workflow"),
-        "script": found.get("script"),
-        "scripts": [{"label": str(k), "p": float(v)} for k, v in
-                    sorted(profile.items(), key=lambda kv: -kv[1])],
-        "language": language or "undecided",
-        "evidence": found.get("evidence"),
-    }
 
 
 class RoutingPolicy:
@@ -145,7 +83,7 @@ class RoutingPolicy:
         check_lang_guess(lang_guess, "lang_guess")
         self.lang_guess = lang_guess
         self.auto_task_detection = bool(auto_task_detection)
-        self._targets: dict[str, tuple[tuple, tuple[str, str]]] = {}  # see _language_target
+        self._targets: dict[str, tuple[tuple[Any, ...], tuple[str, str]]] = {}  # see _language_target
 
     def settle(self, chosen: Any, original: Decision) -> Decision:
         """Accept what an ``on_route`` hook left in ``ctx.decision``; aliases become canonical."""
@@ -169,14 +107,14 @@ class RoutingPolicy:
         return decision
 
     def decide(self, request: Mapping[str, Any], *,
-               explain: bool = False) -> tuple[Decision, list[dict] | None]:
+               explain: bool = False) -> tuple[Decision, list[dict[str, Any]] | None]:
         """Walk the precedence chain; returns the decision and, with ``explain=True``, the steps
         considered (``None`` otherwise: nobody reads them, so they are not written)."""
         get = request.get
         if not explain and self.detects_only and get("model") is None and get("task") is None \
                 and get("lang") is None and get("lang_guess") is None:
             return self.by_detection(request["state"], get("questions")), None
-        steps: list[dict] | None = [] if explain else None
+        steps: list[dict[str, Any]] | None = [] if explain else None
         matched = self._match_workflow(request.get("questions"))
 
         model = request.get("model")
@@ -246,8 +184,8 @@ class RoutingPolicy:
         target, reason = self._detection_target(found)
         return self._decided(None, self._match_workflow(questions), target, "detection", reason, found)[0]
 
-    def _decided(self, steps: list[dict] | None, matched: str | None, model: str, source: str, reason: str,
-                 found: dict | None = None) -> tuple[Decision, list[dict] | None]:
+    def _decided(self, steps: list[dict[str, Any]] | None, matched: str | None, model: str, source: str, reason: str,
+                 found: dict[str, Any] | None = None) -> tuple[Decision, list[dict[str, Any]] | None]:
         """The decision of rule ``source``; ``matched`` is the workflow the question ids match."""
         if steps is not None:
             steps.append({"step": source, "outcome": "decided", "model": model})
@@ -300,7 +238,7 @@ class RoutingPolicy:
         return self.default, (f"{label}; no {wanted!r} checkpoint is registered, so the default "
                               f"{self.default!r} reads it")
 
-    def _detection_target(self, found: dict) -> tuple[str, str]:
+    def _detection_target(self, found: dict[str, Any]) -> tuple[str, str]:
         default = self.default
         if found["script"] is None:
             return default, f"The state has no letters to read, so the default checkpoint {default!r} answers."
