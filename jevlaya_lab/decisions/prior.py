@@ -234,7 +234,8 @@ class SimilarityPrior(nn.Module):
             correction = torch.einsum("rq,rkq->rk", projected, option_vectors @ self.option_proj.T)
             logits = logits + (self.gate(option_vectors) if gate is None else gate) * correction
         logits = logits + self.bias[type_ids][:, None] * true_slot.to(logits.dtype)
-        if self.config.fallback and len(self.anchors):
+        anchors: torch.Tensor = self.anchors  # type: ignore[assignment]  # a registered buffer
+        if self.config.fallback and len(anchors):
             scale, bias, hubness = self.config.fallback
             z = (cosine - center) / spread
             unseen = scale * (z - hubness * self.hubness(state_vectors)[:, None]) + bias
