@@ -377,6 +377,66 @@ def _print_user(name: str, report: dict) -> None:
         print(f"  mean {key:<26} " + " ".join(f"{k}={v}" for k, v in m.items()))
 
 
+def fallback_lodo(agent, name: str, seeds: list[int], data_dir: str | None) -> dict:
+    """The unseen-statement fallback (prior.py ``fallback``) left one dataset out: fit on the other
+    two datasets' train utterances and the hand-written training messages, scored on the held
+    dataset's test split with held-out statements (half true, half a near intent's; ``seeds`` draw
+    the pairs), next to the checkpoint's own answer without the refit and the cosine at the split's
+    median. The encoder is frozen, so the shipped checkpoint's pooled vectors are the ones a
+    leave-one-out run would compute; the fallback alone answers these statements (gate ~0). The
+    anchors that the hubness reads are the shipped head's, which include the held dataset's training
+    statements (not its test utterances nor these held-out statements)."""
+    import dataclasses
+
+    from jevlaya_lab.decisions.training.cli import NAME_DEFAULTS
+    from jevlaya_lab.decisions.training.datasets import DATASETS, load_dataset
+    from jevlaya_lab.decisions.training.intents import load_intents
+    from jevlaya_lab.decisions.training.real_data import zero_shot_noul
+    from jevlaya_lab.decisions.training.trainer import fallback_rows, fit_fallback
+
+    model = agent.decision_model
+    prior = model.prior
+    memo: dict = {}
+    builder = PriorBuilder(model, row_tokenizer(agent.tokenizer), memo)
+    groups = [g for g in NAME_DEFAULTS[name]["written"].split(",") if g]
+    t = agent.temperatures.get("noul", 2)
+    intents = load_intents()
+    shipped = prior.config
+    out: dict = {}
+    for held in DATASETS:
+        others = [d for d in DATASETS if d != held]
+        fb = fit_fallback(model, agent.tokenizer, fallback_rows(others, data_dir, groups), temperature=t, memo=memo)
+        test = load_dataset(held, data_dir)["test"]
+        states = builder.state_vectors(tokenize_states(row_tokenizer(agent.tokenizer), [u.text for u in test]), 512)
+        runs = []
+        for seed in seeds:
+            pairs = zero_shot_noul(test, intents, seed=seed)
+            statements = sorted({p[1] for p in pairs})
+            svec = builder.vectors(statements)[torch.tensor([statements.index(p[1]) for p in pairs])]
+            truth = [int(p[2]) for p in pairs]
+            n = len(pairs)
+            opts = torch.cat([torch.zeros((n, 1, states.shape[1])), svec[:, None]], dim=1)
+            row = {}
+            for label, config in (("trained_bias", dataclasses.replace(shipped, fallback=())),
+                                  ("fallback", dataclasses.replace(shipped, fallback=fb))):
+                prior.config = config
+                with torch.no_grad():
+                    logit = prior(states, opts, torch.full((n,), 2), torch.tensor([[False, True]] * n))
+                p_true = torch.softmax(logit / t, -1)[:, 1].tolist()
+                probs = [[1 - p, p] for p in p_true]
+                row[label] = {"balanced_accuracy": round(metrics.balanced_accuracy(probs, truth), 4),
+                              "ece": round(metrics.expected_calibration_error(probs, truth), 4),
+                              "auc": round(_auc(p_true, [bool(x) for x in truth]), 4)}
+            prior.config = shipped
+            c = (states * svec).sum(-1).tolist()
+            row["cosine"] = {"balanced_accuracy": round(_bal_at(c, [bool(x) for x in truth], statistics.median(c)), 4),
+                             "auc": round(_auc(c, [bool(x) for x in truth]), 4)}
+            runs.append(row)
+            print(f"  {name} fallback LODO {held:<10} seed {seed}: {row} (fit {fb})", flush=True)
+        out[held] = {"fit": list(fb), "runs": runs}
+    return out
+
+
 def _print_hand(title: str, report: dict) -> None:
     print(title)
     print(f"  {'question':<24}{'n':>4}{'acc':>7}{'bal':>7}{'mae':>7}{'ece':>7}{'ece@cal':>8} | "
@@ -405,6 +465,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="also ask the English presets' choices with a user's own bare option names (see user_names)")
     p.add_argument("--user-questions", action="store_true",
                    help="also score the user-question benchmark (bench/user_questions.py), dev half only")
+    p.add_argument("--fallback-lodo", action="store_true",
+                   help="the unseen-statement fallback fit on two datasets and scored on the third (see fallback_lodo)")
+    p.add_argument("--also-without-fallback", action="store_true",
+                   help="with --user-questions: also score each checkpoint with its unseen-statement fallback off "
+                        "(the answers before it existed), in the same run")
     p.add_argument("--locked", action="store_true",
                    help="with --user-questions: read the locked half too (the final run only)")
     p.add_argument("--pool-cache", default=None, help="file prefix of pooled vectors (as for jevlaya-lab train)")
@@ -434,6 +499,19 @@ def main(argv: list[str] | None = None) -> int:
         if args.user_questions and agent is not None:
             results["user_questions"][name] = user_questions(agent, name, args.locked, args.data_dir)
             _print_user(name, results["user_questions"][name])
+            prior = agent.decision_model.prior
+            if args.also_without_fallback and prior is not None and prior.config.fallback:
+                import dataclasses
+
+                with_fallback = prior.config
+                prior.config = dataclasses.replace(with_fallback, fallback=())
+                key = f"{name} without fallback"
+                results["user_questions"][key] = user_questions(agent, name, args.locked, args.data_dir)
+                _print_user(key, results["user_questions"][key])
+                prior.config = with_fallback
+        if args.fallback_lodo and agent is not None:
+            print(f"\n{name}: unseen-statement fallback, leave one dataset out (seeds {args.seeds})")
+            results.setdefault("fallback_lodo", {})[name] = fallback_lodo(agent, name, args.seeds, args.data_dir)
         if args.cross_writer:
             results["cross_writer"][name] = cross_writer(name, args.data_dir,
                                                          args.pool_cache and f"{args.pool_cache}-{name}")
@@ -450,6 +528,8 @@ def main(argv: list[str] | None = None) -> int:
     stem = "quality-lodo" if args.lodo_only else "quality" + (f"-{args.quantize}" if args.quantize else "")
     if args.user_questions and args.no_hand and args.no_lodo:
         stem = "quality-user-questions" + ("-locked" if args.locked else "")
+    elif args.fallback_lodo and args.no_hand and args.no_lodo:
+        stem = "quality-fallback-lodo"
     out = ROOT / "bench" / "results" / f"{stem}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1) + "\n")

@@ -288,6 +288,8 @@ def test_train_command_writes_a_loadable_checkpoint(tmp_path, capsys):
     assert len(memo) > 50 and all(abs(float(v.norm()) - 1.0) < 1e-4 for v in memo.values())
     model, _, config = load_checkpoint(tmp_path / "out")
     assert config.act_costs == [1.0] and config.head_layers == 0 and model.prior is not None
+    scale, bias, hubness = model.prior.config.fallback  # the unseen-statement fallback was fit and written
+    assert hubness == 10.0 and math.isfinite(scale) and math.isfinite(bias)
     recorded = json.loads((tmp_path / "out" / "head" / "calibration.json").read_text())["train_config"]
     assert (recorded["datasets"], recorded["lr"], recorded["time_budget"]) == ("clinc150,hwu64", 1e-3, 600.0)
     assert "checkpoint ->" in capsys.readouterr().out

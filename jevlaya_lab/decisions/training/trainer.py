@@ -636,7 +636,7 @@ def fit_fallback(model: DecisionModel, tokenizer: Any, rows: Sequence[tuple[str,
         return loss
 
     opt.step(closure)
-    return (round(float(scale) * temperature, 4), round(float(bias) * temperature, 4), hubness)
+    return (round(scale.item() * temperature, 4), round(bias.item() * temperature, 4), hubness)
 
 
 def set_fallback(model: DecisionModel, config: dict[str, Any], fallback: tuple[float, float, float]) -> None:
