@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: setup test lint demo lab bench clean
+.PHONY: setup test lint demo lab bench setfit clean
 
 setup: $(VENV)/.installed
 
@@ -44,6 +44,13 @@ lab: setup
 BENCHES := decisions routing quality local broker streaming workbench chaos
 bench: setup
 	for b in $(BENCHES); do $(PY) bench/$$b.py || exit 1; done
+
+# bench/adapt.py compares agent.adapt with SetFit 1.2 (installed here, never a second torch:
+# the constraint keeps the pinned CPU one; it adds sentence-transformers, datasets, scikit-learn)
+setfit: setup
+	echo "torch==2.13.0" > $(VENV)/torch-pin.txt
+	$(PIP) install -q "setfit==1.2.0" -c $(VENV)/torch-pin.txt
+	$(PY) bench/adapt.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache build *.egg-info

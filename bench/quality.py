@@ -6,6 +6,8 @@
     .venv/bin/python bench/quality.py --no-lodo --split dev --cross-writer --checkpoints mini-en
     .venv/bin/python bench/quality.py --no-lodo --split dev --user-names  # options named as users do
     .venv/bin/python bench/quality.py --no-lodo --split dev --quantize int8  # a fast mode (or bf16)
+    .venv/bin/python bench/quality.py --no-lodo --no-hand --user-questions  # users' own questions, dev half
+    .venv/bin/python bench/quality.py --no-lodo --no-hand --user-questions --locked  # the final read
 
 (a) **Hand-written states** (``tests/data/fresh/``, written for issue 11, never trained on): per
 question accuracy, balanced accuracy for yes/no, score MAE and ECE (10 bins) of each shipped
@@ -23,8 +25,10 @@ batch order; the data draw is fixed, ``data_seed=0``, so the runs pool each text
 (c) With ``--cross-writer``: the shipped recipe trained without one writer batch of the English
 training states and scored on it (:func:`cross_writer`), a validation set that is neither the
 evaluation states nor the datasets. (d) With ``--user-names``: the English presets' choices asked
-with a user's own bare option names (:func:`user_names`). Prints tables and writes
-bench/results/quality.json.
+with a user's own bare option names (:func:`user_names`). (e) With ``--user-questions``: questions
+written as users write them for their own inboxes (``bench/user_questions.py``), yes/no and choice,
+on hand-written states and dataset utterances, next to the cosine (:func:`user_questions`); only
+the dev half unless ``--locked``. Prints tables and writes bench/results/quality.json.
 """
 
 from __future__ import annotations
@@ -252,6 +256,127 @@ def user_names(agent) -> dict:
     return out
 
 
+def _auc(scores: list[float], truth: list[bool]) -> float:
+    """Area under the ROC curve (Mann-Whitney, ties count half): how well ``scores`` rank yes above no."""
+    pos = [x for x, t in zip(scores, truth) if t]
+    neg = [x for x, t in zip(scores, truth) if not t]
+    if not pos or not neg:
+        return float("nan")
+    order = sorted(neg)
+    import bisect
+    wins = sum(bisect.bisect_left(order, x) + 0.5 * (bisect.bisect_right(order, x) - bisect.bisect_left(order, x))
+               for x in pos)
+    return wins / (len(pos) * len(neg))
+
+
+def _bal_at(scores: list[float], truth: list[bool], threshold: float) -> float:
+    return metrics.balanced_accuracy([[0.0, 1.0] if x > threshold else [1.0, 0.0] for x in scores],
+                                     [int(t) for t in truth])
+
+
+def _user_rows(agent, builder, halves: tuple[str, ...], groups: tuple[str, ...], data_dir: str | None) -> list[dict]:
+    """Per (question, group): the rows' gold, the Agent's probabilities and the untrained cosine."""
+    from bench import user_questions as uq
+
+    cache: dict = {}
+    out = []
+    for group in groups:
+        for q in uq.load_questions(halves):
+            rows = uq.gold_rows(q, group, data_dir=data_dir, cache=cache)
+            if not rows:
+                continue
+            probs, cos, golds = [], [], []
+            for lang in dict.fromkeys(r[0] for r in rows):
+                part = [r for r in rows if r[0] == lang]
+                question = q.agent_question(lang)
+                texts = [r[1] for r in part]
+                answers = agent.predict_batch(texts, {"q": question})
+                probs += [evaluation._probs(a["answers"]["q"]) for a in answers]
+                cos += _cosine_probs(builder, agent.tokenizer, texts, question)
+                golds += [int(r[2]) for r in part]
+            out.append({"question": q, "group": group, "probs": probs, "cosine": cos, "golds": golds})
+    return out
+
+
+def _dev_threshold(rows: list[dict]) -> float:
+    """The raw-cosine threshold with the best mean balanced accuracy over the *dev* yes/no questions."""
+    dev = [r for r in rows if r["question"].half == "dev" and r["question"].kind == "yesno"]
+    candidates = sorted({round(c[0], 3) for r in dev for c in r["cosine"]})
+    best, best_t = -1.0, 0.0
+    for t in candidates[::max(1, len(candidates) // 400)]:
+        score = statistics.mean(_bal_at([c[0] for c in r["cosine"]], [bool(g) for g in r["golds"]], t) for r in dev)
+        if score > best:
+            best, best_t = score, t
+    return best_t
+
+
+def user_questions(agent, name: str, locked: bool, data_dir: str | None) -> dict:
+    """The user-question benchmark (``bench/user_questions.py``) for one checkpoint: per question and
+    in the mean over each half, AUC, balanced accuracy at the model's own 0.5, ECE and ece@cal for
+    yes/no; accuracy and ECE for choices; beside them the untrained cosine (AUC, balanced accuracy
+    thresholded at the question's median, which knows the share of yes answers, and at one threshold
+    fit on the dev questions only; choice accuracy). Without ``locked`` only the dev half is read."""
+    builder = PriorBuilder(agent.decision_model, row_tokenizer(agent.tokenizer))
+    groups = ("en", "multi") if name == "mini-multi" else ("en",)
+    rows = _user_rows(agent, builder, ("dev", "locked") if locked else ("dev",), groups, data_dir)
+    threshold = _dev_threshold(rows)
+    questions: dict = {}
+    for r in rows:
+        q = r["question"]
+        key = f"{r['group']}/{q.id}"
+        row = {"half": q.half, "kind": q.kind, "source": q.source, "n": len(r["golds"])}
+        if q.kind == "yesno":
+            p = [x[1] for x in r["probs"]]
+            truth = [bool(g) for g in r["golds"]]
+            c = [x[0] for x in r["cosine"]]
+            row.update({"positives": sum(truth), "auc": round(_auc(p, truth), 4),
+                        "balanced_accuracy": round(metrics.balanced_accuracy(r["probs"], r["golds"]), 4),
+                        "yes_rate": round(sum(x > 0.5 for x in p) / len(p), 4),
+                        "ece": round(metrics.expected_calibration_error(r["probs"], r["golds"]), 4),
+                        "ece_if_calibrated": round(metrics.calibrated_ece(r["probs"]), 4),
+                        "cosine_auc": round(_auc(c, truth), 4),
+                        "cosine_bal_median": round(_bal_at(c, truth, statistics.median(c)), 4),
+                        "cosine_bal_dev_threshold": round(_bal_at(c, truth, threshold), 4)})
+        else:
+            row.update({"options": len(q.option_keys),
+                        "accuracy": round(metrics.accuracy(r["probs"], r["golds"]), 4),
+                        "ece": round(metrics.expected_calibration_error(r["probs"], r["golds"]), 4),
+                        "ece_if_calibrated": round(metrics.calibrated_ece(r["probs"]), 4),
+                        "cosine_accuracy": round(metrics.accuracy(r["cosine"], r["golds"]), 4)})
+        questions[key] = row
+    means: dict = {}
+    for half in ("dev", "locked") if locked else ("dev",):
+        for group in groups:
+            for kind, keys in (("yesno", ("auc", "balanced_accuracy", "ece", "ece_if_calibrated", "cosine_auc",
+                                          "cosine_bal_median", "cosine_bal_dev_threshold")),
+                               ("choice", ("accuracy", "ece", "ece_if_calibrated", "cosine_accuracy"))):
+                sel = [v for k, v in questions.items() if v["half"] == half and v["kind"] == kind
+                       and k.startswith(group + "/")]
+                if sel:
+                    means[f"{half}/{group}/{kind}"] = {
+                        "questions": len(sel), **{k: round(statistics.mean(v[k] for v in sel), 4) for k in keys},
+                        **({"below_0.80": sum(v["balanced_accuracy"] < 0.8 for v in sel)} if kind == "yesno" else {})}
+    return {"questions": questions, "means": means, "cosine_dev_threshold": threshold}
+
+
+def _print_user(name: str, report: dict) -> None:
+    print(f"\n{name} on the user questions (cosine dev threshold {report['cosine_dev_threshold']:.3f})")
+    print(f"  {'question':<30}{'half':>7}{'n':>5}{'auc':>7}{'bal':>7}{'yes%':>6}{'ece':>7}{'e@cal':>7} | "
+          f"{'cos auc':>7}{'c@med':>7}{'c@dev':>7}")
+    for key, r in report["questions"].items():
+        if r["kind"] == "yesno":
+            print(f"  {key:<30}{r['half']:>7}{r['n']:>5}{r['auc']:>7.3f}{r['balanced_accuracy']:>7.3f}"
+                  f"{r['yes_rate']:>6.2f}{r['ece']:>7.3f}{r['ece_if_calibrated']:>7.3f} | {r['cosine_auc']:>7.3f}"
+                  f"{r['cosine_bal_median']:>7.3f}{r['cosine_bal_dev_threshold']:>7.3f}")
+    print(f"  {'choice':<30}{'half':>7}{'n':>5}{'acc':>7}{'ece':>7}{'e@cal':>7} | {'cos acc':>7}")
+    for key, r in report["questions"].items():
+        if r["kind"] == "choice":
+            print(f"  {key:<30}{r['half']:>7}{r['n']:>5}{r['accuracy']:>7.3f}{r['ece']:>7.3f}"
+                  f"{r['ece_if_calibrated']:>7.3f} | {r['cosine_accuracy']:>7.3f}")
+    for key, m in report["means"].items():
+        print(f"  mean {key:<26} " + " ".join(f"{k}={v}" for k, v in m.items()))
+
+
 def _print_hand(title: str, report: dict) -> None:
     print(title)
     print(f"  {'question':<24}{'n':>4}{'acc':>7}{'bal':>7}{'mae':>7}{'ece':>7}{'ece@cal':>8} | "
@@ -269,6 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--checkpoints", nargs="+", default=list(bundled.BUNDLED), choices=bundled.BUNDLED)
     p.add_argument("--split", choices=["dev", "test", "both"], default="both")
     p.add_argument("--no-lodo", action="store_true", help="skip the leave-one-dataset-out runs")
+    p.add_argument("--no-hand", action="store_true", help="skip the presets' hand-written states")
     p.add_argument("--lodo-only", action="store_true", help="only the leave-one-dataset-out runs")
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
     p.add_argument("--alternatives", action="store_true",
@@ -277,6 +403,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="also hold out each writer batch of the English training states (see cross_writer)")
     p.add_argument("--user-names", action="store_true",
                    help="also ask the English presets' choices with a user's own bare option names (see user_names)")
+    p.add_argument("--user-questions", action="store_true",
+                   help="also score the user-question benchmark (bench/user_questions.py), dev half only")
+    p.add_argument("--locked", action="store_true",
+                   help="with --user-questions: read the locked half too (the final run only)")
     p.add_argument("--pool-cache", default=None, help="file prefix of pooled vectors (as for jevlaya-lab train)")
     p.add_argument("--data-dir", default=None)
     p.add_argument("--threads", type=int, default=2)
@@ -287,13 +417,13 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     from jevlaya_lab.decisions.agent import Agent
 
-    results: dict = {"hand_written": {}, "lodo": {}, "cross_writer": {}, "user_names": {}}
+    results: dict = {"hand_written": {}, "lodo": {}, "cross_writer": {}, "user_names": {}, "user_questions": {}}
     splits = ["dev", "test"] if args.split == "both" else [args.split]
     started = time.perf_counter()
     for name in args.checkpoints:
         agent = None if args.lodo_only else Agent(str(bundled.checkpoint_dir(name)), model_id=name,
                                                    quantize=args.quantize)
-        for group in () if agent is None else GROUPS[name]:
+        for group in () if agent is None or args.no_hand else GROUPS[name]:
             for split in splits:
                 report = hand_written(name, group, split, agent)
                 results["hand_written"][f"{name}/{group}/{split}"] = report
@@ -301,6 +431,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.user_names and agent is not None and "en" in GROUPS[name]:
             print(f"\n{name} with a user's own option names (dev split and the older eval set)")
             results["user_names"][name] = user_names(agent)
+        if args.user_questions and agent is not None:
+            results["user_questions"][name] = user_questions(agent, name, args.locked, args.data_dir)
+            _print_user(name, results["user_questions"][name])
         if args.cross_writer:
             results["cross_writer"][name] = cross_writer(name, args.data_dir,
                                                          args.pool_cache and f"{args.pool_cache}-{name}")
@@ -315,6 +448,8 @@ def main(argv: list[str] | None = None) -> int:
                           f"yes/no {r['noul_balanced_accuracy']['mean']:.3f} vs cosine {r['noul_cosine']['mean']:.3f}")
     results["seconds"] = round(time.perf_counter() - started, 1)
     stem = "quality-lodo" if args.lodo_only else "quality" + (f"-{args.quantize}" if args.quantize else "")
+    if args.user_questions and args.no_hand and args.no_lodo:
+        stem = "quality-user-questions" + ("-locked" if args.locked else "")
     out = ROOT / "bench" / "results" / f"{stem}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1) + "\n")

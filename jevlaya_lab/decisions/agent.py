@@ -137,6 +137,11 @@ class Agent(HookHost):
         self._amp = torch.bfloat16 if self.quantize == "bf16" else autocast_dtype(config, self.device)
         self._heads: LockedLRU[tuple[Any, ...], tuple[QuestionHead, ...]] = LockedLRU(_HEAD_CACHE_SIZE)
         self._prior = PriorBuilder(network, self._rows) if network.prior is not None else None
+        from jevlaya_lab.decisions.adaptation import adaptation_of  # few-shot corrections, if any
+
+        self._adaptation = adaptation_of(config)
+        self.adaptation_report: Any = None
+        """What :meth:`adapt` fitted (an ``AdaptationReport``) on an Agent it returned, else None."""
 
     def __repr__(self) -> str:
         return (f"<Agent model_id={self.model_id!r} device={self.device.type} "
@@ -242,6 +247,31 @@ class Agent(HookHost):
                              "agent.save_calibration(path)")
         self.temperatures = TemperatureTable(data["temperature"], data.get("temperature_by_options") or {})
 
+    # -- few-shot adaptation and saving (jevlaya_lab.decisions.adapt) ------------------------------
+    def adapt(self, examples: Any, questions: Mapping[Any, Any], *, seed: int = 0,
+              method: str = "linear", model_id: str | None = None) -> Agent:
+        """A new Agent fitted to the user's labels for ``questions``; this one is unchanged.
+
+        ``examples``: ``(state, answers)`` pairs or a DataFrame (see
+        :func:`jevlaya_lab.decisions.adapt.adapt`); the result's ``adaptation_report`` shows the
+        cross-validated accuracy and ECE."""
+        from jevlaya_lab.decisions.adapt import adapt
+
+        adapted: Agent = adapt(self, examples, questions, seed=seed, method=method, model_id=model_id)
+        return adapted
+
+    @property
+    def adapted_questions(self) -> dict[Any, Any]:
+        """The question definitions this Agent has few-shot corrections for (empty: none)."""
+        return {} if self._adaptation is None else self._adaptation.questions()
+
+    def save(self, directory: str | os.PathLike[str]) -> Any:
+        """Write this Agent, its temperatures and any adaptation as a checkpoint directory (Laya
+        layout) that ``load()`` reads back (:func:`jevlaya_lab.decisions.adapt.save_agent`)."""
+        from jevlaya_lab.decisions.adapt import save_agent
+
+        return save_agent(self, directory)
+
     def predict_long(self, state: Any, questions: Mapping[Any, Any], *, window: int | None = None,
                      stride: int | None = None, aggregate: str = "auto", batch_size: int | None = None,
                      hook_options: HookOptions | None = None,
@@ -304,7 +334,11 @@ class Agent(HookHost):
             batch = build_batch(self._rows, chunk_tokens, heads, max_len=max_len)
             prior = None if self._prior is None else self._prior.inputs(
                 chunk_tokens, batch.questions, max_len, batch.option_mask.shape[1])
-            for index, result in zip(picked, self._decode(batch, self._forward(batch, prior))):
+            out = self._forward(batch, prior)
+            if self._adaptation is not None:  # the user's few-shot corrections (decisions.adapt)
+                out = DecisionOutput(self._adaptation.adjust(self, batch, chunk_tokens, out.option_logits,
+                                                             max_len), out.act_logits)
+            for index, result in zip(picked, self._decode(batch, out)):
                 results[index] = result
         return results
 

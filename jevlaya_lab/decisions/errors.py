@@ -9,7 +9,7 @@ from __future__ import annotations
 from jevlaya_lab.errors import JevlayaError
 
 __all__ = ["BudgetError", "BundledCheckpointError", "CheckpointError", "CheckpointNotFoundError",
-           "DatasetError", "NearTypoWarning", "QuestionError", "SchemaError", "TokenizerError"]
+           "DatasetError", "LabelError", "NearTypoWarning", "QuestionError", "SchemaError", "TokenizerError"]
 
 
 class QuestionError(JevlayaError, ValueError):
@@ -43,6 +43,11 @@ class BundledCheckpointError(JevlayaError, RuntimeError):
 
 class DatasetError(JevlayaError, FileNotFoundError):
     """A training dataset folder or file is missing or unreadable; the message names the path and the fix."""
+
+
+class LabelError(JevlayaError, ValueError):
+    """A label given to ``agent.adapt`` cannot be used; the message names the example (``examples[3]``
+    or a DataFrame row) and the field, and says what to give instead."""
 
 
 class NearTypoWarning(UserWarning):

@@ -42,6 +42,17 @@ CLINC150 0.698 -> 0.786, BANKING77 0.639 -> 0.699, HWU64 0.636 -> 0.666, close t
 at the test set's own median (0.805, 0.722, 0.677), which no model can know. Choices are not
 standardised: the softmax over a question's options already compares them with each other.
 
+**Unseen statements** (``fallback``: ``[scale, bias, hubness]``). The trained noul scale and bias
+were fit together with the correction on statements the head knows, and for a statement far from
+all of them (a user's own, gate near 0) they put the 0.5 line too high: 1.7 reference standard
+deviations, where nearly every message reads "no". With a fallback, the true slot's logit is
+``g * (the above) + (1 - g) * (scale * (z - hubness * h(s)) + bias)``: ``h(s)`` is the state's mean
+cosine to its 20 nearest anchors (a state near many training texts is near every statement of
+its domain), and ``scale``/``bias`` are one statement-agnostic logistic fit over held-out
+statements on real utterances and the presets' statements on hand-written messages, classes
+weighted equally so that 0.5 separates (``training.trainer.fit_fallback``). Statements the head was
+trained on (gate near 1) answer as before.
+
 The tensors live in ``model.safetensors`` under ``prior.*``.
 
 A checkpoint without the key (every Laya checkpoint) has no prior and answers exactly as before.
@@ -78,6 +89,9 @@ class PriorConfig:
     gate: tuple[float, float] = DEFAULT_GATE
     joint_head: bool = True
     reference: int = 0
+    fallback: tuple[float, ...] = ()
+    """``(scale, bias, hubness)`` of an unseen statement's answer (see :meth:`SimilarityPrior.forward`);
+    empty: none, the statement gets the trained scale and bias as before."""
 
     @classmethod
     def from_value(cls, value: Any) -> PriorConfig:
@@ -88,7 +102,7 @@ class PriorConfig:
 
         if not isinstance(value, dict):
             raise bad('use an object like {"pooling": "mean", "prefix": "", "rank": 64}')
-        allowed = ("pooling", "prefix", "rank", "anchors", "gate", "joint_head", "reference")
+        allowed = ("pooling", "prefix", "rank", "anchors", "gate", "joint_head", "reference", "fallback")
         unknown = set(value) - set(allowed)
         if unknown:
             raise bad(f"unknown keys {sorted(unknown)}; allowed are {', '.join(allowed)}")
@@ -96,7 +110,12 @@ class PriorConfig:
         if (not isinstance(gate, (list, tuple)) or len(gate) != 2
                 or any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in gate)):
             raise bad("gate must be [threshold, sharpness], e.g. [0.85, 40]")
-        config = cls(**{**value, "gate": (float(gate[0]), float(gate[1]))})
+        fallback = value.get("fallback", ())
+        if (not isinstance(fallback, (list, tuple)) or len(fallback) not in (0, 3)
+                or any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in fallback)):
+            raise bad("fallback must be [scale, bias, hubness] (numbers), e.g. [0.4, -0.2, 10.0]")
+        config = cls(**{**value, "gate": (float(gate[0]), float(gate[1])),
+                        "fallback": tuple(float(x) for x in fallback)})
         if config.pooling != "mean":
             raise bad('pooling must be "mean"')
         if not isinstance(config.prefix, str):
@@ -114,7 +133,11 @@ class PriorConfig:
     def to_value(self) -> dict[str, Any]:
         value = {"pooling": self.pooling, "prefix": self.prefix, "rank": self.rank, "anchors": self.anchors,
                  "gate": list(self.gate), "joint_head": self.joint_head}
-        return {**value, "reference": self.reference} if self.reference else value  # older heads: as written
+        if self.reference:  # older heads: as written
+            value["reference"] = self.reference
+        if self.fallback:
+            value["fallback"] = list(self.fallback)
+        return value
 
 
 class PriorInputs(NamedTuple):
@@ -210,7 +233,27 @@ class SimilarityPrior(nn.Module):
             projected = state_vectors @ self.state_proj.T  # [rows, rank]
             correction = torch.einsum("rq,rkq->rk", projected, option_vectors @ self.option_proj.T)
             logits = logits + (self.gate(option_vectors) if gate is None else gate) * correction
-        return logits + self.bias[type_ids][:, None] * true_slot.to(logits.dtype)
+        logits = logits + self.bias[type_ids][:, None] * true_slot.to(logits.dtype)
+        anchors: torch.Tensor = self.anchors  # type: ignore[assignment]  # a registered buffer
+        if self.config.fallback and len(anchors):
+            scale, bias, hubness = self.config.fallback
+            z = (cosine - center) / spread
+            unseen = scale * (z - hubness * self.hubness(state_vectors)[:, None]) + bias
+            near = self.gate(option_vectors) if gate is None else gate
+            logits = torch.where(true_slot, near * logits + (1 - near) * unseen, logits)
+        return logits
+
+    HUB_TOP = 20
+    """How many nearest anchors :meth:`hubness` averages."""
+
+    def hubness(self, state_vectors: torch.Tensor) -> torch.Tensor:
+        """``[rows]`` the mean cosine of each state to its :data:`HUB_TOP` nearest anchors: how close a
+        state sits to the training texts in general. A state near many of them (a short banking
+        request among banking statements) is close to *every* statement of its domain, true or not,
+        so an unseen statement's z-score is read net of it."""
+        anchors: torch.Tensor = self.anchors  # type: ignore[assignment]  # a registered buffer
+        sims = state_vectors @ anchors.T.to(state_vectors.dtype)
+        return sims.topk(min(self.HUB_TOP, sims.shape[-1]), dim=-1).values.mean(dim=-1)
 
 
 def slot_layout(questions: Sequence[Any], vectors: Sequence[Sequence[torch.Tensor | None]], hidden_size: int,

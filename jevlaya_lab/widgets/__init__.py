@@ -15,6 +15,7 @@ _VIEWS = {
     "HookTimeline": "jevlaya_lab.widgets.timeline",
     "StreamView": "jevlaya_lab.widgets.stream",
     "JournalDashboard": "jevlaya_lab.widgets.dashboard",
+    "LabelView": "jevlaya_lab.widgets.labels",
     "mimebundle": "jevlaya_lab.widgets.render",
     "rich": "jevlaya_lab.widgets.render",
 }

@@ -171,3 +171,47 @@ def test_a_statement_is_read_against_the_reference_states(tmp_path):
         for qid in ("team", "level"):
             assert result["answers"][qid]["probabilities"] == pytest.approx(
                 base["answers"][qid]["probabilities"], abs=2e-4)
+
+
+def test_an_unseen_statement_gets_the_fallback_and_a_known_one_keeps_the_trained_answer(tmp_path):
+    """With a ``fallback`` [scale, bias, hubness], a statement far from every anchor (gate ~0) is
+    answered sigmoid(scale * (z - hubness * h(s)) + bias), h(s) the state's mean cosine to its
+    nearest anchors; a statement equal to an anchor (gate ~1) keeps scale * z + bias. It survives a
+    save and load, and a bad entry names the key."""
+    parts = make_tiny_parts(similarity_prior={"rank": 0, "reference": 3, "anchors": 2, "gate": [0.9, 60.0],
+                                              "fallback": [1.5, 0.25, 2.0]})
+    model, tokenizer = parts.model, parts.tokenizer
+    encoder = model.encoder
+    plain = _prior_parts()
+    model.load_state_dict({**plain.model.state_dict(), "prior.reference": model.prior.reference,
+                           "prior.anchors": model.prior.anchors}, strict=True)
+    known = "The customer asks for money back."
+    unseen = "The writer attaches a photograph."
+    with torch.no_grad():
+        model.prior.reference.copy_(torch.stack([_pooled(encoder, tokenizer, t) for t in
+                                                 ["where is my parcel", "thanks for the help", "invoice wrong"]]))
+        model.prior.anchors.copy_(torch.stack([_pooled(encoder, tokenizer, t) for t in [known, "refund"]]))
+    path = save_checkpoint(tmp_path / "ck", *parts)
+    assert json.loads((path / "rl_agent_config.json").read_text())["similarity_prior"]["fallback"] == [1.5, 0.25, 2.0]
+    from jevlaya_lab.decisions.encoding import serialize_state
+
+    questions = {"known": {"type": "noul", "instructions": known}, "new": {"type": "noul", "instructions": unseen}}
+    prior = model.prior
+    for state, result in zip(STATES, Agent(path).predict_batch(STATES, questions)):
+        s = _pooled(encoder, tokenizer, serialize_state(state))
+        hub = (prior.anchors @ s).topk(2).values.mean()
+        for qid, text in (("known", known), ("new", unseen)):
+            o = _pooled(encoder, tokenizer, text)
+            against = prior.reference @ o
+            z = (s @ o - against.mean()) / against.std()
+            g = prior.gate(o[None])[0].item()
+            trained, fallback = 9.0 * z - 3.0, 1.5 * (z - 2.0 * hub) + 0.25
+            want = torch.sigmoid(g * trained + (1 - g) * fallback).item()
+            assert result["answers"][qid]["noul"] == pytest.approx(want, abs=2e-4)
+            if qid == "known":
+                assert g > 0.99 and result["answers"][qid]["noul"] == pytest.approx(torch.sigmoid(trained).item(), abs=2e-3)
+    data = json.loads((path / "rl_agent_config.json").read_text())
+    data["similarity_prior"]["fallback"] = [1.0, "x", 2.0]
+    (path / "rl_agent_config.json").write_text(json.dumps(data))
+    with pytest.raises(CheckpointError, match="fallback must be"):
+        load_checkpoint(path)

@@ -272,12 +272,34 @@ def use_journal(page: LabPage) -> None:
     assert any(p["text"] is not None for p in plots), plots
 
 
+def use_labels(page: LabPage) -> None:
+    """Label the inbox in the LabelView by clicking; the kernel's stats and the adapt counter follow."""
+    nb = page.notebook()
+    view = nb.locator(".jv-labels").first
+    assert view.locator(".jv-label-table tbody tr").count() == 10
+    # the notebook's first ten messages: 0-9 need it now, "phone call" but for 7 (email)
+    for i in range(4):
+        row = view.locator(f"tr[data-row='{i}']")
+        row.locator("td[data-question='needs_now'] button[data-value='yes']").click()
+        row.locator("td[data-question='reply'] button[data-value='phone call']").click()
+    view.locator("tr[data-row='7'] td[data-question='reply'] button[data-value='email']").click()
+    view.locator(".jv-q-stats[data-question='reply'] .jv-heldout", has_text="on 5 labels").wait_for(timeout=15_000)
+    view.locator(".jv-q-stats[data-question='needs_now'] .jv-heldout", has_text="on 4 labels").wait_for(timeout=15_000)
+    assert view.locator("tr[data-row='7'] td[data-question='reply'] button[data-value='email']")\
+        .get_attribute("aria-pressed") == "true"
+    assert view.locator(".jv-q-stats[data-question='reply'] .jv-rel-col").count() == 5
+    view.locator("button.jv-adapt").click()
+    view.locator(".jv-changed", has_text="answers changed").wait_for(timeout=60_000)
+    assert "cross-validated" in view.locator(".jv-q-stats[data-question='reply']").inner_text()
+
+
 USE: dict[str, Callable[[LabPage], None]] = {
     "01_quickstart_tour": use_quickstart,
     "02_routing_explorer": use_routing_explorer,
     "03_hooks_and_timeline": use_timeline,
     "04_broker_streaming_racing": use_streaming_racing,
     "05_journal_analysis": use_journal,
+    "06_typed_questions_calibration": use_labels,
 }
 
 

@@ -4,6 +4,12 @@
     jevlaya-lab train --name mini-en --ship         # also replaces the head shipped in the package
     jevlaya-lab train --name mini-en --datasets clinc150,hwu64 --out /tmp/no-banking  # leave one out
     jevlaya-lab train --encoder ./some-checkpoint --n-synthetic 64 --steps 5 --out /tmp/x  # any encoder
+    jevlaya-lab train --name mini-en --fallback-only --ship  # refit only the unseen-statement fallback
+
+Every run ends by fitting the prior's ``fallback`` (how a yes/no statement the head never saw is
+answered; ``trainer.fit_fallback``) on the training datasets' train utterances and the hand-written
+training messages; ``--fallback-only`` does just that on the bundled checkpoint (seconds, no
+retraining) and writes its head with the new config.
 
 Real utterances come from ``--data-dir`` (default ``$JEVLAYA_DATA_DIR``, else ``shared/datasets``
 beside the checkout); ``--datasets ''`` trains on synthetic data only.
@@ -69,6 +75,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--ship", action="store_true", help="also write the head into the package (heads/<name>/)")
     p.add_argument("--calibrate-dir", default=None,
                    help="refit temperatures on the dev split of hand-written <group>_<preset>.tsv files here")
+    p.add_argument("--fallback-only", action="store_true",
+                   help="only refit the unseen-statement fallback of the bundled --name checkpoint")
+    p.add_argument("--no-fallback", action="store_true", help="do not fit the unseen-statement fallback")
     p.add_argument("--pool-cache", default=None,
                    help="file prefix keeping pooled vectors between runs over the same encoder (frozen, so reusable)")
     for f in fields(TrainConfig):
@@ -88,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     given = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if hasattr(args, f.name)}
     cfg = TrainConfig(**{**(NAME_DEFAULTS[args.name] if args.encoder is None else {}), **given})
     started = time.perf_counter()
+    if args.fallback_only:
+        return _fallback_only(args, cfg, started)
     try:
         encoder, tokenizer, encoder_id = load_encoder(args.encoder or args.name)
     except bundled.BundledCheckpointError as exc:
@@ -111,6 +122,15 @@ def main(argv: list[str] | None = None) -> int:
         fitted = calibrate_on_gold(result, args.calibrate_dir, groups)
         print(f"temperatures refit on the dev split of {', '.join(groups)}: {fitted['temperature']} "
               f"{fitted['temperature_by_options']}")
+    if not args.no_fallback and cfg.datasets:
+        from jevlaya_lab.decisions.calibration import TemperatureTable
+        from jevlaya_lab.decisions.training.trainer import fallback_rows, fit_fallback, set_fallback
+
+        rows = fallback_rows(cfg.datasets.split(","), cfg.data_dir, [g for g in cfg.written.split(",") if g])
+        t = TemperatureTable(result.config["temperature"], result.config["temperature_by_options"]).get("noul", 2)
+        fallback = fit_fallback(result.model, tokenizer, rows, temperature=t, max_len=cfg.max_len, memo=memo)
+        set_fallback(result.model, result.config, fallback)
+        print(f"unseen-statement fallback [scale, bias, hubness] = {list(fallback)} from {len(rows)} rows")
     out = Path(args.out or Path("checkpoints") / args.name)
     save_checkpoint(out, result.model, tokenizer, CheckpointConfig.from_dict(result.config))
     export_head(result, out / "head", train_config=cfg)
@@ -118,6 +138,40 @@ def main(argv: list[str] | None = None) -> int:
         print(f"shipped head -> {export_head(result, bundled.HEADS_DIR / args.name, train_config=cfg)}")
     print(json.dumps(result.heldout, indent=1))
     print(f"checkpoint -> {out} ({time.perf_counter() - started:.0f}s)")
+    return 0
+
+
+def _fallback_only(args: argparse.Namespace, cfg: Any, started: float) -> int:
+    """Refit the fallback of the bundled ``--name`` checkpoint and write its head (``--ship``: into
+    the package; else ``--out``, default ./checkpoints/<name>-head); the trained tensors are copied
+    unchanged, only ``config.json`` gains the fitted ``fallback``."""
+    import shutil
+
+    from jevlaya_lab.decisions.agent import Agent
+    from jevlaya_lab.decisions.training.datasets import DatasetError
+    from jevlaya_lab.decisions.training.trainer import fallback_rows, fit_fallback, set_fallback
+
+    with quiet_loading():
+        agent = Agent(str(bundled.checkpoint_dir(args.name)), model_id=args.name)
+    heads = bundled.head_dir(args.name)
+    config = json.loads((heads / "config.json").read_text())
+    try:
+        rows = fallback_rows(cfg.datasets.split(",") if cfg.datasets else [], cfg.data_dir,
+                             [g for g in cfg.written.split(",") if g])
+    except DatasetError as exc:
+        print(f"jevlaya-lab train: {exc}", file=sys.stderr)
+        return 1
+    fallback = fit_fallback(agent.decision_model, agent.tokenizer, rows, temperature=agent.temperatures.get("noul", 2),
+                            max_len=cfg.max_len)
+    set_fallback(agent.decision_model, config, fallback)
+    out = bundled.HEADS_DIR / args.name if args.ship else Path(args.out or Path("checkpoints") / f"{args.name}-head")
+    out.mkdir(parents=True, exist_ok=True)
+    if out.resolve() != heads.resolve():
+        for name in ("head.safetensors", "calibration.json"):
+            shutil.copy2(heads / name, out / name)
+    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    print(f"unseen-statement fallback [scale, bias, hubness] = {list(fallback)} from {len(rows)} rows")
+    print(f"head -> {out} ({time.perf_counter() - started:.0f}s)")
     return 0
 
 

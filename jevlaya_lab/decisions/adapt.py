@@ -1,0 +1,308 @@
+"""Few-shot adaptation: a user's own labels turn an Agent's zero-shot answers into fitted ones.
+
+``agent.adapt(examples, questions)`` (:func:`adapt`) takes 4-32 labelled states per question and
+returns a **new** Agent that answers those questions with a small per-question correction on top
+of the frozen checkpoint; the original Agent, its weights and its cache are unchanged (the new
+one shares the weights, read-only).
+
+What is fitted, per question, on the base answers' log-probabilities ``lp`` (caller order, at the
+temperatures in use) and the mean-pooled, unit-length state vector ``s`` of the frozen encoder
+(the vector the similarity prior reads; ``c`` is the labelled states' mean vector)::
+
+    logit_k = a * lp_k + b_k + W_k . (s - c)        (a yes/no: only the "true" slot moves)
+
+Which parameters are free is set by ``method``:
+
+- ``zero-shot``: ``a = 1, b = 0, W = 0`` (the question as the checkpoint answers it);
+- ``temperature``: ``a`` only (confidence that matches how often it is right);
+- ``temperature+bias``: ``a`` and ``b`` (a threshold for a yes/no; a per-option prior for a choice);
+- ``prototype``: ``a``, ``b`` and one weight ``beta`` with ``W_k = beta * mean_k(s - c)``, the mean
+  of the states labelled ``k`` (a nearest-prototype vote mixed with the zero-shot answer);
+- ``linear-<lambda>``: ``a``, ``b`` and a full ``W`` (a logistic/softmax regression on the frozen
+  embedding that starts from the zero-shot answer), L2-penalised with ``lambda`` per element;
+- ``"linear"`` (the default): ``linear-0.003`` from :data:`LINEAR_MIN_LABELS` labels on, else
+  ``temperature+bias``;
+- ``"auto"``: the candidate with the lowest cross-validated log-loss, the simplest one unless a
+  richer one is better by more than :data:`SELECTION_MARGIN`.
+
+The default is fixed rather than chosen per question because choosing on a few labels' folds
+was measured to lose: on the user-question benchmark's dev half (``bench/adapt.py --half dev``,
+mean over 22 yes/no statements / 9 choices, held-out states) ``auto`` reached 0.72 / 0.63 at
+k = 8 against 0.78 / 0.69 for ``linear-0.003``, which was also the best or within 0.01 of the
+best fixed candidate at k = 4 and 16 (``prototype`` 0.76 / 0.70, ``temperature+bias`` 0.68 /
+0.66 at k = 8).
+
+Every candidate is fitted by L-BFGS on the mean cross-entropy plus small penalties (``log a``
+and ``b`` towards 0, so separable labels cannot send them to infinity). The report's
+cross-validated accuracy and ECE come from stratified, seeded folds (``min(5, n)`` of them) of
+the method used; with ``"auto"`` those folds also chose it, which makes them a little
+optimistic. The zero-shot figures beside them, on the same labels, are not fitted at all.
+
+Which question an adaptation applies to is decided by its content, not its id: the type, the
+instructions and every option's label and rendered text. A question asked with the same id but
+other wording is a different question and gets the checkpoint's zero-shot answer, and the same
+question under another id gets the adaptation. ``agent.adapted_questions`` returns the
+definitions as they were adapted.
+
+The fitted numbers live in ``rl_agent_config.json`` under ``"adaptation"`` (version 1), so
+:meth:`Agent.save <jevlaya_lab.decisions.agent.Agent.save>` writes an ordinary checkpoint: Laya and
+older versions ignore the key and answer zero-shot, and :func:`~jevlaya_lab.load` reads it back
+with the corrections. A question with a ``prototype`` or ``linear`` correction costs one more
+pooled encoder pass over the states of a call; the others cost nothing measurable.
+"""
+
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from jevlaya_lab.decisions.adapt_fit import (
+    DEFAULT_LINEAR as DEFAULT_LINEAR,
+)
+from jevlaya_lab.decisions.adapt_fit import (
+    LINEAR_MIN_LABELS as LINEAR_MIN_LABELS,
+)
+from jevlaya_lab.decisions.adapt_fit import (
+    SELECTION_MARGIN as SELECTION_MARGIN,
+)
+from jevlaya_lab.decisions.adapt_fit import Agent, base_features, fit_question
+from jevlaya_lab.decisions.adaptation import (
+    ADAPTATION_KEY,
+    Adaptation,
+    AdaptationReport,
+    QuestionAdaptation,
+    question_key,
+)
+from jevlaya_lab.decisions.errors import LabelError
+from jevlaya_lab.decisions.questions import Question, parse_questions
+
+__all__ = ["ADAPTATION_KEY", "Adaptation", "AdaptationReport", "QuestionAdaptation", "adapt",
+           "answer_index", "question_key", "read_examples", "save_agent"]
+
+METHODS = ("linear", "auto", "zero-shot", "temperature", "temperature+bias", "prototype")
+
+
+def _definition(questions: Mapping[Any, Any], q: Question) -> Any:
+    raw = questions[q.id]
+    try:
+        json.dumps(raw)
+        return raw
+    except (TypeError, ValueError):
+        return json.loads(json.dumps(raw, default=str))
+
+
+# -- reading labels -----------------------------------------------------------------------------
+def answer_index(q: Question, value: Any, where: str) -> int:
+    """The caller-order option index of a label; a :class:`LabelError` naming ``where`` otherwise.
+
+    A choice takes one of its option labels (``"refund"``), a yes/no ``True``/``False`` (numpy
+    bools too), a score the level's index (an int, or a float with no fraction as a DataFrame
+    column holding gaps makes it)."""
+    if q.type == "noul":
+        if type(value).__name__ in ("bool", "bool_"):
+            return int(bool(value))
+        raise LabelError(f"{where} = {value!r} is a {type(value).__name__}; a yes/no question takes "
+                         "True or False")
+    if q.type == "score":
+        number = value
+        if isinstance(value, float) and value.is_integer():
+            number = int(value)
+        elif hasattr(value, "item") and not isinstance(value, (str, bytes)):
+            number = value.item()
+            number = int(number) if isinstance(number, float) and number.is_integer() else number
+        if isinstance(number, bool) or not isinstance(number, int):
+            raise LabelError(f"{where} = {value!r} is a {type(value).__name__}; a score question takes "
+                             f"the level's index, an int from 0 to {q.n_options - 1}")
+        if not 0 <= number < q.n_options:
+            raise LabelError(f"{where} = {value!r} is not a level of this score; use an int from 0 to "
+                             f"{q.n_options - 1}")
+        return number
+    for index, label in enumerate(q.labels):
+        if value == label and type(value) is not bool or value is label:
+            return index
+    for index, label in enumerate(q.labels):  # "2" for the label 2, as a CSV column gives it
+        if isinstance(value, str) and value == str(label):
+            return index
+    raise LabelError(f"{where} = {value!r} is not an option of this choice; use one of "
+                     f"{list(q.labels)!r}")
+
+
+def _missing(value: Any) -> bool:
+    if value is None:
+        return True
+    try:
+        return bool(isinstance(value, float) and math.isnan(value)) or str(value) in ("NaN", "<NA>", "NaT")
+    except (TypeError, ValueError):
+        return False
+
+
+Labels = dict[Any, list[tuple[int, int]]]
+
+
+def read_examples(examples: Any, questions: Sequence[Question]) -> tuple[list[Any], Labels, list[str]]:
+    """``(states, labels, names)``: every example's state, per question id the ``(example, option)``
+    pairs, and how each example is named in errors (``examples[3]`` or ``row 3 (index 'a7')``).
+
+    ``examples`` is a list of ``(state, answers)`` pairs or a pandas DataFrame whose columns named
+    after question ids hold the labels (an empty cell: no label) and whose other columns are the
+    state: one column is the state itself, several make a dict state of those columns."""
+    by_id = {q.id: q for q in questions}
+    by_name = {str(q.id): q for q in questions}
+    labels: dict[Any, list[tuple[int, int]]] = {q.id: [] for q in questions}
+    states: list[Any] = []
+    names: list[str] = []
+    if hasattr(examples, "columns") and hasattr(examples, "itertuples"):
+        label_columns = [c for c in examples.columns if str(c) in by_name]
+        state_columns = [c for c in examples.columns if str(c) not in by_name]
+        if not state_columns:
+            raise LabelError(f"examples: every column ({list(map(str, examples.columns))}) is a question id; "
+                             "add the state's column(s), e.g. a 'text' column")
+        if not label_columns:
+            raise LabelError(f"examples: no column is named after a question id; name the label columns "
+                             f"{sorted(by_name)} (found {list(map(str, examples.columns))})")
+        for position, (index, row) in enumerate(examples.iterrows()):
+            name = f"examples row {position} (index {index!r})"
+            names.append(name)
+            if len(state_columns) == 1:
+                state = row[state_columns[0]]
+            else:
+                state = {str(c): row[c] for c in state_columns}
+            states.append(state)
+            for column in label_columns:
+                value = row[column]
+                if _missing(value):
+                    continue
+                q = by_name[str(column)]
+                labels[q.id].append((position, answer_index(q, value, f"{name}, column {str(column)!r}")))
+        return states, labels, names
+    if isinstance(examples, (str, bytes, Mapping)) or not isinstance(examples, Sequence):
+        raise LabelError(f"examples is a {type(examples).__name__}; pass a list of (state, answers) pairs "
+                         "or a pandas DataFrame")
+    for position, item in enumerate(examples):
+        name = f"examples[{position}]"
+        names.append(name)
+        if not isinstance(item, (tuple, list)) or len(item) != 2:
+            raise LabelError(f"{name} is {item!r:.80}; each example is a (state, answers) pair, "
+                             "answers a dict question id -> correct answer")
+        state, answers = item
+        if not isinstance(answers, Mapping):
+            raise LabelError(f"{name}: answers is a {type(answers).__name__}; use a dict question id -> "
+                             "correct answer, e.g. {'urgent': True}")
+        states.append(state)
+        for qid, value in answers.items():
+            found = by_id.get(qid) or by_name.get(str(qid))
+            if found is None:
+                raise LabelError(f"{name}: answers names question {qid!r}, which is not among the questions "
+                                 f"being adapted ({sorted(map(str, by_id))}); add it to questions or drop it")
+            if _missing(value):
+                continue
+            labels[found.id].append((position, answer_index(found, value, f"{name}, answers[{qid!r}]")))
+    return states, labels, names
+
+
+def _check_labels(q: Question, pairs: list[tuple[int, int]], names: list[str]) -> None:
+    if len(pairs) < 2:
+        raise LabelError(f"question {q.id!r} has {len(pairs)} label(s); give at least 2 (4-32 is the "
+                         "useful range), or leave the question out of questions")
+    classes = {option for _, option in pairs}
+    if len(classes) < 2:
+        only = q.labels[next(iter(classes))]
+        shown = {"noul": str(bool(int(only == "true")))}.get(q.type, repr(only))
+        raise LabelError(f"question {q.id!r}: all {len(pairs)} labels are {shown} (from {names[pairs[0][0]]} "
+                         "on); one class only cannot set a threshold or a correction; label some states "
+                         "with another answer")
+
+
+# -- the entry point ----------------------------------------------------------------------------
+def adapt(agent: Agent, examples: Any, questions: Mapping[Any, Any], *, seed: int = 0,
+          method: str = "linear", model_id: str | None = None) -> Agent:
+    """A new Agent whose answers to ``questions`` are fitted on the labelled ``examples``.
+
+    See the module docstring for what is fitted. The new Agent's ``adaptation_report`` holds the
+    :class:`AdaptationReport`; it shares the weights (never modified) and the installed hooks.
+    Raises :class:`~jevlaya_lab.decisions.errors.LabelError` (a ``ValueError``) naming the example
+    and the field for an unknown question id or option, a label of the wrong type, and a question
+    with fewer than two labels or one class only.
+    """
+    started = time.perf_counter()
+    if not isinstance(method, str) or not (method in METHODS or (
+            method.startswith("linear-") and _is_number(method.split("-", 1)[1]))):
+        raise ValueError(f"method={method!r}: use one of {', '.join(METHODS)} or 'linear-<penalty>' "
+                         "such as 'linear-0.01'")
+    if not isinstance(questions, Mapping) or not questions:
+        raise LabelError("questions must be a non-empty dict question id -> definition (the questions "
+                         "the labels answer)")
+    parsed = parse_questions(questions)
+    states, labels, names = read_examples(examples, parsed)
+    for q in parsed:
+        _check_labels(q, labels[q.id], names)
+    for index, state in enumerate(states):
+        if not isinstance(state, (str, dict, list)):
+            raise LabelError(f"{names[index]}: the state is a {type(state).__name__} ({state!r:.60}); "
+                             "a state is a str, a dict or a list of messages")
+    used = sorted({i for pairs in labels.values() for i, _ in pairs})
+    position = {i: p for p, i in enumerate(used)}
+    lps, vectors = base_features(agent, [states[i] for i in used], parsed)
+    assert vectors is not None
+    entries = [e for e in (agent._adaptation.entries.values() if agent._adaptation else ())]
+    reports = []
+    for q, lp in zip(parsed, lps):
+        rows = torch.tensor([position[i] for i, _ in labels[q.id]])
+        targets = torch.tensor([option for _, option in labels[q.id]])
+        fit, center, report = fit_question(q, lp[rows], vectors[rows], targets, seed=seed, method=method)
+        reports.append(report)
+        key = question_key(q)
+        entries = [e for e in entries if e.key != key]
+        entries.append(QuestionAdaptation(
+            key, q.id, _definition(questions, q), fit.method, agent.temperatures.get(q.type, q.n_options),
+            fit.log_a, None if fit.bias is None else fit.bias.tolist(),
+            None if fit.weight is None else fit.weight.tolist(),
+            None if fit.weight is None else center.tolist(), len(targets)))
+    config = _copy_config(agent.config)
+    config.extra[ADAPTATION_KEY] = Adaptation(entries).to_value()
+    runner = agent._hooks
+    adapted = type(agent)((agent.decision_model, agent.tokenizer, config), device=agent.device,
+                    hooks=runner.installed, hooks_raise=runner.hooks_raise,
+                    hooks_concurrent=runner.hooks_concurrent, hooks_timeout=runner.hooks_timeout,
+                    model_id=model_id or f"{agent.model_id}+adapted")
+    adapted.temperatures = agent.temperatures
+    adapted.quantize = agent.quantize
+    adapted.adaptation_report = AdaptationReport(reports, time.perf_counter() - started, agent.model_id)
+    return adapted
+
+
+def _is_number(text: str) -> bool:
+    try:
+        return math.isfinite(float(text)) and float(text) >= 0
+    except ValueError:
+        return False
+
+
+def _copy_config(config: Any) -> Any:
+    from jevlaya_lab.decisions.checkpoint import CheckpointConfig
+
+    return CheckpointConfig.from_dict(json.loads(json.dumps(config.to_dict())))
+
+
+def save_agent(agent: Agent, directory: Any) -> Any:
+    """Write ``agent`` as a checkpoint directory (Laya layout): weights, the temperatures in use and
+    any adaptation (``"adaptation"`` in ``rl_agent_config.json``). A quantised Agent is refused,
+    since its weights are no longer the checkpoint's."""
+    import copy
+
+    from jevlaya_lab.decisions.checkpoint import save_checkpoint
+    from jevlaya_lab.decisions.questions import QUESTION_TYPES
+
+    if agent.quantize is not None:
+        raise ValueError(f"save(): this Agent runs quantize={agent.quantize!r}; load the checkpoint "
+                         "without quantize to save it")
+    config = copy.deepcopy(agent.config)
+    config.temperature = [agent.temperatures.by_type[t] for t in QUESTION_TYPES]
+    config.temperature_by_options = dict(agent.temperatures.by_bucket)
+    return save_checkpoint(directory, agent.decision_model, agent.tokenizer, config)

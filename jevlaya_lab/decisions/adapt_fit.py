@@ -1,0 +1,284 @@
+"""Fitting few-shot corrections: the base answers' features, the candidates, their folds.
+
+See :mod:`jevlaya_lab.decisions.adapt` for what is fitted and why; this module holds the numbers
+(L-BFGS fits on float64 tensors, stratified seeded folds, accuracy and ECE) and reads the frozen
+checkpoint's log-probabilities and pooled state vectors through the Agent's own forward pass.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from jevlaya_lab.decisions.questions import Question
+
+Agent = Any
+"""An :class:`~jevlaya_lab.decisions.agent.Agent` (not imported: the Agent imports the adapt modules)."""
+
+ROWS_PER_CHUNK = 256
+LINEAR_PENALTIES = (0.03, 0.003, 0.0003)
+"""L2 weights of the full linear correction (per element of ``W``, against the mean cross-entropy)."""
+LINEAR_MIN_LABELS = 4
+DEFAULT_LINEAR = "linear-0.003"
+MAX_FOLDS = 5
+SELECTION_MARGIN = 0.02
+"""A candidate is chosen over a simpler one only if its cross-validated log-loss is lower by more
+than this (nats): a few labels' folds are noisy, and a needless correction costs held-out states."""
+_LOG_FLOOR = -30.0
+"""Base log-probabilities are floored here, so a saturated zero-shot answer stays finite to fit."""
+
+
+# -- features: what the frozen checkpoint says about each labelled state ------------------------
+def base_features(agent: Agent, states: Sequence[Any], parsed: tuple[Question, ...],
+                  *, vectors: bool = True) -> tuple[list[torch.Tensor], torch.Tensor | None]:
+    """Per question ``[n, k]`` log-probabilities (caller order, at the agent's temperatures) that
+    the agent's checkpoint gives ``states`` without any adaptation, and the ``[n, d]`` pooled state
+    vectors (None unless ``vectors``)."""
+    from jevlaya_lab.decisions.budget import check_budget, check_positions
+    from jevlaya_lab.decisions.encoding import build_batch, tokenize_states
+
+    max_len = check_positions(
+        check_budget("max_len", agent.config.max_len),
+        getattr(getattr(agent.decision_model.encoder, "config", None), "max_position_embeddings", None),
+        agent.model_id)
+    heads = agent._question_heads(parsed, agent.config.head_max_len)
+    tokens = tokenize_states(agent._rows, list(states))
+    chunk = max(1, ROWS_PER_CHUNK // len(heads))  # the Agent's chunking: at most 256 rows per pass
+    per_question: list[list[torch.Tensor]] = [[] for _ in parsed]
+    for start in range(0, len(tokens), chunk):
+        chunk_tokens = tokens[start:start + chunk]
+        batch = build_batch(agent._rows, chunk_tokens, heads, max_len=max_len)
+        prior = None if agent._prior is None else agent._prior.inputs(
+            chunk_tokens, batch.questions, max_len, batch.option_mask.shape[1])
+        logits = agent._forward(batch, prior).option_logits.float().cpu()
+        for j, q in enumerate(parsed):
+            rows = logits[j::len(parsed), :q.n_options]
+            temperature = agent.temperatures.get(q.type, q.n_options)
+            lp = torch.log_softmax(rows / temperature, dim=-1).clamp_min(_LOG_FLOOR)
+            per_question[j].append(_caller_order(q, lp))
+    lps = [torch.cat(parts).double() for parts in per_question]
+    return lps, (state_vectors(agent, tokens, max_len).double() if vectors else None)
+
+
+def _caller_order(q: Question, slot_values: torch.Tensor) -> torch.Tensor:
+    """``[n, k]`` slot-order values -> caller order (``option_order[slot]`` is the caller index)."""
+    out = torch.empty_like(slot_values)
+    out[:, list(q.option_order)] = slot_values
+    return out
+
+
+def state_vectors(agent: Agent, tokens: Sequence[Any], max_len: int) -> torch.Tensor:
+    """``[n, d]`` unit mean-pooled encoder vectors of tokenised states (the prior's own vectors
+    when the checkpoint has a similarity prior; the plain ``[CLS] state [SEP]`` mean otherwise)."""
+    if agent._prior is not None:
+        pooled: torch.Tensor = agent._prior.state_vectors(list(tokens), max_len)
+        return pooled
+    rows = agent._rows
+    wrapped = [[rows.cls_id, *s.ids[:max(0, max_len - 2)], rows.sep_id] for s in tokens]
+    device = next(agent.decision_model.parameters()).device
+    out = torch.zeros((len(wrapped), agent.decision_model.hidden_size))
+    order = sorted(range(len(wrapped)), key=lambda i: len(wrapped[i]))
+    with torch.inference_mode():
+        for start in range(0, len(order), 64):
+            picked = order[start:start + 64]
+            length = max(len(wrapped[i]) for i in picked)
+            ids = torch.tensor([wrapped[i] + [rows.pad_id] * (length - len(wrapped[i])) for i in picked])
+            mask = (ids != -1).long()
+            for r, i in enumerate(picked):
+                mask[r, len(wrapped[i]):] = 0
+            out[picked] = agent.decision_model.pool(ids.to(device), mask.to(device)).float().cpu()
+    return out
+
+
+# -- fitting ------------------------------------------------------------------------------------
+@dataclass
+class _Fit:
+    method: str
+    log_a: float = 0.0
+    bias: torch.Tensor | None = None
+    weight: torch.Tensor | None = None
+
+
+def _free_mask(qtype: str, k: int) -> torch.Tensor:
+    """Which options carry a bias / weight row: every option, but only ``true`` for a yes/no."""
+    mask = torch.ones(k, dtype=torch.float64)
+    if qtype == "noul":
+        mask[0] = 0.0
+    return mask
+
+
+def _prototypes(qtype: str, vectors: torch.Tensor, targets: torch.Tensor, k: int) -> torch.Tensor:
+    protos = torch.zeros((k, vectors.shape[1]), dtype=torch.float64)
+    for option in range(k):
+        rows = vectors[targets == option]
+        if len(rows):
+            protos[option] = rows.mean(dim=0)
+    if qtype == "noul":
+        protos = torch.stack([torch.zeros_like(protos[1]), protos[1] - protos[0]])
+    return protos
+
+
+def _logits(fit: _Fit, lp: torch.Tensor, vectors: torch.Tensor | None) -> torch.Tensor:
+    out = math.exp(fit.log_a) * lp
+    if fit.bias is not None:
+        out = out + fit.bias
+    if fit.weight is not None and vectors is not None:
+        out = out + vectors @ fit.weight.T
+    return out
+
+
+def _fit(method: str, qtype: str, lp: torch.Tensor, vectors: torch.Tensor, targets: torch.Tensor) -> _Fit:
+    """One candidate fitted on ``(lp, vectors, targets)`` by L-BFGS (float64; a few ms)."""
+    k = lp.shape[1]
+    if method == "zero-shot":
+        return _Fit(method)
+    free = _free_mask(qtype, k)
+    log_a = torch.zeros((), dtype=torch.float64, requires_grad=True)
+    params = [log_a]
+    bias = weight = beta = None
+    protos = None
+    if method != "temperature":
+        bias = torch.zeros(k, dtype=torch.float64, requires_grad=True)
+        params.append(bias)
+    if method == "prototype":
+        protos = _prototypes(qtype, vectors, targets, k)
+        beta = torch.zeros((), dtype=torch.float64, requires_grad=True)
+        params.append(beta)
+    penalty = 0.0
+    if method.startswith("linear-"):
+        penalty = float(method.split("-", 1)[1])
+        weight = torch.zeros((k, vectors.shape[1]), dtype=torch.float64, requires_grad=True)
+        params.append(weight)
+    optimizer = torch.optim.LBFGS(params, lr=1.0, max_iter=100, tolerance_grad=1e-6,
+                                  tolerance_change=1e-9, line_search_fn="strong_wolfe")
+
+    def loss_fn() -> torch.Tensor:
+        optimizer.zero_grad()
+        logits = log_a.exp() * lp
+        loss = 0.01 * log_a ** 2
+        if bias is not None:
+            logits = logits + bias * free
+            loss = loss + 0.01 * (bias * free).pow(2).sum()
+        if beta is not None and protos is not None:
+            logits = logits + beta * (vectors @ protos.T)
+        if weight is not None:
+            w = weight * free[:, None]
+            logits = logits + vectors @ w.T
+            loss = loss + penalty * w.pow(2).sum()
+        loss = loss + torch.nn.functional.cross_entropy(logits, targets)
+        loss.backward()  # type: ignore[no-untyped-call]
+        return loss
+
+    with torch.enable_grad():
+        optimizer.step(loss_fn)  # type: ignore[no-untyped-call]
+    fitted = _Fit(method, float(log_a.detach().clamp(-5.0, 5.0)))
+    if bias is not None:
+        fitted.bias = (bias.detach() * free).clone()
+    if beta is not None and protos is not None:
+        fitted.weight = float(beta.detach()) * protos
+    if weight is not None:
+        fitted.weight = (weight.detach() * free[:, None]).clone()
+    return fitted
+
+
+def candidates(n: int) -> list[str]:
+    """The candidates offered for ``n`` labels, simplest first (ties go to the simpler one)."""
+    out = ["zero-shot", "temperature", "temperature+bias", "prototype"]
+    if n >= LINEAR_MIN_LABELS:
+        out += [f"linear-{p:g}" for p in LINEAR_PENALTIES]
+    return out
+
+
+def _folds(targets: torch.Tensor, seed: int) -> list[int]:
+    """A stratified, seeded fold id per label (each class spread over the folds in turn)."""
+    n = len(targets)
+    n_folds = min(MAX_FOLDS, n)
+    rng = random.Random(seed)
+    fold = [0] * n
+    turn = 0
+    for option in sorted(set(targets.tolist())):
+        members = [i for i in range(n) if int(targets[i]) == option]
+        rng.shuffle(members)
+        for i in members:
+            fold[i] = turn % n_folds
+            turn += 1
+    return fold
+
+
+def _ece(probs: torch.Tensor, targets: torch.Tensor, bins: int = 10) -> float:
+    conf, top = probs.max(dim=1)
+    total = 0.0
+    for b in range(bins):
+        low, high = b / bins, (b + 1) / bins
+        inside = (conf >= low) & ((conf < high) if b < bins - 1 else (conf <= high))
+        if inside.any():
+            hits = float((top[inside] == targets[inside]).double().mean())
+            total += abs(float(conf[inside].mean()) - hits) * int(inside.sum())
+    return total / len(targets)
+
+
+def _balanced(probs: torch.Tensor, targets: torch.Tensor) -> float:
+    top = probs.argmax(dim=1)
+    recalls = [float((top[targets == c] == c).double().mean()) for c in sorted(set(targets.tolist()))]
+    return sum(recalls) / len(recalls)
+
+
+@dataclass
+class QuestionReport:
+    """One adapted question: how many labels, what was chosen, and how it scores."""
+
+    id: Any
+    type: str
+    n: int
+    method: str
+    zero_shot_accuracy: float
+    zero_shot_balanced: float
+    zero_shot_ece: float
+    cv_accuracy: float
+    cv_balanced: float
+    cv_ece: float
+    cv_log_loss: dict[str, float]
+    zero_shot_probs: list[list[float]] = field(repr=False, default_factory=list)
+    cv_probs: list[list[float]] = field(repr=False, default_factory=list)
+    targets: list[int] = field(repr=False, default_factory=list)
+
+
+def _score(probs: torch.Tensor, targets: torch.Tensor) -> tuple[float, float, float]:
+    accuracy = float((probs.argmax(dim=1) == targets).double().mean())
+    return accuracy, _balanced(probs, targets), _ece(probs, targets)
+
+
+def fit_question(q: Question, lp: torch.Tensor, vectors: torch.Tensor, targets: torch.Tensor,
+                 seed: int = 0, method: str = "auto") -> tuple[_Fit, torch.Tensor, QuestionReport]:
+    """Choose (``method="auto"``) or take one candidate, fit it; ``(fit, center, report)``."""
+    n = len(targets)
+    folds = _folds(targets, seed)
+    losses: dict[str, float] = {}
+    held: dict[str, torch.Tensor] = {}
+    if method == "linear":
+        method = DEFAULT_LINEAR if n >= LINEAR_MIN_LABELS else "temperature+bias"
+    for method_ in (candidates(n) if method == "auto" else [method]):
+        probs = torch.zeros_like(lp)
+        for f in sorted(set(folds)):
+            train = torch.tensor([x != f for x in folds])
+            test = ~train
+            center = vectors[train].mean(dim=0)
+            fit = _fit(method_, q.type, lp[train], vectors[train] - center, targets[train])
+            probs[test] = torch.softmax(_logits(fit, lp[test], vectors[test] - center), dim=-1)
+        held[method_] = probs
+        losses[method_] = float(-torch.log(probs[torch.arange(n), targets].clamp_min(1e-12)).mean())
+    lowest = min(losses.values())
+    best = next(m for m in losses if losses[m] <= lowest + SELECTION_MARGIN)  # the simplest near the best
+    center = vectors.mean(dim=0)
+    fit = _fit(best, q.type, lp, vectors - center, targets)
+    zero = torch.softmax(lp, dim=-1)
+    zero_scores, cv_scores = _score(zero, targets), _score(held[best], targets)
+    report = QuestionReport(q.id, q.type, n, best, *zero_scores, *cv_scores,
+                            {m: round(v, 4) for m, v in losses.items()},
+                            zero.tolist(), held[best].tolist(), targets.tolist())
+    return fit, center, report

@@ -1,0 +1,187 @@
+"""Stored few-shot corrections: what ``rl_agent_config.json`` keeps, how a forward pass applies
+them, and the report :func:`~jevlaya_lab.decisions.adapt.adapt` returns.
+
+See :mod:`jevlaya_lab.decisions.adapt` for what is fitted; an adaptation is looked up by the
+question's content (:func:`question_key`), never by its id.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from html import escape
+from typing import Any
+
+import torch
+
+from jevlaya_lab.decisions.adapt_fit import _LOG_FLOOR, Agent, QuestionReport, _caller_order, state_vectors
+from jevlaya_lab.decisions.questions import Question, parse_questions
+
+ADAPTATION_KEY = "adaptation"
+ADAPTATION_VERSION = 1
+
+
+# -- which question is which --------------------------------------------------------------------
+def question_key(q: Question) -> str:
+    """The content key an adaptation is stored and looked up under (type, instructions, options)."""
+    return json.dumps([q.type, q.instructions, [str(label) for label in q.labels], list(q.option_texts),
+                       list(q.legend)], ensure_ascii=False)
+
+
+# -- the stored correction and how a forward pass uses it --------------------------------------
+@dataclass
+class QuestionAdaptation:
+    """One question's fitted correction, as stored under ``"adaptation"`` in the config."""
+
+    key: str
+    id: Any
+    definition: Any
+    method: str
+    temperature: float
+    """The temperature the base log-probabilities were read at when fitting."""
+    log_a: float
+    bias: list[float] | None
+    weight: list[list[float]] | None
+    center: list[float] | None
+    n_labels: int
+
+    def to_value(self) -> dict[str, Any]:
+        return {"id": self.id, "definition": self.definition, "method": self.method,
+                "temperature": self.temperature, "log_a": self.log_a, "bias": self.bias,
+                "weight": self.weight, "center": self.center, "n_labels": self.n_labels}
+
+
+class Adaptation:
+    """The adapted questions of an Agent, looked up by content (:func:`question_key`)."""
+
+    def __init__(self, entries: Sequence[QuestionAdaptation]) -> None:
+        self.entries: dict[str, QuestionAdaptation] = {e.key: e for e in entries}
+        self._tensors: dict[str, tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]] = {}
+        for e in entries:
+            self._tensors[e.key] = (
+                None if e.bias is None else torch.tensor(e.bias, dtype=torch.float32),
+                None if e.weight is None else torch.tensor(e.weight, dtype=torch.float32),
+                None if e.center is None else torch.tensor(e.center, dtype=torch.float32))
+
+    @classmethod
+    def from_value(cls, value: Any, source: str = "rl_agent_config.json") -> Adaptation:
+        """Read the config value; a :class:`~jevlaya_lab.decisions.errors.CheckpointError` names what is wrong."""
+        from jevlaya_lab.decisions.errors import CheckpointError
+
+        def bad(what: str) -> CheckpointError:
+            return CheckpointError(f"{source}: {ADAPTATION_KEY} is invalid: {what}; write it with "
+                                   "agent.adapt(...).save(directory)")
+
+        if not isinstance(value, dict) or value.get("version") != ADAPTATION_VERSION:
+            raise bad(f"expected an object with \"version\": {ADAPTATION_VERSION}")
+        entries = []
+        for i, item in enumerate(value.get("questions") or []):
+            try:
+                qid = item["id"]
+                parsed = parse_questions({qid: item["definition"]})[0]
+                entries.append(QuestionAdaptation(
+                    question_key(parsed), qid, item["definition"], str(item["method"]),
+                    float(item["temperature"]), float(item["log_a"]), item.get("bias"), item.get("weight"),
+                    item.get("center"), int(item.get("n_labels", 0))))
+            except (KeyError, TypeError, ValueError) as exc:
+                raise bad(f"questions[{i}] ({exc})") from None
+        return cls(entries)
+
+    def to_value(self) -> dict[str, Any]:
+        return {"version": ADAPTATION_VERSION, "questions": [e.to_value() for e in self.entries.values()]}
+
+    def questions(self) -> dict[Any, Any]:
+        """The adapted question definitions by the id they were adapted under."""
+        return {e.id: json.loads(json.dumps(e.definition)) for e in self.entries.values()}
+
+    def adjust(self, agent: Agent, batch: Any, tokens: Sequence[Any], logits: torch.Tensor,
+               max_len: int) -> torch.Tensor:
+        """``logits`` (slot order, ``[states x questions, max_k]``) with the adapted questions' rows
+        replaced, in the units ``Agent._decode`` divides by the current temperature."""
+        questions = batch.questions
+        found = [(j, q, e) for j, q in enumerate(questions)
+                 if (e := self.entries.get(question_key(q))) is not None]
+        if not found:
+            return logits
+        vectors = None
+        if any(e.weight is not None for _, _, e in found):
+            vectors = state_vectors(agent, tokens, max_len).to(logits.device)
+        out = logits.clone()
+        for j, q, e in found:
+            k = q.n_options
+            rows = out[j::len(questions)]
+            lp = torch.log_softmax(rows[:, :k].float() / e.temperature, dim=-1).clamp_min(_LOG_FLOOR)
+            caller_lp = _caller_order(q, lp)
+            bias, weight, center = self._tensors[e.key]
+            adapted = math.exp(e.log_a) * caller_lp
+            if bias is not None:
+                adapted = adapted + bias.to(adapted.device)
+            if weight is not None and vectors is not None and center is not None:
+                adapted = adapted + (vectors - center.to(vectors.device)) @ weight.to(vectors.device).T
+            slots = adapted[:, list(q.option_order)] * agent.temperatures.get(q.type, k)
+            rows[:, :k] = slots.to(rows.dtype)
+            out[j::len(questions)] = rows
+        return out
+
+
+# -- the report ---------------------------------------------------------------------------------
+class AdaptationReport:
+    """What :func:`adapt` fitted and how it cross-validates, per question (``.questions``).
+
+    Shows as a table in a notebook; ``to_frame()`` gives the same rows as a pandas DataFrame."""
+
+    def __init__(self, questions: list[QuestionReport], seconds: float, model_id: str) -> None:
+        self.questions = questions
+        self.seconds = seconds
+        self.model_id = model_id
+
+    def __getitem__(self, qid: Any) -> QuestionReport:
+        for row in self.questions:
+            if row.id == qid or str(row.id) == str(qid):
+                return row
+        raise KeyError(qid)
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [{"question": str(r.id), "type": r.type, "labels": r.n, "method": r.method,
+                 "zero-shot accuracy": round(r.zero_shot_accuracy, 3),
+                 "cv accuracy": round(r.cv_accuracy, 3),
+                 "zero-shot balanced": round(r.zero_shot_balanced, 3),
+                 "cv balanced": round(r.cv_balanced, 3),
+                 "zero-shot ECE": round(r.zero_shot_ece, 3), "cv ECE": round(r.cv_ece, 3)}
+                for r in self.questions]
+
+    def to_frame(self) -> Any:
+        import pandas as pd
+
+        return pd.DataFrame(self.rows())
+
+    def __repr__(self) -> str:
+        lines = [f"AdaptationReport({self.model_id!r}, {len(self.questions)} question(s), {self.seconds:.2f} s)"]
+        for r in self.questions:
+            lines.append(f"  {str(r.id)!s:<16} {r.type:<6} n={r.n:<3} {r.method:<16} accuracy "
+                         f"{r.zero_shot_accuracy:.2f} -> {r.cv_accuracy:.2f} (cv), balanced "
+                         f"{r.zero_shot_balanced:.2f} -> {r.cv_balanced:.2f}, "
+                         f"ECE {r.zero_shot_ece:.2f} -> {r.cv_ece:.2f}")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        head = ["question", "type", "labels", "method", "accuracy zero-shot → cv", "balanced", "ECE"]
+        body = "".join(
+            "<tr>" + "".join(f"<td style='padding:0 .6em'>{escape(str(v))}</td>" for v in (
+                r.id, r.type, r.n, r.method, f"{r.zero_shot_accuracy:.2f} → {r.cv_accuracy:.2f}",
+                f"{r.zero_shot_balanced:.2f} → {r.cv_balanced:.2f}", f"{r.zero_shot_ece:.2f} → {r.cv_ece:.2f}"))
+            + "</tr>" for r in self.questions)
+        th = "".join(f"<th style='text-align:left;padding:0 .6em'>{escape(h)}</th>" for h in head)
+        note = ("<div style='color:var(--jp-content-font-color2,#666)'>"
+                f"adapted {escape(self.model_id)} in {self.seconds:.2f} s; cv: cross-validated on the given "
+                "labels</div>")
+        return ("<div class='jevlaya' style='border:1px solid var(--jp-border-color2,rgba(128,128,128,.4));"
+                "border-radius:4px;padding:.5em;color:var(--jp-content-font-color1,inherit)'>"
+                f"<table style='border-collapse:collapse'><tr>{th}</tr>{body}</table>{note}</div>")
+
+
+def adaptation_of(config: Any) -> Adaptation | None:
+    """A checkpoint config's few-shot corrections (``"adaptation"``), or None when it has none."""
+    return Adaptation.from_value(config.extra[ADAPTATION_KEY]) if ADAPTATION_KEY in config.extra else None

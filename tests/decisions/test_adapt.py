@@ -1,0 +1,232 @@
+"""Few-shot adaptation (``agent.adapt``): fitting, saving, reloading, label errors, DataFrames.
+
+Unit tests run on tiny checkpoints built from a config (with and without a similarity prior);
+one integration test adapts the bundled mini-en on hand-written dev states.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+import torch
+
+from jevlaya_lab import JevlayaError
+from jevlaya_lab.decisions.agent import Agent
+from jevlaya_lab.decisions.errors import LabelError
+from jevlaya_lab.decisions.testing import make_tiny_parts
+
+QUESTIONS = {
+    "money": {"type": "noul", "instructions": "The message is about money."},
+    "team": {"type": "choice", "instructions": "Who handles this?",
+             "criteria": {"billing": "payments", "technical": "bugs", "sales": "buying"}},
+    "level": {"type": "score", "instructions": "How urgent?", "criteria": ["low", "medium", "high"]},
+}
+TOPICS = {"billing": "refund invoice bill price cost", "technical": "crash error bug login password",
+          "sales": "upgrade plan order new account"}
+FILLER = "a the my it is and to you this please".split()
+
+
+def task(n: int, seed: int) -> list[tuple[str, dict]]:
+    """States whose words give their labels away (a task an embedding correction can learn)."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        team = list(TOPICS)[i % 3]
+        words = rng.sample(TOPICS[team].split(), 3) + rng.sample(FILLER, 4)
+        rng.shuffle(words)
+        out.append((" ".join(words), {"money": team == "billing", "team": team, "level": i % 3}))
+    return out
+
+
+@pytest.fixture(scope="module", params=[None, {"rank": 4, "joint_head": False}], ids=["laya-head", "prior"])
+def either(request) -> Agent:
+    """A tiny Agent with the Laya head, and one with a similarity prior (pooled state vectors)."""
+    return Agent(make_tiny_parts(seed=1, similarity_prior=request.param), model_id="tiny", device="cpu")
+
+
+@pytest.fixture(scope="module")
+def base() -> Agent:
+    return Agent(make_tiny_parts(seed=1, similarity_prior={"rank": 4, "joint_head": False}), model_id="tiny",
+                 device="cpu")
+
+
+def answers(agent: Agent, states, questions=QUESTIONS) -> list[dict]:
+    return [r["answers"] for r in agent.predict_batch(list(states), questions)]
+
+
+def held_out_accuracy(agent: Agent, examples, qid: str) -> float:
+    got = answers(agent, [s for s, _ in examples])
+    hits = 0
+    for (_, gold), answer in zip(examples, got):
+        if qid == "money":
+            hits += (answer[qid]["noul"] >= 0.5) == gold[qid]
+        else:
+            hits += answer[qid]["choice"] == gold[qid]
+    return hits / len(examples)
+
+
+def test_adapt_fits_saves_and_reloads_with_the_same_answers(either: Agent, tmp_path) -> None:
+    base = either
+    train, test = task(24, seed=0), task(30, seed=1)
+    before = answers(base, [s for s, _ in test])
+    adapted = base.adapt(train, QUESTIONS)
+    assert adapted is not base and adapted.decision_model is base.decision_model
+    assert answers(base, [s for s, _ in test]) == before, "adapt changed the original Agent"
+    report = adapted.adaptation_report
+    assert {r.id for r in report.questions} == set(QUESTIONS)
+    assert all(r.n == 24 for r in report.questions)
+    assert "cv" in report._repr_html_() and "money" in repr(report)
+    assert adapted.adapted_questions == QUESTIONS
+    # held-out states: the fitted answers beat the random checkpoint's zero-shot ones
+    for qid in ("money", "team"):
+        zero, fitted = held_out_accuracy(base, test, qid), held_out_accuracy(adapted, test, qid)
+        assert fitted >= 0.9 and fitted > zero, (qid, zero, fitted)
+    saved = adapted.save(tmp_path / "adapted")
+    config = json.loads((saved / "rl_agent_config.json").read_text())
+    assert config["adaptation"]["version"] == 1
+    assert {q["id"] for q in config["adaptation"]["questions"]} == set(QUESTIONS)
+    fresh = Agent(saved, device="cpu")
+    assert answers(fresh, [s for s, _ in test]) == answers(adapted, [s for s, _ in test])
+    assert fresh.adapted_questions == QUESTIONS
+
+
+def test_adaptation_follows_the_question_content_not_its_id(either: Agent) -> None:
+    base = either
+    train = [(s, {"money": gold["money"]}) for s, gold in task(18, seed=2)]
+    adapted = base.adapt(train, {"money": QUESTIONS["money"]})
+    state = train[0][0]
+    renamed = {"cash": QUESTIONS["money"]}
+    assert adapted.predict(state, renamed)["answers"]["cash"] == adapted.predict(state, QUESTIONS)["answers"]["money"]
+    reworded = {"money": {"type": "noul", "instructions": "The message talks about payments."}}
+    assert adapted.predict(state, reworded)["answers"] == base.predict(state, reworded)["answers"]
+    # the other questions of a call are answered as the checkpoint answers them
+    assert adapted.predict(state, QUESTIONS)["answers"]["team"] == base.predict(state, QUESTIONS)["answers"]["team"]
+
+
+def test_dataframe_input_matches_pairs(base: Agent) -> None:
+    pd = pytest.importorskip("pandas")
+    train = task(15, seed=3)
+    frame = pd.DataFrame([{"text": s, **gold} for s, gold in train])
+    frame.loc[2, "team"] = None  # a gap: no label for that question on that row
+    pairs = [(s, {k: v for k, v in gold.items() if not (i == 2 and k == "team")}) for i, (s, gold) in enumerate(train)]
+    from_frame, from_pairs = base.adapt(frame, QUESTIONS), base.adapt(pairs, QUESTIONS)
+    assert from_frame.adaptation_report["team"].n == 14
+    states = [s for s, _ in task(6, seed=4)]
+    assert answers(from_frame, states) == answers(from_pairs, states)
+    # several state columns become a dict state
+    two = pd.DataFrame([{"subject": s.split()[0], "body": s, "money": g["money"]} for s, g in train])
+    report = base.adapt(two, {"money": QUESTIONS["money"]}).adaptation_report
+    assert report["money"].n == 15
+
+
+@pytest.mark.parametrize(("examples", "questions", "names"), [
+    ([("a", {"team": "billing"}), ("b", {"team": "refunds"})], {"team": QUESTIONS["team"]},
+     ["examples[1]", "answers['team']", "'refunds'", "billing"]),
+    ([("a", {"money": True}), ("b", {"money": "yes"})], {"money": QUESTIONS["money"]},
+     ["examples[1]", "answers['money']", "True or False"]),
+    ([("a", {"level": 1}), ("b", {"level": "high"})], {"level": QUESTIONS["level"]},
+     ["examples[1]", "answers['level']", "level's index"]),
+    ([("a", {"level": 1}), ("b", {"level": 3})], {"level": QUESTIONS["level"]},
+     ["examples[1]", "from 0 to 2"]),
+    ([("a", {"money": True}), ("b", {"money": True}), ("c", {"money": True})], {"money": QUESTIONS["money"]},
+     ["'money'", "all 3 labels are True", "examples[0]", "another answer"]),
+    ([("a", {"money": True}), ("b", {"mony": False})], {"money": QUESTIONS["money"]},
+     ["examples[1]", "'mony'", "money"]),
+    ([("a", {"money": True})], {"money": QUESTIONS["money"]}, ["'money' has 1 label"]),
+    (["just a state"], {"money": QUESTIONS["money"]}, ["examples[0]", "(state, answers)"]),
+    ([(42, {"money": True}), ("b", {"money": False})], {"money": QUESTIONS["money"]}, ["examples[0]", "int"]),
+])
+def test_bad_labels_name_the_example_and_the_field(base: Agent, examples, questions, names) -> None:
+    with pytest.raises(LabelError) as caught:
+        base.adapt(examples, questions)
+    assert isinstance(caught.value, ValueError) and isinstance(caught.value, JevlayaError)
+    for name in names:
+        assert name in str(caught.value), (name, str(caught.value))
+
+
+def test_dataframe_errors_name_the_row_and_column(base: Agent) -> None:
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"text": ["a", "b", "c"], "team": ["billing", "sales", "support"]}, index=["x", "y", "z"])
+    with pytest.raises(LabelError, match=r"examples row 2 \(index 'z'\), column 'team' = 'support'"):
+        base.adapt(frame, {"team": QUESTIONS["team"]})
+    with pytest.raises(LabelError, match="no column is named after a question id"):
+        base.adapt(pd.DataFrame({"text": ["a"], "other": [1]}), {"team": QUESTIONS["team"]})
+
+
+def test_saved_adaptation_with_a_broken_entry_is_refused(base: Agent, tmp_path) -> None:
+    from jevlaya_lab.decisions.errors import CheckpointError
+
+    labels = [(s, {"money": g["money"]}) for s, g in task(12, seed=5)]
+    saved = base.adapt(labels, {"money": QUESTIONS["money"]}).save(tmp_path / "a")
+    config = json.loads((saved / "rl_agent_config.json").read_text())
+    del config["adaptation"]["questions"][0]["log_a"]
+    (saved / "rl_agent_config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match=r"adaptation is invalid: questions\[0\]"):
+        Agent(saved, device="cpu")
+
+
+def test_laya_reads_an_adapted_checkpoint(tmp_path) -> None:
+    """The Laya layout is kept: a checkpoint Laya wrote, adapted and saved by us, loads in Laya
+    again (which ignores the adaptation and answers zero-shot, as our base Agent does)."""
+    pytest.importorskip("laya")
+    import laya.common
+    import laya.train
+    from transformers import BertConfig, BertModel
+
+    from jevlaya_lab.decisions.testing import make_tiny_tokenizer
+
+    tokenizer = make_tiny_tokenizer()
+    torch.manual_seed(3)
+    encoder = BertModel(BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1,
+                                   num_attention_heads=2, intermediate_size=64, max_position_embeddings=128,
+                                   pad_token_id=tokenizer.pad_token_id))
+    model = laya.common.DecisionModel(encoder, head_layers=1, n_act=2)
+    config = {"encoder": "tiny", "head_layers": 1, "act_costs": {"escalate": 0.5}, "max_len": 128, "head_max_len": 64}
+    laya.train.save_checkpoint(model.eval(), tokenizer, config, str(tmp_path / "laya"))
+    base = Agent(tmp_path / "laya", device="cpu")
+    money = {"money": QUESTIONS["money"]}
+    saved = base.adapt([(s, {"money": g["money"]}) for s, g in task(12, seed=6)], money).save(tmp_path / "a")
+    reference = laya.load(str(saved), device="cpu")
+    got = reference.predict("refund my invoice", money)["answers"]["money"]["noul"]
+    assert abs(got - base.predict("refund my invoice", money)["answers"]["money"]["noul"]) < 2e-3
+    assert Agent(saved, device="cpu").adapted_questions == money
+
+
+@pytest.mark.integration
+def test_mini_en_learns_a_users_own_statement_from_sixteen_labels(tmp_path) -> None:
+    """A user's wording of urgency on hand-written dev states: 8 + 8 labels lift held-out balanced
+    accuracy above zero-shot; the saved checkpoint answers the same after a reload."""
+    import csv
+    from pathlib import Path
+
+    from jevlaya_lab import load
+
+    path = Path(__file__).parents[1] / "data" / "fresh" / "en_triage.tsv"
+    rows = [r for r in csv.reader(path.open(encoding="utf-8"), delimiter="\t") if r and r[0] == "dev"]
+    question = {"now": {"type": "noul", "instructions": "The customer needs this resolved right away."}}
+    rng = random.Random(0)
+    urgent = [r[4] for r in rows if int(r[3]) >= 2]
+    calm = [r[4] for r in rows if int(r[3]) < 2]
+    rng.shuffle(urgent)
+    rng.shuffle(calm)
+    train = [(s, {"now": True}) for s in urgent[:8]] + [(s, {"now": False}) for s in calm[:8]]
+    test = [(s, True) for s in urgent[8:]] + [(s, False) for s in calm[8:]]
+
+    def balanced(agent: Agent) -> float:
+        got = agent.predict_batch([s for s, _ in test], question)
+        said = [r["answers"]["now"]["noul"] >= 0.5 for r in got]
+        pos = [y == s for (_, s), y in zip(test, said) if s]
+        neg = [y == s for (_, s), y in zip(test, said) if not s]
+        return (sum(pos) / len(pos) + sum(neg) / len(neg)) / 2
+
+    base = load("mini-en", device="cpu")
+    adapted = base.adapt(train, question)
+    zero, fitted = balanced(base), balanced(adapted)
+    assert fitted >= zero + 0.1, (zero, fitted)
+    assert adapted.adaptation_report.seconds < 30
+    fresh = load(adapted.save(tmp_path / "mini-en-adapted"), device="cpu")
+    states = [s for s, _ in test[:6]]
+    assert ([r["answers"] for r in fresh.predict_batch(states, question)]
+            == [r["answers"] for r in adapted.predict_batch(states, question)])

@@ -1,0 +1,202 @@
+"""The user-question benchmark's data (``tests/data/user_questions``, read by ``bench/user_questions.py``):
+enough questions of both kinds in both halves, gold that can be scored, and a split that holds — no
+locked statement, option name or instruction (nor a close paraphrase) is in the training data, the
+training aliases, the presets or the dev half, and nothing in the package reads the benchmark."""
+
+from __future__ import annotations
+
+import ast
+import functools
+import json
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from bench import user_questions as uq  # noqa: E402
+from jevlaya_lab.decisions import presets  # noqa: E402
+from jevlaya_lab.decisions.training.intents import load_intents  # noqa: E402
+
+TRAINING = ROOT / "jevlaya_lab" / "decisions" / "training"
+STOP = set("a an the this that these those is are was were be been it its of to in on for with by from at as "
+           "or and not no any some about their them they there he she his her our us we you your i me my "
+           "something someone has have had do does did can could would will should".split())
+
+
+def _strings(value) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in _strings(k) + _strings(v)]
+    if isinstance(value, list | tuple):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def _training_texts() -> list[str]:
+    """Every text the training reads as a label, statement, description or alias: intents.json,
+    bank.json, bank_multi.json, the string constants of the training modules and the presets."""
+    texts = []
+    for name in ("intents.json", "bank.json", "bank_multi.json"):
+        texts += _strings(json.loads((TRAINING / "data" / name).read_text(encoding="utf-8")))
+    for path in list(TRAINING.glob("*.py")) + [ROOT / "jevlaya_lab" / "decisions" / "presets.py"]:
+        texts += [n.value for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                  if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    for make in presets.PRESETS.values():
+        texts += _strings(make())
+    return texts
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[^\W_]+", text.lower())
+
+
+def _content(text: str) -> set[str]:
+    return {w for w in _words(text) if w not in STOP}
+
+
+def _runs(text: str, n: int = 5) -> set[tuple[str, ...]]:
+    w = _words(text)
+    return {tuple(w[i:i + n]) for i in range(len(w) - n + 1)}
+
+
+def _question_texts(q: uq.UserQuestion) -> list[str]:
+    """The wording a user wrote for ``q``: statement or instructions, option names and descriptions,
+    translations."""
+    raw = q.raw
+    texts = [raw.get("statement") or raw["instructions"]]
+    if q.kind == "choice":
+        texts += [v[0] for v in raw["options"].values()]
+        texts += [v[1] for v in raw["options"].values() if q.source == "states" and v[1]]
+    for value in raw.get("translations", {}).values():
+        texts += [value] if q.kind == "yesno" else [value[0], *value[1].values()]
+    return texts
+
+
+class _Index:
+    """Texts indexed for :meth:`repeats`: normalised forms, 5-word runs and content-word sets."""
+
+    def __init__(self, texts: list[str]) -> None:
+        self.norm = {" ".join(_words(t)): t for t in texts}
+        self.runs = {r: t for t in texts for r in _runs(t)}
+        self.by_word: dict[str, list[tuple[set[str], str]]] = {}
+        for t in texts:
+            content = _content(t)
+            if len(content) >= 3:
+                for w in content:
+                    self.by_word.setdefault(w, []).append((content, t))
+
+    def repeats(self, text: str) -> str | None:
+        """The indexed text that ``text`` repeats: equal up to case and punctuation, sharing a 5-word
+        run, or (both 3+ content words) sharing at least 60% of their content words."""
+        norm = " ".join(_words(text))
+        if norm in self.norm:
+            return self.norm[norm]
+        for r in _runs(text):
+            if r in self.runs:
+                return self.runs[r]
+        content = _content(text)
+        if len(content) >= 3:
+            for w in content:
+                for other, t in self.by_word.get(w, ()):
+                    if len(content & other) / len(content | other) >= 0.6:
+                        return t
+        return None
+
+
+@functools.cache
+def _training_index() -> _Index:
+    return _Index(_training_texts())
+
+
+def test_enough_questions_of_each_kind_in_both_halves():
+    every = uq.load_questions(uq.HALVES)
+    counts = Counter((q.kind, q.half) for q in every)
+    assert counts[("yesno", "dev")] + counts[("yesno", "locked")] >= 40
+    assert counts[("choice", "dev")] + counts[("choice", "locked")] >= 15
+    assert min(counts.values()) >= 7 and len(counts) == 4
+    assert len({q.id for q in every}) == len(every)
+    for q in every:
+        if q.kind == "choice":
+            assert 3 <= len(q.option_keys) <= 8, q.id
+    described = [q for q in every if q.kind == "choice" and isinstance(q.agent_question()["criteria"], dict)]
+    assert described and len(described) < counts[("choice", "dev")] + counts[("choice", "locked")]
+    # statements about properties of a message (tone, sender, content, request), not only intents
+    assert sum(q.kind == "yesno" and q.source == "states" for q in every) >= 20
+    assert sum(q.kind == "yesno" and q.source == "datasets" for q in every) >= 10
+
+
+def test_default_reads_only_the_dev_half_and_bad_halves_are_refused():
+    assert {q.half for q in uq.load_questions()} == {"dev"}
+    with pytest.raises(ValueError, match="halves"):
+        uq.load_questions(("test",))
+
+
+def test_gold_on_the_hand_written_states_is_scorable():
+    every = uq.load_questions(uq.HALVES)
+    en, multi = uq.load_states("en"), uq.load_states("multi")
+    tags = {q.raw["tag"] for q in every if q.kind == "yesno" and q.source == "states"}
+    assert {t for s in en for t in s["tags"]} <= tags
+    for q in every:
+        if q.source != "states":
+            continue
+        for group in ("en", "multi") if q.languages() else ("en",):
+            golds = [g for _, _, g in uq.gold_rows(q, group)]
+            if q.kind == "yesno":
+                assert sum(golds) >= 4 and len(golds) - sum(golds) >= 4, (q.id, group)
+            else:
+                assert len(set(golds)) >= 3, (q.id, group)
+    assert len({s["lang"] for s in multi}) >= 5
+    translated = {t for q in every if q.kind == "yesno" and q.languages() for t in [q.raw["tag"]]}
+    assert {t for s in multi for t in s["tags"]} <= translated
+    for q in every:
+        if q.languages():
+            assert set(q.languages()) == set(uq.LANGS), q.id
+
+
+def test_dataset_gold_names_real_intents():
+    intents = load_intents()
+    for q in uq.load_questions(uq.HALVES):
+        if q.source != "datasets":
+            continue
+        ids = q.raw["intents"] if q.kind == "yesno" else [i for v in q.raw["options"].values() for i in v[1]]
+        assert ids and set(ids) <= set(intents), q.id
+        if q.kind == "yesno":
+            assert {i.split("/")[0] for i in ids} <= set(q.raw["datasets"]), q.id
+        else:
+            assert len(ids) == len(set(ids)), q.id  # an intent is the gold of one option only
+
+
+def test_locked_wording_is_not_trained_on_aliased_preset_or_in_the_dev_half():
+    training = _training_index()
+    dev = _Index([t for q in uq.load_questions(("dev",)) for t in _question_texts(q)])
+    for q in uq.load_questions(("locked",)):
+        for text in _question_texts(q):
+            assert training.repeats(text) is None, (q.id, text, training.repeats(text))
+            assert dev.repeats(text) is None, (q.id, text, dev.repeats(text))
+
+
+def test_dev_wording_is_not_training_wording_either():
+    training = _training_index()
+    for q in uq.load_questions(("dev",)):
+        for text in _question_texts(q):
+            assert training.repeats(text) is None, (q.id, text, training.repeats(text))
+
+
+def test_the_overlap_check_catches_a_paraphrase_and_a_copied_run():
+    index = _Index(["The customer wants their money back for an order."])
+    assert index.repeats("the customer wants their money back!") is not None
+    assert index.repeats("Customer wants money back for the order") is not None  # same content words
+    assert index.repeats("A sum of money is written in the message.") is None
+
+
+def test_nothing_in_the_package_reads_the_benchmark():
+    """Training and calibration may only read what the package names; the benchmark's folder is
+    not among it (a tuning decision may read the dev half through bench/, never the locked one)."""
+    for path in (ROOT / "jevlaya_lab").rglob("*.py"):
+        assert "user_questions" not in path.read_text(encoding="utf-8"), path

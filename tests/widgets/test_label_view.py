@@ -1,0 +1,109 @@
+"""LabelView: labels reach Python, held-out accuracy and the reliability diagram follow, the adapt
+button adapts and counts changed answers; in Python and in headless Debian Chromium."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from jevlaya_lab.decisions.agent import Agent
+from jevlaya_lab.decisions.testing import make_tiny_parts
+from jevlaya_lab.widgets import LabelView
+
+from .browser_host import WidgetHost
+from .conftest import needs_chromium
+
+PAYLOAD = '<img src=x onerror="window.__xss=1">'
+QUESTIONS = {
+    "money": {"type": "noul", "instructions": "The message is about money."},
+    "team": {"type": "choice", "instructions": "Who handles this?", "criteria": ["billing", "technical"]},
+    "level": {"type": "score", "instructions": "How urgent?", "criteria": ["low", "medium", "high"]},
+}
+
+
+def states(n: int = 12) -> list[tuple[str, bool]]:
+    rng = random.Random(0)
+    out = []
+    for i in range(n):
+        money = i % 2 == 0
+        words = rng.sample(("refund invoice bill price" if money else "crash error bug login").split(), 3)
+        out.append((" ".join(words + ["please"]), money))
+    return out
+
+
+@pytest.fixture(scope="module")
+def agent() -> Agent:
+    return Agent(make_tiny_parts(seed=1, similarity_prior={"rank": 4, "joint_head": False}), model_id="tiny",
+                 device="cpu")
+
+
+def test_labels_update_held_out_stats_and_adapt_counts_changes(agent: Agent) -> None:
+    data = states()
+    view = LabelView(agent, [s for s, _ in data], QUESTIONS)
+    assert view.stats["money"]["n"] == 0 and view.stats["money"]["accuracy"] is None
+    for i, (_, money) in enumerate(data[:8]):
+        view.label(i, "money", "yes" if money else "no")
+        view.label(i, "team", "billing" if money else "technical")
+    view.label(0, "level", "2")
+    assert view.labels[0] == {"money": True, "team": "billing", "level": 2}
+    stats = view.stats["money"]
+    assert stats["n"] == 8 and sum(b["n"] for b in stats["bins"]) == 8
+    right = sum(view.rows[i]["answers"]["money"]["value"] == ("yes" if m else "no")
+                for i, (_, m) in enumerate(data[:8]))
+    assert stats["accuracy"] == right / 8
+    with pytest.raises(ValueError, match="not an option"):
+        view.label(1, "team", "sales")
+    adapted = view.adapt()
+    assert view.agent is adapted and adapted is not agent
+    assert view.status["adaptations"] == 1 and isinstance(view.status["changed"], int)
+    assert set(view.status["cv"]) == {"money", "team"}  # one score label: not adapted, no error
+    # the labels it was fitted on no longer count as held out; new ones do
+    assert view.stats["money"]["n"] == 0
+    for i in (8, 9, 10, 11):
+        view.label(i, "money", "yes" if data[i][1] else "no")
+    assert view.stats["money"]["n"] == 4 and view.stats["money"]["accuracy"] == 1.0
+    assert all(view.rows[i]["fitted"]["money"] for i in range(8))
+
+
+def test_adapting_before_two_kinds_of_answer_shows_why_in_the_view(agent: Agent) -> None:
+    view = LabelView(agent, ["a", "b"], {"money": QUESTIONS["money"]})
+    view.label(0, "money", "yes")
+    view.label(1, "money", "yes")
+    assert view.adapt() is None
+    assert "two different answers" in view.status["error"] and view.agent is agent
+
+
+@needs_chromium
+@pytest.mark.timeout(120)
+def test_clicks_in_chromium_reach_python(page: Any, agent: Agent) -> None:
+    data = states(8)
+    view = LabelView(agent, [s for s, _ in data] + [PAYLOAD], QUESTIONS)
+    with WidgetHost([view]) as host:
+        page.goto(host.url)
+        page.wait_for_selector("body[data-ready='1']", timeout=20_000)
+        assert page.locator("#w0 .jv-label-table tbody tr").count() == 9
+        assert page.inner_text("#w0 tr[data-row='8'] .jv-state") == PAYLOAD
+        for i, (_, money) in enumerate(data):
+            row = f"#w0 tr[data-row='{i}']"
+            page.click(f"{row} td[data-question='money'] button[data-value='{'yes' if money else 'no'}']")
+            page.click(f"{row} td[data-question='team'] button[data-value='{'billing' if money else 'technical'}']")
+        page.fill("#w0 tr[data-row='0'] .jv-score-input", "2")
+        page.press("#w0 tr[data-row='0'] .jv-score-input", "Enter")
+        page.wait_for_function("document.querySelector(\"#w0 .jv-q-stats[data-question='money'] .jv-heldout\")"
+                               ".textContent.includes('on 8 labels')", timeout=15_000)
+        assert view.labels[3] == {"money": False, "team": "technical"}
+        assert view.labels[0]["level"] == 2
+        bins = page.locator("#w0 .jv-q-stats[data-question='money'] .jv-rel-col")
+        assert bins.count() == 5
+        assert sum(int(bins.nth(i).get_attribute("data-n")) for i in range(5)) == 8
+        assert page.get_attribute("#w0 tr[data-row='3'] td[data-question='team'] button[data-value='technical']",
+                                  "aria-pressed") == "true"
+        page.click("#w0 button.jv-adapt")
+        page.wait_for_function("document.querySelector('#w0 .jv-changed').textContent.includes('answers changed')",
+                               timeout=30_000)
+        assert view.status["adaptations"] == 1
+        assert f"{view.status['changed']} answers changed" in page.inner_text("#w0 .jv-changed")
+        assert "cross-validated" in page.inner_text("#w0 .jv-q-stats[data-question='money']")
+        assert page.locator("#w0 img").count() == 0 and page.evaluate("window.__xss") is None
