@@ -74,6 +74,7 @@ _EXPORTS: dict[str, str] = {
     "UnknownModelError": "jevlaya_lab.local.errors",
     "NotebookCheckError": "jevlaya_lab.notebooks",
     "BinderBuildError": "jevlaya_lab.binder",
+    "FrameError": "jevlaya_lab.frames.errors",
 }
 _SUBPACKAGES = {
     "presets": "jevlaya_lab.decisions.presets",
@@ -84,6 +85,7 @@ _SUBPACKAGES = {
     "decisions": "jevlaya_lab.decisions",
     "broker": "jevlaya_lab.broker",
     "journal": "jevlaya_lab.journal",
+    "frames": "jevlaya_lab.frames",
 }
 
 __all__ = sorted([*_EXPORTS, *_SUBPACKAGES, "__version__"])
@@ -138,6 +140,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from jevlaya_lab.errors import (
         JevlayaError,
     )
+    from jevlaya_lab.frames.errors import FrameError
     from jevlaya_lab.hooks import HOOK_EVENTS, BaseHook, PredictContext
     from jevlaya_lab.hooks.errors import (
         InvalidHookError,

@@ -28,6 +28,7 @@ Each area keeps its exceptions in its own ``errors.py``; every class there deriv
     ├── ChatRequestError (ValueError)
     ├── FaultProfileError (ValueError)
     ├── UnknownModelError (LookupError)
+    ├── FrameError (ValueError)             jevlaya_lab.frames.errors: a table a table run cannot read
     ├── NotebookCheckError (AssertionError) jevlaya_lab.notebooks
     └── BinderBuildError (RuntimeError)   jevlaya_lab.binder: a step of the simulated Binder build failed
 

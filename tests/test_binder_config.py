@@ -15,7 +15,7 @@ from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[1]
 BINDER = ROOT / "binder"
-EXTRAS = ("local", "widgets", "lab", "lang")  # what the notebooks need at run time, JupyterLab
+EXTRAS = ("local", "widgets", "lab", "lang", "dask")  # what the notebooks need at run time, JupyterLab
 
 
 def pyproject_requirements() -> dict[str, Requirement]:

@@ -44,6 +44,7 @@ BUILTIN_BASES = {
     "UnknownLLMError": KeyError,
     "NotebookCheckError": AssertionError,
     "BinderBuildError": RuntimeError,
+    "FrameError": ValueError,
 }
 
 

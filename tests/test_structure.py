@@ -6,7 +6,7 @@ under ``TYPE_CHECKING`` (a type-only import is a dependency of the reader and th
 checker). The rules:
 
 1. No import circles, inside a package or across.
-2. Layers: views (``widgets/``, ``analysis``, ``figures``, ``notebooks``, ``binder``,
+2. Layers: views (``widgets/``, ``frames/``, ``analysis``, ``figures``, ``notebooks``, ``binder``,
    ``commands/``, ``cli``) -> engines (``decisions/``, ``broker/``, ``local/``) -> ``hooks/``,
    ``journal/`` -> helpers (``_*.py``, ``errors.py``, ``display.py``, ``secrets.py``). An import
    never points up a layer, so no engine imports a view; and the two call engines,
@@ -50,7 +50,7 @@ LAYERS = {"views": 3, "engines": 2, "base": 1, "helpers": 0}
 AREAS = {
     "widgets": "views", "analysis": "views", "notebooks": "views", "binder": "views", "cli": "views",
     "telemetry": "views",
-    "commands": "views", "figures": "views",
+    "frames": "views", "commands": "views", "figures": "views",
     "decisions": "engines", "broker": "engines", "local": "engines",
     "hooks": "base", "journal": "base",
     "errors": "helpers", "display": "helpers", "secrets": "helpers",

@@ -76,8 +76,11 @@ class AsyncBroker(AsyncCalls):
     only for a caller with no model of its own and no provider key, ``True`` always,
     ``False`` never (see :mod:`jevlaya_lab.broker.pool`). ``direct``: models reached only with
     ``direct(alias)`` / ``direct(name=...)`` (:mod:`jevlaya_lab.broker.direct`).
-    ``sync_interval``: seconds between automatic catalog syncs (:meth:`sync`). Use it as
-    ``async with AsyncBroker() as broker:``.
+    ``sync_interval``: seconds between automatic catalog syncs (:meth:`sync`). ``cooldowns``:
+    a cooldown book shared with other brokers (see :class:`~jevlaya_lab.broker.pool.CooldownBook`),
+    or ``True`` for one in this journal's database
+    (:class:`~jevlaya_lab.journal.cooldowns.SharedCooldowns`: Dask workers on one PostgreSQL journal
+    then keep off a model any of them saw fail). Use it as ``async with AsyncBroker() as broker:``.
     """
 
     def __init__(self, source: str | Path | None = None, *,
@@ -87,11 +90,12 @@ class AsyncBroker(AsyncCalls):
                  retention_days: float = 90.0, store_text: bool = False,
                  dotenv: str | Path | None = None, local: bool | None = None,
                  direct: Sequence[LLMConfig | Mapping[str, Any]] = (),
-                 sync_interval: float | None = 86400.0) -> None:
+                 sync_interval: float | None = 86400.0, cooldowns: Any = None) -> None:
         self._rt = Runtime(source, models=models, secrets=secrets, optimize=optimize,
                            home=home, catalog=catalog, retention_days=retention_days,
                            store_text=store_text, dotenv=dotenv, local=check_local(local),
-                           direct=direct, sync_interval=check_sync_interval(sync_interval))
+                           direct=direct, sync_interval=check_sync_interval(sync_interval),
+                           cooldowns=cooldowns)
         self._caller = self._rt.caller()
 
     @property

@@ -23,8 +23,11 @@ no candidate from then on, never retried in a loop, until ``enable_llm(name)`` c
 Cooldowns can be shared beyond one pool through a :class:`CooldownBook` (``Pool(...,
 cooldowns=book)``): every cooldown this pool sets is written to the book, and before ranking
 the pool reads the book's end for each candidate, so a model cooled by another pool (another
-process or worker sharing the book) is not asked here either. Without a book (the default) the
-cooldowns live in the pool's own :class:`ModelState` objects and nothing else is read.
+process or worker sharing the book) is not asked here either. A book may also have
+``take(name) -> float``: a request slot of a rate limit shared by every pool on the book (``0`` when
+granted, else when the next slot opens); the pool then takes a slot for the model it offers
+first. Without a book (the default) the cooldowns live in the pool's own :class:`ModelState`
+objects and nothing else is read.
 """
 
 from __future__ import annotations
@@ -257,7 +260,15 @@ class Pool:
         ready = [s for s in candidates if not s.cooling(now) and s.in_flight < s.entry.parallel]
         waiting = [s for s in candidates if s not in ready]
         cooling = [s.cooldown_until for s in waiting if s.cooling(now)]
-        return Pick(self.rank(ready, operation, wait), waiting, min(cooling) if cooling else None)
+        ranked = self.rank(ready, operation, wait)
+        take = getattr(self.cooldowns, "take", None)
+        while ranked and take is not None:  # a shared rate limit: the first model must get a request slot
+            next_slot = float(take(ranked[0].entry.name))
+            if next_slot <= 0:
+                break
+            waiting.append(ranked.pop(0))
+            cooling.append(next_slot)
+        return Pick(ranked, waiting, min(cooling) if cooling else None)
 
     def rank(self, states: list[ModelState], operation: str | None,
              wait: float | None) -> list[ModelState]:
@@ -293,6 +304,8 @@ class Pool:
             caller.refused[name] = fingerprint(key or "")
             if ref:
                 self.keys.forget()  # a key stored meanwhile by another process is read soon
+            if self.cooldowns is not None:  # pools sharing the book use the same keys: keep them off too
+                self.cooldowns.extend(name, time.time() + DEFAULT_COOLDOWN_S)
             return None
         if failure.kind in ("rejected", "interrupted"):
             return None

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from jevlaya_lab.broker.attempt import Attempts, Parts
 from jevlaya_lab.broker.catalog import CatalogSource
@@ -25,7 +25,7 @@ from jevlaya_lab.broker.embedded import EmbeddedServer
 from jevlaya_lab.broker.gate import Gate, OpenStream
 from jevlaya_lab.broker.journaling import CallJournal
 from jevlaya_lab.broker.keys import KeyResolver
-from jevlaya_lab.broker.pool import Caller, ModelState, Pool
+from jevlaya_lab.broker.pool import Caller, CooldownBook, ModelState, Pool
 from jevlaya_lab.broker.registry import Registry, check_user_models
 from jevlaya_lab.broker.transport import Transport
 from jevlaya_lab.journal import JournalWriter, open_store
@@ -48,7 +48,7 @@ class Runtime:
                  home: str | Path | None, catalog: CatalogSource, retention_days: float,
                  store_text: bool, dotenv: str | Path | None, local: bool | None,
                  direct: Sequence[LLMConfig | Mapping[str, Any]] = (),
-                 sync_interval: float | None = None) -> None:
+                 sync_interval: float | None = None, cooldowns: Any = None) -> None:
         user_models = check_user_models(models)
         # models reached only with direct(): never pool members, never stored
         direct_states = {e.name: ModelState(e, -1) for e in check_direct(user_models, direct)}
@@ -67,7 +67,8 @@ class Runtime:
         self.registry = Registry(self.store, self.keys, user_models=user_models,
                                  direct_states=direct_states, catalog=catalog,
                                  optimize=optimize, local=local, retention_days=retention_days,
-                                 sync_interval=sync_interval)
+                                 sync_interval=sync_interval,
+                                 cooldowns=shared_cooldowns(cooldowns, source, self.store.location))
         self.callers: dict[str | None, Caller] = {None: Caller()}
         self._store_text = store_text
         self._parts: Parts | None = None
@@ -157,3 +158,18 @@ class Runtime:
                 raise unwritten
         finally:
             self._close_done.set()
+
+
+def shared_cooldowns(cooldowns: Any, source: str | Path | None, location: str) -> CooldownBook | None:
+    """``cooldowns=`` of a broker: ``None``/``False`` (this pool's own), ``True`` (a book in the
+    journal's own database, shared by every broker with ``cooldowns=True`` on it) or a book."""
+    if cooldowns is None or cooldowns is False:
+        return None
+    if cooldowns is True:
+        from jevlaya_lab.journal.cooldowns import SharedCooldowns
+
+        return SharedCooldowns(source if source is not None else location)
+    if not (callable(getattr(cooldowns, "until", None)) and callable(getattr(cooldowns, "extend", None))):
+        raise TypeError(f"cooldowns={cooldowns!r}: expected True, None or a cooldown book with until(name) "
+                        "and extend(name, until) (jevlaya_lab.broker.pool.MemoryCooldowns, SharedCooldowns)")
+    return cast(CooldownBook, cooldowns)

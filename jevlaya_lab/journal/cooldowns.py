@@ -1,0 +1,194 @@
+"""Cooldowns shared by every broker on one database: what one worker learns, all of them know.
+
+:class:`SharedCooldowns` keeps, per model name, when its cooldown ends, in a table of the journal's
+own database (a SQLite file shared by the processes of one machine, or a PostgreSQL database shared
+by machines). It has the two methods a pool's cooldown book has (``until`` and ``extend``), so a
+broker made with ``Broker(source, cooldowns=True)`` writes every cooldown it sets there and reads
+the others' before it picks a model: a 429, an outage or a refused key seen by one Dask worker
+keeps every worker off that model until the cooldown ends.
+
+When a cooldown ends, one process gets to send the probe: the first to ask claims it (an atomic
+update), the others see the model cooling for ``probe_s`` more seconds. If the probe fails, its
+cooldown is written and everyone waits again; if nothing is written within ``probe_s`` the model
+counts as healthy for all. So a provider sees at most one request per cooldown from the whole
+fleet, rather than one per worker.
+
+``limits={"model": (n, per_s)}`` adds a rate limit every broker on the book keeps together: at most
+``n`` requests to that model in any ``per_s`` seconds, counted in the database by an atomic
+conditional update (see :meth:`SharedCooldowns.take`); a broker whose request finds no free slot
+waits for the next one instead of sending.
+
+Reads are cached for ``refresh_s`` (default 0.25 s) so a busy pool does not query the database on
+every pick; a cooldown written elsewhere is seen within that time.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from jevlaya_lab.journal.errors import JournalUnavailableError, UnsupportedSourceError
+from jevlaya_lab.journal.store import redact_url
+
+__all__ = ["SharedCooldowns"]
+
+TABLE = "shared_cooldowns"
+RATES = "shared_rate_slots"
+DEFAULT_PROBE_S = 2.0
+DEFAULT_REFRESH_S = 0.25
+
+
+class SharedCooldowns:
+    """A cooldown book in the database ``source`` names (a path / ``sqlite:///`` or a
+    ``postgresql://`` URL, as for a Broker); see the module docstring."""
+
+    def __init__(self, source: str | os.PathLike[str], *, probe_s: float = DEFAULT_PROBE_S,
+                 refresh_s: float = DEFAULT_REFRESH_S,
+                 limits: dict[str, tuple[int, float]] | None = None) -> None:
+        text = os.fspath(source)
+        self.location = redact_url(text)
+        self.probe_s = float(probe_s)
+        self.refresh_s = float(refresh_s)
+        self._lock = threading.Lock()
+        self._seen: dict[str, tuple[float, float]] = {}  # name -> (value, read at)
+        self._claimed: dict[str, float] = {}  # name -> end of the probe window this process holds
+        self.limits = {name: _check_limit(name, limit) for name, limit in (limits or {}).items()}
+        if text.startswith(("postgresql://", "postgres://")):
+            self._pg = True
+            self._conn = self._pg_connect(text)
+        else:
+            if text.startswith("sqlite:///"):
+                text = text[len("sqlite:///"):]
+            elif "://" in text:
+                raise UnsupportedSourceError(f"SharedCooldowns(source={self.location!r}): use a .db path, "
+                                             "sqlite:///path or postgresql://user@host:5432/dbname")
+            self._pg = False
+            self._conn = sqlite3.connect(Path(text), timeout=30, isolation_level=None, check_same_thread=False)
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._table = TABLE
+        self._rates = self._table.replace(TABLE, RATES)
+        self._conn.execute(f"CREATE TABLE IF NOT EXISTS {self._table} (name TEXT PRIMARY KEY, "
+                           "cool_until DOUBLE PRECISION NOT NULL, probe_until DOUBLE PRECISION NOT NULL)")
+        self._conn.execute(f"CREATE TABLE IF NOT EXISTS {self._rates} (name TEXT PRIMARY KEY, "
+                           "tat DOUBLE PRECISION NOT NULL)")
+
+    def _pg_connect(self, url: str) -> Any:
+        try:
+            import psycopg
+        except ImportError as exc:  # pragma: no cover - the postgresql extra is missing
+            raise JournalUnavailableError(f"{self.location}: pip install 'jevlaya-lab[postgresql]'") from exc
+        try:
+            conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
+        except psycopg.OperationalError as exc:
+            raise JournalUnavailableError(f"SharedCooldowns: cannot reach {self.location}: "
+                                          f"{type(exc).__name__}; check the server and the URL") from None
+        if "search_path" in url:
+            self._table = TABLE
+        else:  # the journal's own schema, as the PostgreSQL store uses it
+            conn.execute("CREATE SCHEMA IF NOT EXISTS jevlaya_lab")
+            self._table = f"jevlaya_lab.{TABLE}"
+        return conn
+
+    def _sql(self, sql: str) -> str:
+        return sql.replace("?", "%s") if self._pg else sql
+
+    def _execute(self, sql: str, args: tuple[Any, ...]) -> Any:
+        with self._lock:  # one connection, used from the broker's loop thread and others
+            return self._conn.execute(self._sql(sql), args)
+
+    def _row(self, name: str) -> tuple[float, float] | None:
+        row = self._execute(f"SELECT cool_until, probe_until FROM {self._table} WHERE name = ?", (name,)).fetchone()
+        return None if row is None else (float(row[0]), float(row[1]))
+
+    # -- the cooldown book --------------------------------------------------------------------
+    def until(self, name: str) -> float:
+        """When ``name``'s cooldown ends for this process (``0.0``: none, or its probe is ours)."""
+        now = time.time()
+        cached = self._seen.get(name)
+        if cached is not None and now - cached[1] < self.refresh_s and (cached[0] == 0.0 or cached[0] > now):
+            return cached[0]
+        value = self._read(name, now)
+        self._seen[name] = (value, now)
+        return value
+
+    def _read(self, name: str, now: float) -> float:
+        if self._claimed.get(name, 0.0) > now:
+            return 0.0  # this process holds the probe
+        row = self._row(name)
+        if row is None or row[0] == 0.0:
+            return 0.0
+        until, probe_until = row
+        if until > now:
+            return until
+        if probe_until == 0.0:  # the cooldown is over and nobody probes yet: try to be the one
+            claim = now + self.probe_s
+            done = self._execute(f"UPDATE {self._table} SET probe_until = ? WHERE name = ? AND cool_until = ? "
+                                 "AND probe_until = 0", (claim, name, until))
+            if done.rowcount == 1:
+                self._claimed[name] = claim
+                return 0.0
+            row = self._row(name)  # another process claimed it first
+            held = 0.0 if row is None else max(row)
+            return held if held > now else 0.0
+        if probe_until > now:
+            return probe_until  # another process is probing
+        # the probe window passed with no new cooldown: the model answers again, for everyone
+        self._execute(f"UPDATE {self._table} SET cool_until = 0, probe_until = 0 WHERE name = ? AND cool_until = ?",
+                      (name, until))
+        return 0.0
+
+    def extend(self, name: str, until: float) -> float:
+        """Record that ``name`` cools until at least ``until``; the end that holds now."""
+        self._claimed.pop(name, None)
+        held_here = f"{TABLE}.cool_until"  # the row already stored (the target table, unqualified)
+        self._execute(f"INSERT INTO {self._table} (name, cool_until, probe_until) VALUES (?, ?, 0) "
+                      f"ON CONFLICT (name) DO UPDATE SET cool_until = CASE WHEN excluded.cool_until > {held_here} "
+                      f"THEN excluded.cool_until ELSE {held_here} END, probe_until = 0", (name, float(until)))
+        row = self._row(name)
+        held = float(until) if row is None else row[0]
+        self._seen[name] = (held, time.time())
+        return held
+
+    def take(self, name: str) -> float:
+        """A request slot for ``name`` under its shared rate limit: ``0.0`` when granted (counted),
+        else the time (``time.time()``) the next slot opens. Models without a limit always get one.
+
+        The limit is a generic cell rate algorithm over one stored number per model (the next
+        slot's theoretical time): at most ``n`` slots in any ``per_s`` seconds, a burst of ``n`` then
+        one every ``per_s / n``. One conditional UPDATE takes a slot, so two workers never get the
+        same one."""
+        limit = self.limits.get(name)
+        if limit is None:
+            return 0.0
+        n, per = limit
+        step, tolerance = per / n, per - per / n
+        now = time.time()
+        later = "GREATEST" if self._pg else "MAX"
+        self._execute(f"INSERT INTO {self._rates} (name, tat) VALUES (?, 0) ON CONFLICT (name) DO NOTHING", (name,))
+        done = self._execute(f"UPDATE {self._rates} SET tat = {later}(tat, ?) + ? WHERE name = ? "
+                             f"AND {later}(tat, ?) - ? <= ?", (now, step, name, now, now, tolerance))
+        if done.rowcount == 1:
+            return 0.0
+        row = self._execute(f"SELECT tat FROM {self._rates} WHERE name = ?", (name,)).fetchone()
+        return max(now + 0.001, float(row[0]) - tolerance)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __repr__(self) -> str:
+        return f"<SharedCooldowns {self.location}>"
+
+
+def _check_limit(name: str, limit: Any) -> tuple[int, float]:
+    try:
+        n, per = limit
+    except (TypeError, ValueError):
+        raise ValueError(f"limits[{name!r}]={limit!r}: expected (requests, seconds), e.g. (60, 60.0)") from None
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1 or not isinstance(per, (int, float)) or per <= 0:
+        raise ValueError(f"limits[{name!r}]={limit!r}: expected a positive int of requests per positive seconds")
+    return n, float(per)

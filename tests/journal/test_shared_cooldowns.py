@@ -1,0 +1,61 @@
+"""SharedCooldowns: cooldowns and rate slots in the journal's own database, shared by brokers in
+different processes (here: separate books and brokers on one SQLite file; the PostgreSQL form runs
+on Dask workers in tests/frames/test_frames_dask.py)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from jevlaya_lab import Broker, LLMConfig, NoLLMAvailableError
+from jevlaya_lab.broker.errors import LLMRequestError
+from jevlaya_lab.journal.cooldowns import SharedCooldowns
+from jevlaya_lab.local import FaultProfile, serve, tiny_chat_model
+
+
+def test_a_cooldown_written_by_one_book_is_read_by_another_and_one_of_them_probes(tmp_path):
+    path = tmp_path / "journal.db"
+    a, b = SharedCooldowns(path, probe_s=0.4, refresh_s=0), SharedCooldowns(path, probe_s=0.4, refresh_s=0)
+    now = time.time()
+    assert a.extend("m", now + 5) == pytest.approx(now + 5)
+    assert b.until("m") == pytest.approx(now + 5)
+    a.extend("m", now + 0.2)  # an earlier end never shortens the one that holds
+    assert b.until("m") == pytest.approx(now + 5)
+    b.extend("n", time.time() + 0.1)
+    time.sleep(0.15)
+    seen = [a.until("n"), b.until("n")]
+    assert seen.count(0.0) == 1 and max(seen) > time.time()  # exactly one may send the probe
+    time.sleep(0.45)  # the probe window passed and nobody cooled it again: healthy for both
+    assert a.until("n") == 0.0 and b.until("n") == 0.0
+    a.close()
+    b.close()
+
+
+def test_rate_slots_are_shared(tmp_path):
+    path = tmp_path / "journal.db"
+    a, b = (SharedCooldowns(path, limits={"m": (3, 1.0)}) for _ in range(2))
+    started = time.time()
+    assert [a.take("m"), b.take("m"), a.take("m")] == [0.0, 0.0, 0.0]
+    assert b.take("m") == pytest.approx(started + 1 / 3, abs=0.1)  # the fourth waits for a slot
+    assert a.take("other") == 0.0  # no limit: always a slot
+    with pytest.raises(ValueError, match="limits"):
+        SharedCooldowns(path, limits={"m": (0, 1.0)})
+    a.close()
+    b.close()
+
+
+def test_a_refused_key_seen_by_one_broker_keeps_the_other_off_the_model(tmp_path):
+    with serve({"a": tiny_chat_model(seed=0, name="a")}, faults={"a": FaultProfile(status=401)}) as server:
+        journal = tmp_path / "journal.db"
+        models = [LLMConfig(name="a", base_url=server.base_url, model="a")]
+        with Broker(journal, models=models, catalog=[], cooldowns=True) as first, \
+                Broker(journal, models=models, catalog=[], cooldowns=True) as second:
+            with pytest.raises(LLMRequestError):
+                first.ask("hello", max_tokens=2)
+            sent = len(first.calls())
+            with pytest.raises(NoLLMAvailableError):
+                second.ask("hello", max_tokens=2, wait=0.5)
+            assert len(second.calls()) == sent  # the second broker sent nothing
+        with pytest.raises(TypeError, match="cooldowns="):
+            Broker(journal, models=models, catalog=[], cooldowns="yes")
