@@ -3,9 +3,35 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: setup test lint demo lab bench setfit screens clean
+.PHONY: setup test lint demo lab bench setfit screens clean llama-wheel
 
 setup: $(VENV)/.installed
+
+# llama.cpp for the local chat model (SmolLM2's GGUF), built once from its source package with
+# the system compiler (cmake, g++: 31 min wall / 9 min CPU on 2 cores shared with a load of ~10)
+# and kept as a wheel in LLAMA_WHEELS, outside the checkout: a fresh clone on this machine (CI)
+# installs it in seconds. The folder name holds what the build depends on (version, CPU level;
+# the wheel is py3-none: ctypes bindings, no Python ABI), so a wheel is never reused for another
+# configuration; pip's own wheel cache is not relied on, because its key ignores CMAKE_ARGS. The CPU level is x86-64-v3 (AVX2, FMA,
+# F16C) rather than -march=native: the wheel then runs on any machine of the last decade that
+# the cache folder may be copied to or shared with, where a native build could die of an
+# illegal instruction (AVX-512), for a few per cent of speed on a memory-bound 135M model.
+LLAMA_CPP_VERSION := 0.3.36
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+	-DGGML_OPENMP=OFF -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+	-DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF
+LLAMA_WHEELS ?= $(HOME)/.cache/jevlaya_lab/wheels/llama-cpp-python-$(LLAMA_CPP_VERSION)-x86-64-v3
+
+llama-wheel:
+	@if ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1; then \
+	  echo "llama-cpp-python $(LLAMA_CPP_VERSION): cached wheel in $(LLAMA_WHEELS)"; \
+	else \
+	  echo "llama-cpp-python $(LLAMA_CPP_VERSION): building from source into $(LLAMA_WHEELS) (minutes, once)"; \
+	  rm -rf $(LLAMA_WHEELS).part && mkdir -p $(LLAMA_WHEELS) && \
+	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) nice -n 10 \
+	    $(PIP) wheel -q --no-deps --no-binary llama-cpp-python llama-cpp-python==$(LLAMA_CPP_VERSION) \
+	    -w $(LLAMA_WHEELS).part && mv $(LLAMA_WHEELS).part/*.whl $(LLAMA_WHEELS)/ && rm -rf $(LLAMA_WHEELS).part; \
+	fi
 
 # torch is pinned to the CPU wheel that lies on disk here; elsewhere add
 # --index-url https://download.pytorch.org/whl/cpu to get a CPU build.
@@ -23,6 +49,11 @@ $(VENV)/.installed: pyproject.toml Makefile
 	# the dev extra brings JupyterLab (pip install jupyterlab) for the tutorials-in-JupyterLab
 	# tests; their browser is Debian's chromium (.ci/run installs it)
 	$(PIP) install -q -e '.[dev]'
+	# llama.cpp (after the project, so the venv exists for the build): its Python deps are
+	# numpy, typing-extensions, diskcache and jinja2, all but diskcache ours already
+	$(MAKE) llama-wheel
+	$(PIP) install -q --no-deps --no-index --find-links $(LLAMA_WHEELS) llama-cpp-python==$(LLAMA_CPP_VERSION)
+	$(PIP) install -q --no-deps diskcache==5.6.3
 	touch $@
 
 test: setup

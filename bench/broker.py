@@ -17,6 +17,9 @@ client-side CPU measured here is the broker's. Measured:
    llmbroker's ``ask`` takes no ``max_tokens`` to keep an answer short). Each round gives each
    broker's added p50 over the httpx call (the four calls of each step in a shuffled order);
    the table shows the medians over the rounds and their ratio (the goal is at most 0.5).
+5. ``durable=True`` (a call returns once its rows are committed) against the default, in the
+   same run and interleaved: sequential 1-token asks (latency per call) and 50 concurrent
+   callers (throughput), each through its own broker and journal file.
 """
 
 from __future__ import annotations
@@ -262,6 +265,37 @@ async def versus_llmbroker(server: FixedAnswerProcess, rounds: int, n: int) -> d
     return out
 
 
+async def durable_cost(server: LocalServerProcess, n: int, callers: int,
+                       each: int) -> dict[str, Any]:
+    """Default vs ``durable=True``: paired sequential latency, then concurrent throughput."""
+    with tempfile.TemporaryDirectory() as tmp:
+        async with AsyncBroker(Path(tmp) / "d.db", models=server.entries("a", "b", "c"),
+                               catalog=[]) as default, \
+                AsyncBroker(Path(tmp) / "D.db", models=server.entries("a", "b", "c"),
+                            catalog=[], durable=True) as durable:
+            seq: dict[str, list[float]] = {"default": [], "durable": []}
+            for i in range(n + 10):
+                for name, b in (("default", default), ("durable", durable)):
+                    t = time.perf_counter()
+                    await b.ask("hi", **BODY_PARAMS)
+                    if i >= 10:
+                        seq[name].append((time.perf_counter() - t) * 1000)
+            rates = {}
+            for name, b in (("default", default), ("durable", durable)):
+                async def caller(i: int, b: AsyncBroker = b) -> None:
+                    for j in range(each):
+                        await b.ask(f"q{i}-{j}", **BODY_PARAMS)
+                t = time.perf_counter()
+                await asyncio.gather(*(caller(i) for i in range(callers)))
+                rates[name] = callers * each / (time.perf_counter() - t)
+    out: dict[str, Any] = {name: {**summary(ms), "calls_per_s_50_callers": rates[name]}
+                           for name, ms in seq.items()}
+    paired = [d - k for d, k in zip(seq["durable"], seq["default"], strict=True)]
+    out["added_paired_median_ms"] = statistics.median(paired)
+    out["throughput_ratio"] = rates["durable"] / rates["default"]
+    return out
+
+
 def journal_cost(rows: int, postgresql: str | None = None) -> dict[str, Any]:
     now = datetime.now(UTC).isoformat()
     with tempfile.TemporaryDirectory() as tmp, bench_schema(postgresql) as url:
@@ -324,13 +358,15 @@ def main(argv: list[str] | None = None) -> int:
         lat = asyncio.run(latency(server, n))
         thr = asyncio.run(async_throughput(server, 50, each))
         sthr = sync_throughput(server, 50, each)
+        dur = asyncio.run(durable_cost(server, n, 50, each))
     finally:
         server.stop()
     jc = journal_cost(20_000 if not args.quick else 5_000)
     if args.postgresql:
         jc["postgresql"] = journal_cost(20_000 if not args.quick else 5_000, args.postgresql)
     result = {"machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
-              "latency": lat, "versus_llmbroker": vs, "async_50_callers": thr, "sync_50_threads": sthr, "journal": jc}
+              "latency": lat, "versus_llmbroker": vs, "async_50_callers": thr,
+              "sync_50_threads": sthr, "journal": jc, "durable": dur}
     print(f"{'1-token ask, sequential':<38}{'p50 ms':>10}{'p99 ms':>10}{'client CPU us':>15}")
     for name in ("direct_httpx", "broker_ask", "openai_sdk"):
         print(f"  {name:<36}{lat[name]['p50_ms']:>10.2f}{lat[name]['p99_ms']:>10.2f}"
@@ -353,6 +389,12 @@ def main(argv: list[str] | None = None) -> int:
               f"{pg['written_us_per_row']:.1f} us per row written "
               f"({1e6 / pg['written_us_per_row']:.0f} rows/s vs "
               f"{1e6 / jc['written_us_per_row']:.0f} rows/s in SQLite)")
+    print(f"durable=True vs default: p50 {dur['durable']['p50_ms']:.2f} vs "
+          f"{dur['default']['p50_ms']:.2f} ms per sequential call (paired median "
+          f"+{dur['added_paired_median_ms']:.2f} ms); 50 callers "
+          f"{dur['durable']['calls_per_s_50_callers']:.0f} vs "
+          f"{dur['default']['calls_per_s_50_callers']:.0f} calls/s "
+          f"({dur['throughput_ratio']:.2f}x)")
     if vs is not None:
         print_versus(vs)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)

@@ -12,6 +12,14 @@ writes ``bench/results/local.json``.
    httpx client), non-streaming and streaming (time to the first content delta); p50/p99.
 3. Concurrency: 16 streaming clients on two tiny models at once; answers/s.
 4. Cost of building a tiny chat model.
+5. Backends (``--backends``, the llama.cpp comparison; ``--only-backends`` runs just this): the
+   same ~100-token prompt and 128 new tokens through the llama.cpp server, the transformers
+   server (today's backend before llama.cpp) and plain ``model.generate``, each in its own
+   process so its peak RSS (VmHWM) is its own; decode tokens/s, time to first token, and three
+   concurrent streams against one stream, with one llama.cpp instance decoding the three
+   together vs one small instance per lane. Ratios in the same run, plus the memory-bandwidth
+   bound (bytes of weights read per token against a measured copy bandwidth). See
+   ``bench/local_backends.py``.
 """
 
 from __future__ import annotations
@@ -66,7 +74,7 @@ def generate_baseline(model: Any, new_tokens: int) -> float:
 
 def smollm2_speed(new_tokens: int, rounds: int) -> list[dict[str, Any]]:
     """Every configuration once per round, rounds interleaved, so a busy machine hurts all alike."""
-    models = {dtype: smollm2(dtype=dtype) for dtype in ("bfloat16", "float32")}
+    models = {dtype: smollm2(dtype=dtype, backend="transformers") for dtype in ("bfloat16", "float32")}
     configs = [(dtype, threads) for dtype in models for threads in (1, 2)]
     samples: dict[tuple[str, int], dict[str, list[float]]] = {c: {"ttft": [], "ours": [], "generate": []} for c in configs}
     for model in models.values():
@@ -157,7 +165,14 @@ def tiny_build(repeats: int) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
+    parser.add_argument("--only-backends", action="store_true",
+                        help="only the llama.cpp / transformers / generate comparison (section 5)")
     args = parser.parse_args()
+    if args.only_backends:
+        import local_backends
+
+        local_backends.main(rounds=2 if args.quick else 3)
+        return
     rounds, calls = (2, 100) if args.quick else (5, 300)
     results: dict[str, Any] = {
         "machine": {"cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
@@ -191,6 +206,9 @@ def main() -> None:
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(results, indent=2))
     print(f"\nwrote {RESULTS}")
+    import local_backends
+
+    local_backends.main(rounds=2 if args.quick else 3)
 
 
 if __name__ == "__main__":

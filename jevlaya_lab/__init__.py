@@ -53,8 +53,11 @@ _EXPORTS: dict[str, str] = {
     "BrokerClosedError": "jevlaya_lab.broker.errors",
     "UnknownCallError": "jevlaya_lab.broker.errors",
     "UnknownLLMError": "jevlaya_lab.broker.errors",
+    "PromptError": "jevlaya_lab.broker.errors",
     "QuestionError": "jevlaya_lab.decisions.errors",
     "SchemaError": "jevlaya_lab.decisions.errors",
+    "StateError": "jevlaya_lab.decisions.errors",
+    "LabelError": "jevlaya_lab.decisions.errors",
     "BudgetError": "jevlaya_lab.decisions.errors",
     "TokenizerError": "jevlaya_lab.decisions.errors",
     "CheckpointError": "jevlaya_lab.decisions.errors",
@@ -75,6 +78,7 @@ _EXPORTS: dict[str, str] = {
     "NotebookCheckError": "jevlaya_lab.notebooks",
     "BinderBuildError": "jevlaya_lab.binder",
     "FrameError": "jevlaya_lab.frames.errors",
+    "TelemetryError": "jevlaya_lab.telemetry",
 }
 _SUBPACKAGES = {
     "presets": "jevlaya_lab.decisions.presets",
@@ -108,6 +112,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         LLMRequestError,
         LLMTimeoutError,
         NoLLMAvailableError,
+        PromptError,
         ProviderError,
         RateLimitError,
         StreamInterruptedError,
@@ -127,9 +132,11 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         CheckpointError,
         CheckpointNotFoundError,
         DatasetError,
+        LabelError,
         NearTypoWarning,
         QuestionError,
         SchemaError,
+        StateError,
         TokenizerError,
     )
     from jevlaya_lab.decisions.results import (
@@ -161,3 +168,4 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from jevlaya_lab.notebooks import (
         NotebookCheckError,
     )
+    from jevlaya_lab.telemetry import TelemetryError

@@ -50,6 +50,7 @@ CLEARED = ("PYTHONPATH", "JEVLAYA_HOME", "JEVLAYA_LAB_CACHE", "PYTHONDONTWRITEBY
 IMAGE_ROOM = 8 << 30
 CACHE_KINDS = ("models", "checkpoints", "encoders")  # what jevlaya_lab builds in its cache folder
 RAM_ROOM = 12 << 30
+LLAMA_CPP_VERSION = "0.3.36"  # as in the Makefile and binder/postBuild
 
 
 class BinderBuildError(JevlayaError, RuntimeError):
@@ -122,6 +123,13 @@ class BinderImage:
         return result
 
 
+def llama_wheels() -> Path:
+    """The builder's llama.cpp wheel folder: ``$LLAMA_WHEELS``, else the Makefile's default."""
+    given = os.environ.get("LLAMA_WHEELS")
+    default = Path.home() / ".cache/jevlaya_lab/wheels" / f"llama-cpp-python-{LLAMA_CPP_VERSION}-x86-64-v3"
+    return Path(given) if given else default
+
+
 def scratch_dir() -> Path:
     """Where to build an image: ``/dev/shm`` when that RAM-backed folder and the free memory
     have room for it, else the system temp folder. Removing the ~3 GB image from a disk can take
@@ -149,7 +157,9 @@ def build(root: Path, *, log: Callable[[str], object] = print) -> BinderImage:
     _step(image, "create venv", [sys.executable, "-m", "venv", str(image.venv)], log)
     # the user's pip cache, asked of pip before HOME moves (None when caching is switched off)
     cache = subprocess.run([*pip, "cache", "dir"], capture_output=True, text=True)
-    env = {**os.environ, **image.env(),
+    # and the user's llama.cpp wheel folder (see the Makefile's llama-wheel): postBuild installs
+    # the wheel found there instead of compiling llama.cpp again, or compiles it into that folder
+    env = {**os.environ, **image.env(), "LLAMA_WHEELS": str(llama_wheels()),
            **({"PIP_CACHE_DIR": cache.stdout.strip()} if cache.returncode == 0 else {})}
     requirements = root / "requirements.txt"
     requirements.write_text(local_requirements((BINDER_DIR / "requirements.txt").read_text("utf-8")),

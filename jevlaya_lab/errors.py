@@ -9,9 +9,13 @@ Each area keeps its exceptions in its own ``errors.py``; every class there deriv
     │   ├── LLMRequestError                 a call ended without an answer (its own tree)
     │   ├── CatalogError (ValueError)       a catalog file or URL is not a catalog
     │   ├── UnknownCallError (ValueError)   record_quality(call_id=...) names no journaled answer
-    │   └── UnknownLLMError (KeyError)      direct(alias) / direct(name=...) names no known model
+    │   ├── UnknownLLMError (KeyError)      direct(alias) / direct(name=...) names no known model
+    │   └── PromptError (ValueError)        a call's input no model could be sent (lone surrogate,
+    │                                       nesting); raised before any model is tried
     ├── QuestionError (ValueError)          jevlaya_lab.decisions.errors
     ├── SchemaError (ValueError)            a decide() schema that cannot become questions
+    ├── StateError (ValueError)             a state the encoder cannot read (lone surrogate, too deep)
+    ├── LabelError (ValueError)             a bad label given to agent.adapt (the example and the field named)
     ├── BudgetError (ValueError)
     ├── TokenizerError (TypeError)
     ├── CheckpointError (ValueError)
@@ -29,6 +33,7 @@ Each area keeps its exceptions in its own ``errors.py``; every class there deriv
     ├── FaultProfileError (ValueError)
     ├── UnknownModelError (LookupError)
     ├── FrameError (ValueError)             jevlaya_lab.frames.errors: a table a table run cannot read
+    ├── TelemetryError (ValueError)         jevlaya_lab.telemetry: a bad exporter argument (endpoint, headers)
     ├── NotebookCheckError (AssertionError) jevlaya_lab.notebooks
     └── BinderBuildError (RuntimeError)   jevlaya_lab.binder: a step of the simulated Binder build failed
 

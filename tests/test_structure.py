@@ -41,7 +41,6 @@ KNOWN_ENGINE_DISPLAY: dict[str, str] = {
 # Modules still over MAX_MODULE_LINES: path under jevlaya_lab/ -> whose work splits it.
 MAX_MODULE_LINES = 400
 KNOWN_LONG_MODULES: dict[str, str] = {
-    "local/handler.py": "local-llama: HTTP apart from fault injection",
 }
 LIFECYCLE_MODULE = "jevlaya_lab.hooks.dispatch"
 PREDICT_EVENTS = frozenset({"on_predict_start", "on_predict_end", "on_error"})
@@ -49,8 +48,8 @@ PREDICT_EVENTS = frozenset({"on_predict_start", "on_predict_end", "on_error"})
 LAYERS = {"views": 3, "engines": 2, "base": 1, "helpers": 0}
 AREAS = {
     "widgets": "views", "analysis": "views", "notebooks": "views", "binder": "views", "cli": "views",
-    "telemetry": "views",
-    "frames": "views", "commands": "views", "figures": "views",
+    "telemetry": "views", "frames": "views",
+    "commands": "views", "figures": "views",
     "decisions": "engines", "broker": "engines", "local": "engines",
     "hooks": "base", "journal": "base",
     "errors": "helpers", "display": "helpers", "secrets": "helpers",

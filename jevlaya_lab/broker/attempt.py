@@ -79,7 +79,7 @@ class Attempt:
         self.usage: dict[str, int] = {}
         self.finish_reason: str | None = None
         self.status: str | None = None  # set once, by finish()
-        self.journal_seq = 0  # the writer's sequence number of this attempt's row
+        self.journal_seq = 0  # this attempt's row number in the journal (CallJournal.attempt)
         self.cancel_status = "superseded"
         self.key: str | None = None  # the key sent (redacted from what the provider says)
         self.response: httpx.Response | None = None  # a stream's open response
@@ -140,8 +140,14 @@ class Attempt:
         """Send a streaming request and keep its open response (raises :class:`Failure` or
         ``TimeoutError``; the caller ends the attempt)."""
         url, key = await self.endpoint()
-        async with asyncio.timeout(self._budget.attempt_timeout()):
-            self.response = await self._transport.open_stream(url, key, body)
+        try:
+            async with asyncio.timeout(self._budget.attempt_timeout()):
+                self.response = await self._transport.open_stream(url, key, body)
+        except (Failure, TimeoutError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - a surprise fails this lane, as in send()
+            log.exception("opening a stream on %s failed", self.llm_name)
+            raise Failure("invalid", redact(f"{type(exc).__name__}: {exc}", key)) from None
         self.deltas = read_deltas(self.response, key)
 
     async def pull(self) -> str | None:

@@ -21,14 +21,16 @@ from jevlaya_lab.broker.config import LLMConfig
 
 
 def load_local_model(model_id: str) -> Any:
-    from jevlaya_lab import local
+    # imported here: loading a model needs torch, which importing the broker must not
+    from jevlaya_lab.local.loading import load_chat_model, smollm2
+    from jevlaya_lab.local.tiny import tiny_chat_model
 
     if model_id == "tiny" or model_id.startswith("tiny-"):
         seed = int(model_id.split("-", 1)[1]) if "-" in model_id else 0
-        return local.tiny_chat_model(seed=seed, name=model_id)
+        return tiny_chat_model(seed=seed, name=model_id)
     if model_id == "smollm2":
-        return local.smollm2()
-    return local.load_chat_model(model_id)
+        return smollm2()
+    return load_chat_model(model_id)
 
 
 def model_id(entry: LLMConfig) -> str:
@@ -59,9 +61,9 @@ class EmbeddedServer:
 
     @staticmethod
     def _start(mid: str, served_as: str) -> Any:
-        from jevlaya_lab import local
+        from jevlaya_lab.local.server import serve
 
-        return local.serve({served_as: load_local_model(mid)}, host="127.0.0.1", port=0)
+        return serve({served_as: load_local_model(mid)}, host="127.0.0.1", port=0)
 
     def stop(self) -> None:
         servers, self._servers = list(self._servers.values()), {}

@@ -80,7 +80,11 @@ class AsyncBroker(AsyncCalls):
     a cooldown book shared with other brokers (see :class:`~jevlaya_lab.broker.pool.CooldownBook`),
     or ``True`` for one in this journal's database
     (:class:`~jevlaya_lab.journal.cooldowns.SharedCooldowns`: Dask workers on one PostgreSQL journal
-    then keep off a model any of them saw fail). Use it as ``async with AsyncBroker() as broker:``.
+    then keep off a model any of them saw fail). ``durable``:
+    ``True`` makes every call return only once its journal rows are committed (a crash of the
+    process right after loses none); by default a call may return with up to
+    ``JOURNAL_WINDOW_ROWS`` rows still being written (:mod:`jevlaya_lab.broker.journaling`). Use it as
+    ``async with AsyncBroker() as broker:``.
     """
 
     def __init__(self, source: str | Path | None = None, *,
@@ -90,12 +94,13 @@ class AsyncBroker(AsyncCalls):
                  retention_days: float = 90.0, store_text: bool = False,
                  dotenv: str | Path | None = None, local: bool | None = None,
                  direct: Sequence[LLMConfig | Mapping[str, Any]] = (),
-                 sync_interval: float | None = 86400.0, cooldowns: Any = None) -> None:
+                 sync_interval: float | None = 86400.0, cooldowns: Any = None,
+                 durable: bool = False) -> None:
         self._rt = Runtime(source, models=models, secrets=secrets, optimize=optimize,
                            home=home, catalog=catalog, retention_days=retention_days,
                            store_text=store_text, dotenv=dotenv, local=check_local(local),
                            direct=direct, sync_interval=check_sync_interval(sync_interval),
-                           cooldowns=cooldowns)
+                           cooldowns=cooldowns, durable=durable)
         self._caller = self._rt.caller()
 
     @property
@@ -189,7 +194,7 @@ class AsyncBroker(AsyncCalls):
         that could take a call now and ``.degraded`` whether none could."""
         pool = (await self._rt.ready()).pool
         return PoolSnapshot(pool_snapshot(pool, self._rt.caller()),
-                            journal=self._rt.writer.status(),
+                            journal=self._rt.journal.status(),
                             usable=pool.usable(self._rt.caller()))
 
     async def count(self) -> int:

@@ -3,6 +3,8 @@
     BrokerError                          (a JevlayaError) anything the broker raises on purpose
     ├── CatalogError                     a catalog file or URL is not a catalog (also a ValueError)
     ├── UnknownCallError                 record_quality names no journaled answer (a ValueError)
+    ├── PromptError                      a call's input cannot be sent (a ValueError): raised
+    │                                    before any model is tried, naming the field
     ├── UnknownLLMError                  direct() names no known model (also a KeyError)
     └── LLMRequestError                  anything that kept a call from giving an answer
         ├── NoLLMAvailableError(reason, retry_at)
@@ -35,6 +37,14 @@ class BrokerError(JevlayaError):
 
 class CatalogError(BrokerError, ValueError):
     """A catalog file or URL answered something that is not a catalog."""
+
+
+class PromptError(BrokerError, ValueError):
+    """A call's prompt, messages, tools or parameters cannot be sent to any model: text that is
+    not valid Unicode (a lone surrogate such as ``"\\ud800"`` cannot be encoded as UTF-8) or
+    structure nested deeper than a request may be. It is the caller's error, so it is raised
+    before any model is tried (no request, no journal row, no cooldown); the message names the
+    field (``prompt``, ``messages[0]['content']``, ``tools[1]...``) and the fix."""
 
 
 class LLMRequestError(BrokerError):

@@ -127,14 +127,24 @@ def _detail(text: str, key: str | None, limit: int = MAX_DETAIL) -> str:
 
 
 def error_detail(body: bytes, key: str | None) -> str:
-    """The provider's error message (OpenAI-style ``{"error": {"message": ...}}`` or raw text)."""
-    text = body.decode("utf-8", errors="replace")
+    """The provider's error message (OpenAI-style ``{"error": {"message": ...}}`` or raw text).
+
+    Whatever JSON a provider puts there (``null``, a number, a list, an object) comes back as
+    text: a message that is not a string is shown as JSON, and a missing or null one as the
+    whole body, so the HTTP status alone decides what the failure does to the pool."""
+    raw = body.decode("utf-8", errors="replace")
+    text = raw
     try:
-        data = json.loads(text)
-        err = data.get("error", data) if isinstance(data, dict) else data
-        text = err.get("message", text) if isinstance(err, dict) else str(err)
+        data = json.loads(raw)
     except ValueError:
-        pass
+        data = None
+    else:
+        err = data.get("error", data) if isinstance(data, dict) else data
+        message = err.get("message") if isinstance(err, dict) else err
+        if isinstance(message, str):
+            text = message
+        elif message is not None:
+            text = json.dumps(message, ensure_ascii=False)
     return _detail(text, key)
 
 
@@ -176,7 +186,8 @@ def _tool_calls(raw: Any) -> list[dict[str, Any]]:
         function = _shaped(call.get("function"), dict, "tool call function")
         for field_name in ("name", "arguments"):
             _shaped(function.get(field_name), str, f"tool call function.{field_name}")
-    return calls
+    checked: list[dict[str, Any]] = calls  # each entry was checked to be a tool-call dict
+    return checked
 
 
 def parse_reply(body: bytes, key: str | None) -> Reply:

@@ -9,6 +9,14 @@ lookup, ``.env`` when its modification time changes (checked at most every
 in the background after a refusal (:meth:`KeyResolver.forget`), so a key refused with 401/403
 and then replaced is used. Keys stay inside this module and the HTTP headers: ``redact`` scrubs
 them (and anything key-shaped) from provider messages before they reach rows or exceptions.
+
+The HTTP libraries the broker drives log too: at DEBUG, httpcore prints each response's
+headers, so a provider that echoes the key (``X-Echo-Key``, ``WWW-Authenticate``) would put it
+in the application's logs. While a broker is open, :func:`guard_library_logs` puts a filter on
+those loggers (``LIBRARY_LOGGERS``) that redacts every key its resolvers handed out (and
+anything key-shaped) from each record before any handler sees it; the last broker to close
+takes it off. Records below the loggers' level are never built, so it costs nothing unless
+DEBUG logging is on.
 """
 
 from __future__ import annotations
@@ -61,6 +69,7 @@ class KeyResolver:
         self._stored_keys: dict[str, str] = {}
         self._stored_at: float | None = None  # time.monotonic() of the last read
         self._refreshing = threading.Lock()
+        self.resolved: set[str] = set()  # every key handed out: what logs must never show
 
     def resolve(self, ref: str, scope: str | None = None) -> str | None:
         names = [f"{scope}/{ref}", ref] if scope else [ref]
@@ -68,6 +77,8 @@ class KeyResolver:
             for lookup in (self._secrets.get, self._stored, self._from_dotenv, os.environ.get):
                 value = lookup(name)
                 if value:
+                    if value not in self.resolved:
+                        self.resolved.add(value)
                     return value
         return None
 
@@ -141,6 +152,51 @@ class KeyResolver:
 
     def __repr__(self) -> str:
         return f"KeyResolver({len(self._secrets)} secrets, store={self._store!r})"
+
+
+LIBRARY_LOGGERS = ("httpx", "httpcore", "httpcore.connection", "httpcore.http11",
+                   "httpcore.http2", "httpcore.proxy", "httpcore.socks", "hpack", "hpack.hpack",
+                   "hpack.table")
+
+
+class _KeyLogFilter(logging.Filter):
+    """Redacts the keys of every open broker from the records of the library loggers."""
+
+    def __init__(self) -> None:
+        super().__init__("jevlaya_lab.keys")
+        self.resolvers: list[KeyResolver] = []
+        self.lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        keys = {k for r in list(self.resolvers) for k in list(r.resolved)}
+        try:
+            text = record.getMessage()
+        except Exception:  # noqa: BLE001 - a malformed record stays as it is
+            return True
+        clean = redact_secrets(text, *keys)
+        if clean != text:
+            record.msg, record.args = clean, None
+        return True
+
+
+_LOG_FILTER = _KeyLogFilter()
+
+
+def guard_library_logs(resolver: KeyResolver, on: bool = True) -> None:
+    """Redact ``resolver``'s keys from the HTTP libraries' log records while ``on`` (a broker
+    is open); with ``on=False`` stop, and take the filter off once no broker needs it."""
+    with _LOG_FILTER.lock:
+        if on:
+            if not _LOG_FILTER.resolvers:
+                for name in LIBRARY_LOGGERS:
+                    logging.getLogger(name).addFilter(_LOG_FILTER)
+            _LOG_FILTER.resolvers.append(resolver)
+            return
+        if resolver in _LOG_FILTER.resolvers:
+            _LOG_FILTER.resolvers.remove(resolver)
+            if not _LOG_FILTER.resolvers:
+                for name in LIBRARY_LOGGERS:
+                    logging.getLogger(name).removeFilter(_LOG_FILTER)
 
 
 def redact(text: str, *keys: str | None) -> str:

@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from typing import Any
 
-from jevlaya_lab.broker.attempt import Attempt, Attempts, lane_task
+from jevlaya_lab.broker.attempt import Attempt, Attempts, Parts, lane_task
 from jevlaya_lab.broker.budget import Budget
 from jevlaya_lab.broker.errors import (
     LLMRequestError,
@@ -41,20 +42,30 @@ from jevlaya_lab.broker.pool import Caller, ModelState, Pick, Pool, utc
 from jevlaya_lab.broker.results import LLMResult
 from jevlaya_lab.broker.validation import Call
 
+log = logging.getLogger("jevlaya_lab.broker")
 
-async def route(pool: Pool, attempts: Attempts, gate: Gate, caller: Caller,
-                call: Call) -> LLMResult:
-    """The routed non-streaming call (see the module docstring), as a task closing may
-    cancel (:meth:`~jevlaya_lab.broker.gate.Gate.guarded`)."""
+
+async def route(parts: Parts, gate: Gate, caller: Caller, call: Call) -> LLMResult:
+    """The routed non-streaming call (see the module docstring), which closing may cancel
+    (:meth:`~jevlaya_lab.broker.gate.Gate.guarded`); it returns once the journal has settled
+    its rows (:meth:`~jevlaya_lab.broker.journaling.CallJournal.settled`)."""
+    pool, attempts, journal = parts
     gate.check()  # closed while this call waited for the registry
-    if not attempts.observers:
-        return await gate.guarded(_Route(pool, attempts, caller, call).run())
-    with contextlib.ExitStack() as scopes:  # observers' call scopes (a tracer's call span)
-        for observer in list(attempts.observers):
-            opener = getattr(observer, "call_scope", None)
-            if opener is not None:
-                scopes.enter_context(opener(call))
-        return await gate.guarded(_Route(pool, attempts, caller, call).run())
+    try:
+        if not attempts.observers:
+            result = await gate.guarded(_Route(pool, attempts, caller, call).run())
+        else:
+            with contextlib.ExitStack() as scopes:  # observers' call scopes (a tracer's call span)
+                for observer in list(attempts.observers):
+                    opener = getattr(observer, "call_scope", None)
+                    if opener is not None:
+                        scopes.enter_context(opener(call))
+                result = await gate.guarded(_Route(pool, attempts, caller, call).run())
+    except LLMRequestError:
+        await journal.settled()
+        raise
+    await journal.settled()
+    return result
 
 
 class _Route:
@@ -72,6 +83,7 @@ class _Route:
         self.last_rejection: ProviderError | None = None
         self.running: dict[asyncio.Task[Reply], Attempt] = {}
         self.lanes = call.lanes  # 2 from the moment a recovering model is tried (hedged)
+        self.waited = 0.0  # seconds spent queueing for cooling or busy models
 
     async def run(self) -> LLMResult:
         won = False
@@ -171,8 +183,9 @@ class _Route:
         cooling = [s.cooldown_until for s in self.pool.members(self.caller) if s.cooling(now)]
         retry_at = min(cooling) if cooling else None
         last = f"; last error: {self.errors[-1]}" if self.errors else ""
+        waited = f"; waited {self.waited:.1f} s for cooling models" if self.waited else ""
         return NoLLMAvailableError(
-            f"no model answered this call{self.limit.note()}{last}",
+            f"no model answered this call{self.limit.note()}{waited}{last}",
             reason="timeout" if retry_at else "excluded", retry_at=utc(retry_at),
             errors=tuple(self.errors))
 
@@ -182,7 +195,17 @@ class _Route:
         retry_at = pick.retry_at if pick is not None else None
         coming = (retry_at - time.time()) if retry_at else 0.0
         if budget.wait is None:  # no caller deadline: wait for the pool, cooldowns included
+            # bounded all the same: at most max_attempts requests, each model cooled at most
+            # max_attempts_per_model - 1 times in between for its Retry-After (doubling, capped
+            # at MAX_COOLDOWN_S); said in the log, so a long wait is never silent
+            if coming > 0:
+                log.info("call %s waits %.1f s for a cooling model (wait=None: bounded by "
+                         "max_attempts=%d, max_attempts_per_model=%d and the providers' "
+                         "Retry-After; %d attempt(s) so far)", self.call.trace_id, coming,
+                         self.limit.max_attempts, self.limit.max_per_model, self.limit.made)
+            started = time.monotonic()
             await self.pool.changed(coming if coming > 0 else None)
+            self.waited += time.monotonic() - started
             return
         left = budget.remaining()
         if not budget.queues or left is None or left <= 0 or coming > left \

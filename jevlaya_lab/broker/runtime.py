@@ -23,8 +23,9 @@ from jevlaya_lab.broker.catalog import CatalogSource
 from jevlaya_lab.broker.config import LLMConfig, check_direct
 from jevlaya_lab.broker.embedded import EmbeddedServer
 from jevlaya_lab.broker.gate import Gate, OpenStream
+from jevlaya_lab.broker.journaling import JOURNAL_WINDOW_ROWS as JOURNAL_WINDOW_ROWS
 from jevlaya_lab.broker.journaling import CallJournal
-from jevlaya_lab.broker.keys import KeyResolver
+from jevlaya_lab.broker.keys import KeyResolver, guard_library_logs
 from jevlaya_lab.broker.pool import Caller, CooldownBook, ModelState, Pool
 from jevlaya_lab.broker.registry import Registry, check_user_models
 from jevlaya_lab.broker.transport import Transport
@@ -48,7 +49,12 @@ class Runtime:
                  home: str | Path | None, catalog: CatalogSource, retention_days: float,
                  store_text: bool, dotenv: str | Path | None, local: bool | None,
                  direct: Sequence[LLMConfig | Mapping[str, Any]] = (),
-                 sync_interval: float | None = None, cooldowns: Any = None) -> None:
+                 sync_interval: float | None = None, cooldowns: Any = None,
+                 durable: bool = False) -> None:
+        if not isinstance(durable, bool):
+            raise ValueError(f"durable={durable!r}: must be True (a call returns once its journal "
+                             "rows are committed) or False (rows are committed in the background)")
+        self.durable = durable
         user_models = check_user_models(models)
         # models reached only with direct(): never pool members, never stored
         direct_states = {e.name: ModelState(e, -1) for e in check_direct(user_models, direct)}
@@ -58,8 +64,9 @@ class Runtime:
         # never on the loop; otherwise (the sync Broker) here, so a broken file fails at once
         self.store: Store = open_store(source, home=home, deferred=_in_event_loop())
         self.keys = KeyResolver(self.store, secrets, Path(dotenv) if dotenv else None)
+        guard_library_logs(self.keys)  # until close(): keys never reach httpx/httpcore logs
         self.writer = JournalWriter(self.store)
-        self.journal = CallJournal(self.writer, self.store)
+        self.journal = CallJournal(self.writer, self.store, durable=durable)
         self.embedded = EmbeddedServer()
         self.transport = Transport(self.embedded)
         self.gate = Gate(f"the broker at {self.store.location}")
@@ -147,6 +154,7 @@ class Runtime:
             if self._parts is not None:
                 self._parts.pool.notify()  # wake streams waiting for a slot: they now see the close
             unwritten: JournalWriteError | None = None
+            self.journal.hand_over()
             try:
                 await asyncio.to_thread(self.writer.close)
             except JournalWriteError as exc:  # rows saved for the next broker: say so, after closing
@@ -157,6 +165,7 @@ class Runtime:
             if unwritten is not None:
                 raise unwritten
         finally:
+            guard_library_logs(self.keys, on=False)
             self._close_done.set()
 
 

@@ -105,14 +105,15 @@ class StreamCore:
             self.ended = True
             self.budget.run_continuously()
             self._settle_unread(exc)
+            if isinstance(exc, Exception):  # the end, an error: bound what a crash may lose
+                await self.journal.settled()
             raise
         self.budget.pause()
         return piece
 
     def _settle_unread(self, exc: BaseException) -> None:
-        """The pull ended by ``exc``: a lane read on demand (no task of its own) that is still
-        open will never be read again, so journal it and free its slot now, not at
-        ``aclose()`` or garbage collection (a cancelled or closed reader: ``cancelled``)."""
+        """The pull ended by ``exc``: an open lane read on demand (no task of its own) is never
+        read again: journal it and free its slot now (a cancelled reader: ``cancelled``)."""
         for lane in self.lanes:
             if lane.task is None and lane.attempt.status is None:
                 if isinstance(exc, (asyncio.CancelledError, GeneratorExit)):
@@ -121,7 +122,6 @@ class StreamCore:
                 if lane.attempt.response is not None:
                     asyncio.ensure_future(lane.close_response())
 
-    # one lane, read on demand -------------------------------------------------------------------
     async def _read(self) -> str:
         """The next delta of the answer: one lane, read on demand (a race overrides this)."""
         while True:
@@ -266,7 +266,10 @@ class StreamCore:
     async def another(self) -> LLMResult | None:
         self._enter("ask for another answer")
         try:
-            return await self._another()
+            result = await self._another()
+            if self.started_at is not None:  # else the broker was never ready: no rows
+                await self.journal.settled()
+            return result
         finally:
             self.reading = False
 
@@ -376,8 +379,7 @@ class StreamCore:
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
         self.gate.streams.discard(self)
-        if self.lanes and self.journal.written < max(la.attempt.journal_seq
-                                                     for la in self.lanes):
+        if not all(self.journal.is_written(la.attempt.journal_seq) for la in self.lanes):
             await self.journal.flush()  # close returns once its rows are written
 
     def abort_soon(self) -> None:

@@ -109,11 +109,13 @@ class Broker(SyncCalls):
                  retention_days: float = 90.0, store_text: bool = False,
                  dotenv: str | Path | None = None, local: bool | None = None,
                  direct: Sequence[LLMConfig | Mapping[str, Any]] = (),
-                 sync_interval: float | None = 86400.0, cooldowns: Any = None) -> None:
+                 sync_interval: float | None = 86400.0, cooldowns: Any = None,
+                 durable: bool = False) -> None:
         self._engine = AsyncBroker(source, models=models, secrets=secrets, optimize=optimize,
                                    home=home, catalog=catalog, retention_days=retention_days,
                                    store_text=store_text, dotenv=dotenv, local=local,
-                                   direct=direct, sync_interval=sync_interval, cooldowns=cooldowns)
+                                   direct=direct, sync_interval=sync_interval, cooldowns=cooldowns,
+                                   durable=durable)
         self._async = self._engine
         self._runner = LoopThread()
         self._closed = False

@@ -82,7 +82,7 @@ def run_tool_loop(llms: Any, messages: list[dict[str, Any]], *, tools: list[dict
     _check(tools, dispatch, max_steps)
     conversation = [dict(m) for m in messages]
     for _ in range(max_steps):
-        result = llms.chat(conversation, tools=tools, **kwargs)
+        result: LLMResult = llms.chat(conversation, tools=tools, **kwargs)
         if _final(result, conversation):
             return result
         for call in result.tool_calls:
@@ -101,7 +101,7 @@ async def arun_tool_loop(llms: Any, messages: list[dict[str, Any]], *,
     _check(tools, dispatch, max_steps)
     conversation = [dict(m) for m in messages]
     for _ in range(max_steps):
-        result = await llms.chat(conversation, tools=tools, **kwargs)
+        result: LLMResult = await llms.chat(conversation, tools=tools, **kwargs)
         if _final(result, conversation):
             return result
         for call in result.tool_calls:

@@ -1,7 +1,8 @@
 """Call validation, pure: every argument a caller gives is checked here, before anything runs.
 
 Each check returns the normalised value or raises ``ValueError`` (``TypeError`` for a ``wait``
-that is not a number) whose message names the field, the value and the fix. :func:`check_call`
+that is not a number; :class:`~jevlaya_lab.broker.errors.PromptError`, a ``ValueError``, for
+input no model could be sent) whose message names the field, the value and the fix. :func:`check_call`
 turns the keywords of ``ask``/``chat``/``stream`` into one :class:`Call`, which is what the
 runtime, the races and the streams read; nothing else in the package re-validates them.
 """
@@ -14,17 +15,57 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from jevlaya_lab.broker.errors import PromptError
+
 Messages = list[dict[str, Any]]
+MAX_INPUT_DEPTH = 64  # nesting levels of messages, tools or parameters (the local server's bound)
 RESERVED_PARAMS = ("model", "messages", "stream", "stream_options", "tools")
 DEFAULT_MAX_ATTEMPTS = 10
 DEFAULT_MAX_ATTEMPTS_PER_MODEL = 3
 DEFAULT_WINDOW_S = 1.0
 
 
+def check_sendable(value: Any, field: str) -> None:
+    """Raise :class:`PromptError` naming the place when ``value`` (a prompt, the messages, the
+    tools or a parameter) holds a string that UTF-8 cannot encode (a lone surrogate), or is
+    nested deeper than ``MAX_INPUT_DEPTH`` levels. Such input fails on every model alike, so
+    it is refused here, before any model is tried and cooled for it. Iterative: a structure
+    nested thousands of levels deep is reported, not a ``RecursionError``."""
+    stack: list[tuple[Any, str, int]] = [(value, field, 0)]
+    while stack:
+        item, where, depth = stack.pop()
+        if isinstance(item, str):
+            if not item.isascii():
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError as exc:
+                    raise PromptError(
+                        f"{where}: character {exc.start} ({item[exc.start]!r}) is not valid "
+                        "Unicode (a lone surrogate), so no model can be sent this text; clean "
+                        "it first, e.g. text.encode('utf-8', 'replace').decode('utf-8')"
+                    ) from None
+            continue
+        if isinstance(item, Mapping):
+            children: Any = item.items()
+        elif isinstance(item, (list, tuple)):
+            children = enumerate(item)
+        else:
+            continue
+        if depth >= MAX_INPUT_DEPTH:
+            raise PromptError(f"{where}: nested deeper than {MAX_INPUT_DEPTH} levels of lists "
+                              "or dicts; a chat request is never that deep: send the data as "
+                              "text (e.g. json.dumps of a flatter structure)")
+        for k, child in children:
+            if isinstance(k, str):
+                stack.append((k, f"{where} key {k[:40]!r}", depth + 1))
+            stack.append((child, f"{where}[{k!r}]", depth + 1))
+
+
 def check_prompt(prompt: Any) -> Messages:
     if not isinstance(prompt, str) or not prompt:
         raise ValueError(f"prompt={prompt!r:.80}: must be a non-empty string (use chat() for a "
                          "list of messages)")
+    check_sendable(prompt, "prompt")
     return [{"role": "user", "content": prompt}]
 
 
@@ -36,6 +77,7 @@ def check_messages(messages: Any) -> Messages:
         if not isinstance(m, Mapping) or "role" not in m:
             raise ValueError(f"messages[{i}]={m!r:.80}: each message must be a dict with a "
                              "'role' (system/user/assistant/tool) and 'content'")
+    check_sendable(messages, "messages")
     return [dict(m) for m in messages]
 
 
@@ -213,6 +255,10 @@ def check_call(messages: Messages, *, tools: list[dict[str, Any]] | None = None,
     operation = check_label("operation", operation)
     trace_id = check_label("trace_id", trace_id)
     params = check_params(params or {})
+    for name, value in params.items():
+        check_sendable(value, name)
+    if tools is not None:
+        check_sendable(tools, "tools")
     wait = check_wait(wait)
     lanes = check_fastest_of(fastest_of)
     window = check_window(window)

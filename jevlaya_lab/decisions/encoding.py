@@ -39,7 +39,7 @@ from typing import Any
 import torch
 
 from jevlaya_lab.decisions.budget import check_budget
-from jevlaya_lab.decisions.errors import BudgetError, TokenizerError
+from jevlaya_lab.decisions.errors import BudgetError, StateError, TokenizerError
 from jevlaya_lab.decisions.questions import Question, parse_questions
 
 OPTION_CAP = 48
@@ -50,15 +50,56 @@ MIN_OPTION_TOKENS = 4
 MIN_INSTRUCTION_TOKENS = 8
 
 
+MAX_STATE_DEPTH = 100
+"""Most levels of lists/dicts a state may nest (a conversation or record is a few levels)."""
+
+
 def check_state(state: Any, index: int = 0) -> None:
-    """Raise a ``TypeError`` naming the state's index unless it is a str, dict or list."""
+    """Raise a ``TypeError`` naming the state's index unless it is a str, dict or list, and a
+    :class:`StateError` when the encoder could not read it (:func:`check_state_text`)."""
     if isinstance(state, (str, dict, list)):
+        check_state_text(state, index)
         return
     if state is None:
         raise TypeError(f"state {index} is None; pass a str, a dict or a list (a conversation, "
                         "oldest turn first)")
     raise TypeError(f"state {index} is a {type(state).__name__} ({state!r:.60}); pass a str, "
                     "a dict or a list (a conversation, oldest turn first)")
+
+
+def check_state_text(state: Any, index: int = 0) -> None:
+    """Raise :class:`StateError` naming the place when a string of ``state`` (a value or a
+    key) is not valid Unicode, or ``state`` nests deeper than ``MAX_STATE_DEPTH``. Without this
+    a lone surrogate reaches the tokenizer as an opaque ``TypeError`` and a deep state the JSON
+    encoder as a ``RecursionError``; the walk is iterative, so any depth is reported."""
+    stack: list[tuple[Any, str, int]] = [(state, "", 0)]
+    while stack:
+        item, where, depth = stack.pop()
+        if isinstance(item, str):
+            if not item.isascii():
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError as exc:
+                    raise StateError(
+                        f"state {index}{where or ''}: character {exc.start} "
+                        f"({item[exc.start]!r}) is not valid Unicode (a lone surrogate), which "
+                        "no tokenizer can read; clean the text first, e.g. "
+                        "text.encode('utf-8', 'replace').decode('utf-8')") from None
+            continue
+        if isinstance(item, dict):
+            children: Any = item.items()
+        elif isinstance(item, (list, tuple)):
+            children = enumerate(item)
+        else:
+            continue
+        if depth >= MAX_STATE_DEPTH:
+            raise StateError(f"state {index}{where}: nested deeper than MAX_STATE_DEPTH="
+                             f"{MAX_STATE_DEPTH} levels of lists/dicts; flatten it (or pass the "
+                             "deep part as a string)")
+        for key, child in children:
+            if isinstance(key, str):
+                stack.append((key, f"{where} key {key[:40]!r}", depth + 1))
+            stack.append((child, f"{where}[{key!r}]", depth + 1))
 
 
 def serialize_state(state: Any, index: int = 0) -> str:

@@ -9,7 +9,8 @@ from __future__ import annotations
 from jevlaya_lab.errors import JevlayaError
 
 __all__ = ["BudgetError", "BundledCheckpointError", "CheckpointError", "CheckpointNotFoundError",
-           "DatasetError", "LabelError", "NearTypoWarning", "QuestionError", "SchemaError", "TokenizerError"]
+           "DatasetError", "LabelError", "NearTypoWarning", "QuestionError", "SchemaError", "StateError",
+           "TokenizerError"]
 
 
 class QuestionError(JevlayaError, ValueError):
@@ -19,6 +20,13 @@ class QuestionError(JevlayaError, ValueError):
 class SchemaError(JevlayaError, ValueError):
     """A schema given to ``decide`` cannot become typed questions; the message names the path
     (``properties.<name>``) and what to use instead."""
+
+
+class StateError(JevlayaError, ValueError):
+    """A state the encoder cannot read: a string in it is not valid Unicode (a lone surrogate
+    such as ``"\\ud800"``, which no tokenizer can encode), or it is nested deeper than
+    ``MAX_STATE_DEPTH`` lists/dicts. The message names the state's index, the place inside it
+    and the fix; nothing has been run for the batch."""
 
 
 class BudgetError(JevlayaError, ValueError):

@@ -92,10 +92,29 @@ def _fail(qid: Any, message: str) -> QuestionError:
 
 def _render(qid: str | int, field: str, value: Any) -> str:
     try:
-        return render_value(value)
+        return _readable(qid, field, render_value(value))
+    except RecursionError:
+        raise _fail(qid, f"{field} is nested too deeply to be rendered as text; "
+                         "use a string or a flat list or dict") from None
     except (TypeError, ValueError) as exc:
-        raise _fail(qid, f"{field} {value!r} cannot be rendered as JSON ({exc}); "
+        if isinstance(exc, QuestionError):
+            raise
+        raise _fail(qid, f"{field} {value!r:.80} cannot be rendered as JSON ({exc}); "
                          "use strings, numbers, bools, lists or dicts") from None
+
+
+def _readable(qid: str | int, field: str, text: str) -> str:
+    """``text`` when a tokenizer can read it, else a :class:`QuestionError` naming ``field``
+    (a lone surrogate such as ``"\\ud800"`` cannot be encoded, and reaching the tokenizer it
+    would be an opaque ``TypeError``)."""
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise _fail(qid, f"{field}: character {exc.start} ({text[exc.start]!r}) is not valid "
+                             "Unicode (a lone surrogate), which no tokenizer can read; clean "
+                             "the text first") from None
+    return text
 
 
 def _instructions(qid: str | int, definition: Mapping[str, Any]) -> str:
@@ -145,7 +164,8 @@ def _choice_options(qid: str | int, criteria: Any) -> tuple[tuple[Any, ...], tup
             raise _fail(qid, f"duplicate label {label!r} (1, 1.0 and True count as the same "
                              "label); make every label distinct")
         seen.add(label)
-        label_text = str(label)  # Python str(), as laya renders labels (False -> "False")
+        # Python str(), as laya renders labels (False -> "False")
+        label_text = _readable(qid, f"label {label!r}", str(label))
         desc = "" if description is None else _render(qid, f"criteria[{label!r}]", description)
         labels.append(label)
         texts.append(f"{label_text}: {desc}" if desc else label_text)
@@ -184,8 +204,8 @@ def _noul_criteria(qid: str | int, value: Any) -> dict[str, Any]:
 
 
 def _noul_labels(qid: str | int, value: Any) -> dict[str, str]:
-    words = {k: v.strip() for k, v in value.items() if isinstance(v, str)} \
-        if isinstance(value, Mapping) else {}
+    words = {k: _readable(qid, f"labels[{k!r}]", v.strip()) for k, v in value.items()
+             if isinstance(v, str)} if isinstance(value, Mapping) else {}
     if (not isinstance(value, Mapping) or set(value) != {"false", "true"} or len(words) != 2
             or not all(words.values()) or words["false"] == words["true"]):
         raise _fail(qid, f"labels = {value!r} must map exactly 'false' and 'true' to two distinct "

@@ -13,6 +13,13 @@ keeps trying for ``close_wait_s``, then saves what is left to the spill file and
 writer on the same journal writes ("replays") the spill file first, exactly once per saved block
 even when several processes start together or a replay is interrupted.
 
+Durability: a row is safe from a crash of this process once it is settled (committed; with
+SQLite in WAL mode a committed row survives the process being killed, a power loss may take the
+last commits). The thread commits as soon as rows arrive, so the rows at risk are those of the
+commit in progress plus any that arrived during it; the broker keeps that window bounded
+(see :mod:`jevlaya_lab.broker.runtime`: ``durable=True`` waits for every row of a call,
+the default lets a call return with at most ``JOURNAL_WINDOW_ROWS`` rows unwritten).
+
 ``status()`` gives the counters (``waiting``, ``written``, ``spilled``, ``replayed``, ``lost``,
 ``retries``, ``last_error``, ``spill_file``) that the broker's ``snapshot().journal`` shows.
 """
@@ -115,6 +122,23 @@ class JournalWriter:
         target = self._queued
         with self._settled:
             self._settled.wait_for(lambda: self.written >= target or not self._thread.is_alive(), timeout)
+
+    @property
+    def queued(self) -> int:
+        """Rows handed in so far (the sequence number of the newest)."""
+        return self._queued
+
+    @property
+    def unwritten(self) -> int:
+        """Rows handed in and not settled yet: what a crash of this process now would lose."""
+        return self._queued - self.written
+
+    def wait_within(self, rows: int, timeout: float) -> bool:
+        """Wait (at most ``timeout`` s) until at most ``rows`` rows are unwritten; True if so."""
+        with self._settled:
+            return self._settled.wait_for(
+                lambda: self._queued - self.written <= rows or not self._thread.is_alive(),
+                timeout)
 
     def close(self) -> None:
         """Write what is queued (trying for ``close_wait_s`` while the database refuses), stop

@@ -42,6 +42,8 @@ CUT_SLACK_TOKENS = 4
 class ChatModel:
     """A chat model served in-process; ``generate`` is thread-safe and fair."""
 
+    backend = "transformers"
+
     def __init__(self, model: torch.nn.Module, tokenizer: Any, *, name: str,
                  default_max_tokens: int = 256,
                  logits_processor: LogitsProcessor | None = None) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 
 from jevlaya_lab.local.errors import ChatRequestError, FaultProfileError, LocalModelError
 from jevlaya_lab.local.faults import FAULT_PRESETS, FaultProfile
+from jevlaya_lab.local.generation import ChatBackend
 from jevlaya_lab.local.limits import DEFAULT_MAX_CONNECTIONS, DEFAULT_READ_TIMEOUT_S
 
 DEFAULT_PORT = 8765
@@ -43,21 +44,25 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--stop-after", type=float, metavar="SECONDS", help="stop after this many seconds")
     parser.add_argument("--threads", type=int, metavar="N",
                         help="torch threads for generation (1 is fastest when the CPU is shared)")
+    parser.add_argument("--backend", choices=("auto", "llama.cpp", "transformers"), default=None,
+                        help="how GGUF models (smollm2) run: llama.cpp when installed (auto, the default) "
+                             "or transformers; other models always use transformers")
     return parser
 
 
-def _load(spec: str) -> tuple[str, Any]:
+def _load(spec: str, backend: str | None = None) -> tuple[str, Any]:
     from jevlaya_lab.local.loading import load_chat_model
     from jevlaya_lab.local.tiny import tiny_chat_model
 
     name, _, source = spec.rpartition("=")
+    model: ChatBackend
     if source == "tiny" or source.startswith("tiny:"):
         seed_text = source.partition(":")[2] or "0"
         if not seed_text.isdigit():
             raise ChatRequestError("--model", spec, "use tiny:SEED with a whole-number seed, e.g. tiny:3")
         model = tiny_chat_model(int(seed_text), name=name or None)
     else:
-        model = load_chat_model(source, name=name or None)
+        model = load_chat_model(source, name=name or None, backend=backend)
     return model.name, model
 
 
@@ -78,7 +83,7 @@ def main(argv: list[str]) -> int:
             if not sep or not name:
                 raise FaultProfileError(f"--fault {spec!r} is invalid: use NAME=SPEC, e.g. tiny-1=rate-limited")
             faults[name] = FaultProfile.parse(profile)
-        models = dict(_load(spec) for spec in args.model or ["smollm2"])
+        models = dict(_load(spec, args.backend) for spec in args.model or ["smollm2"])
         api_key = None
         if args.api_key_env:
             api_key = os.environ.get(args.api_key_env)
@@ -90,7 +95,8 @@ def main(argv: list[str]) -> int:
         print(f"jevlaya-lab serve: {exc}", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, lambda *_: server.stop())
-    listed = ", ".join(f"{n} [fault: {faults[n]}]" if n in faults else n for n in models)
+    listed = ", ".join(f"{n} ({getattr(m, 'backend', 'transformers')})"
+                       + (f" [fault: {faults[n]}]" if n in faults else "") for n, m in models.items())
     print(f"serving {server.base_url} models: {listed}", flush=True)
     deadline = None if args.stop_after is None else time.monotonic() + args.stop_after
     try:

@@ -3,14 +3,16 @@
 ``TextStream`` turns generated token ids into text pieces as they arrive. It never hands out a
 partial UTF-8 character (byte-level tokenizers split them across tokens) nor text that could
 still turn out to be the start of a stop sequence, so a streamed answer is always exactly the
-final answer cut into pieces.
+final answer cut into pieces. torch is imported only by ``sample_next``, so the llama.cpp
+backend streams text through ``TextStream`` without loading torch.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 
 class TextStream:
@@ -80,13 +82,17 @@ GREEDY_BELOW = 1e-4
 def sample_next(logits: torch.Tensor, temperature: float, top_p: float,
                 generator: torch.Generator | None) -> int:
     """Pick the next token from 1-D logits: greedy at temperature ~0, else nucleus sampling."""
+    import torch
+
     if temperature < GREEDY_BELOW:
         return int(torch.argmax(logits))
     probs = torch.softmax(logits.float() / temperature, dim=-1)
     if top_p < 1.0:
         sorted_probs, order = torch.sort(probs, descending=True)
         before = torch.cumsum(sorted_probs, dim=-1) - sorted_probs
-        sorted_probs[before >= top_p] = 0.0  # keep the smallest set whose mass reaches top_p
+        drop = before >= top_p  # keep the smallest set whose mass reaches top_p,
+        drop[0] = False  # and always the most likely token (a top_p of 1e-100 is greedy, not empty)
+        sorted_probs[drop] = 0.0
         choice = torch.multinomial(sorted_probs, 1, generator=generator)
         return int(order[choice])
     return int(torch.multinomial(probs, 1, generator=generator))

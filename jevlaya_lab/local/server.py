@@ -2,8 +2,10 @@
 
 It runs the stdlib ``ThreadingHTTPServer`` in a background thread (one thread per connection,
 so many streaming clients are served at once) and binds 127.0.0.1 unless told otherwise.
-Connections beyond ``max_connections`` get an immediate 503 with ``Retry-After``; a request
-must arrive within ``read_timeout`` (see :mod:`jevlaya_lab.local.limits`).
+When ``max_connections`` are open, a new connection takes the place of the connection that
+has been idle longest (closed), so idle keep-alive sockets cannot starve new requests; only when
+every open connection is busy does it get an immediate 503 with ``Retry-After``. A request must
+arrive within ``read_timeout`` (see :mod:`jevlaya_lab.local.limits`).
 ``stop()`` stops accepting, aborts running answers, closes every open connection and frees the
 port. The same server runs as a process with ``jevlaya-lab serve``.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
+import select
 import socket
 import struct
 import sys
@@ -28,10 +31,15 @@ from jevlaya_lab.local import wire
 from jevlaya_lab.local.errors import ChatRequestError, UnknownModelError
 from jevlaya_lab.local.faults import FaultProfile, FaultSwitch
 from jevlaya_lab.local.handler import ChatHandler
-from jevlaya_lab.local.limits import BUSY_RETRY_AFTER_S, DEFAULT_MAX_CONNECTIONS, DEFAULT_READ_TIMEOUT_S
+from jevlaya_lab.local.limits import (
+    BUSY_RETRY_AFTER_S,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_READ_TIMEOUT_S,
+    DeadlineReader,
+)
 
 if TYPE_CHECKING:
-    from jevlaya_lab.local.chat_model import ChatModel
+    from jevlaya_lab.local.generation import ChatBackend as ChatModel
 
 STOP_JOIN_SECONDS = 5.0
 REFUSE_WAIT_S = 1.0  # how long a refused connection may take to send its request and read the 503
@@ -49,6 +57,7 @@ class _HTTPServer(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], app: Server) -> None:
         self.app = app
         self._open: dict[socket.socket, threading.Thread] = {}
+        self._readers: dict[socket.socket, DeadlineReader] = {}  # what each open connection awaits
         self._refusing = 0  # connections being told 503 (bounded too)
         self._open_lock = threading.Lock()
         super().__init__(address, ChatHandler)
@@ -58,9 +67,27 @@ class _HTTPServer(ThreadingHTTPServer):
         with self._open_lock:
             return len(self._open)
 
+    def track(self, sock: socket.socket, reader: DeadlineReader) -> None:
+        """Called by each connection's handler, so an idle one can make room for a new one."""
+        with self._open_lock:
+            if sock in self._open:
+                self._readers[sock] = reader
+
+    def _evict_idle(self) -> bool:
+        """Close the connection idle longest (holding ``_open_lock``); False if none is idle."""
+        idle = sorted((reader.idle_since, id(sock), sock) for sock, reader in self._readers.items() if reader.idle)
+        for _, _, sock in idle:
+            if _has_pending_data(sock):
+                continue  # its request has arrived and is about to be read: not idle
+            del self._readers[sock]
+            self._open.pop(sock, None)  # its place is free now; its thread ends on end-of-file
+            _shutdown(sock, socket.SHUT_RDWR)
+            return True
+        return False
+
     def process_request(self, request: Any, client_address: Any) -> None:
         with self._open_lock:
-            busy = len(self._open) >= self.app.max_connections
+            busy = len(self._open) >= self.app.max_connections and not self._evict_idle()
             if busy and self._refusing >= self.app.max_connections:
                 _abort(request)  # refusing politely is itself at its limit
                 return
@@ -108,6 +135,7 @@ class _HTTPServer(ThreadingHTTPServer):
     def shutdown_request(self, request: Any) -> None:
         with self._open_lock:
             self._open.pop(request, None)
+            self._readers.pop(request, None)
         if self.app.stopping.is_set():
             _abort(request)  # no FIN handshake, so no TIME_WAIT left holding the port
             return
@@ -140,6 +168,16 @@ def _wait_until(sock: socket.socket, deadline: float) -> bool:
         return False
     sock.settimeout(left)
     return True
+
+
+def _has_pending_data(sock: socket.socket) -> bool:
+    """Whether bytes (or an end-of-file) wait to be read on ``sock``, without blocking."""
+    try:
+        poller = select.poll()
+        poller.register(sock, select.POLLIN)
+        return bool(poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # no poll() (Windows): treat as idle
+        return False
 
 
 def _shutdown(sock: socket.socket, how: int) -> None:

@@ -14,6 +14,9 @@ from typing import Any
 from jevlaya_lab.local.errors import ChatRequestError
 
 MAX_STOP_SEQUENCES = 4
+# More turns than any model here can read (each costs a few template tokens): refusing them
+# before rendering bounds the work a request can cause per message, not only per byte.
+MAX_MESSAGES = 2048
 # The OpenAI chat roles; "developer" is the newer name of "system", "function" the older of "tool".
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 
@@ -30,6 +33,9 @@ def check_messages(messages: Any) -> list[dict[str, str]]:
                                'pass a list of {"role": ..., "content": ...} dicts')
     if not messages:
         raise ChatRequestError("messages", messages, "pass at least one message")
+    if len(messages) > MAX_MESSAGES:
+        raise ChatRequestError("messages", f"<{len(messages)} messages>",
+                               f"send at most {MAX_MESSAGES} messages; drop or merge older turns")
     out = []
     for i, message in enumerate(messages):
         where = f"messages[{i}]"
@@ -43,18 +49,30 @@ def check_messages(messages: Any) -> list[dict[str, str]]:
     return out
 
 
+def check_text(field: str, text: str) -> str:
+    """``text`` if it can be written as UTF-8; a lone surrogate (JSON ``"\\ud800"``) cannot be
+    tokenized, so it is the caller's error, named, rather than a failure inside the model."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ChatRequestError(field, text[max(0, exc.start - 10):exc.end + 10],
+                               f"the text holds an unpaired surrogate at character {exc.start}; "
+                               "send valid Unicode (encode pairs as one character)") from None
+    return text
+
+
 def _content_text(field: str, content: Any) -> str:
     if content is None:
         return ""
     if isinstance(content, str):
-        return content
+        return check_text(field, content)
     if isinstance(content, list):
         texts = []
         for j, part in enumerate(content):
             if not (isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)):
                 raise ChatRequestError(f"{field}[{j}]", part,
                                        'only text parts {"type": "text", "text": ...} are supported')
-            texts.append(part["text"])
+            texts.append(check_text(f"{field}[{j}].text", part["text"]))
         return "".join(texts)
     raise ChatRequestError(field, content, "content must be a string or a list of text parts")
 
@@ -105,4 +123,5 @@ def check_stop(value: Any) -> list[str]:
     for s in stops:
         if not isinstance(s, str) or not s:
             raise ChatRequestError("stop", value, "every stop sequence must be a non-empty string")
+        check_text("stop", s)
     return list(stops)

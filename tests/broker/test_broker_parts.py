@@ -72,17 +72,16 @@ def test_the_call_journal_alone_records_rates_and_refuses_unknown_calls(tmp_path
     store.close()
 
 
-def _parts(server: Any, tmp_path: Path) -> tuple[Pool, JournalWriter, Attempts, Any]:
+def _parts(server: Any, tmp_path: Path) -> tuple[Pool, CallJournal, Attempts, Any]:
     store = open_store(tmp_path / "j.db")
     entries = [LLMConfig(name=n, base_url=server.base_url, model=n) for n in ("a", "b")]
     pool = Pool(entries, KeyResolver(store), Quality())
-    writer = JournalWriter(store)
-    return pool, writer, Attempts(pool, CallJournal(writer, store), Transport(),
-                                  store_text=False), store
+    journal = CallJournal(JournalWriter(store), store)
+    return pool, journal, Attempts(pool, journal, Transport(), store_text=False), store
 
 
 def test_one_attempt_ends_itself_once_with_its_slot_and_row(server: Any, tmp_path: Path) -> None:
-    pool, writer, attempts, store = _parts(server, tmp_path)
+    pool, journal, attempts, store = _parts(server, tmp_path)
     call = check_call(check_prompt("hello"))
     budget, limit, caller = Budget(call.wait), AttemptLimit(call), Caller()
 
@@ -107,12 +106,15 @@ def test_one_attempt_ends_itself_once_with_its_slot_and_row(server: Any, tmp_pat
         await asyncio.gather(task, return_exceptions=True)
         seen.append(slow.status)
         await attempts._transport.aclose()
+        assert not journal.is_written(slow.journal_seq)  # taken, handed over within HANDOFF_S
+        await journal.flush()
+        assert journal.is_written(slow.journal_seq)
         return seen
     assert asyncio.run(main()) == ["ok", "unavailable", "cancelled"]
     assert pool.states["a"].in_flight == pool.states["b"].in_flight == 0
     assert pool.states["b"].cooling(time.time()) and not pool.states["a"].cooling(time.time())
     assert limit.made == 3
-    writer.close()
+    journal.writer.close()
     rows = store.attempts()
     assert sorted(r["status"] for r in rows) == ["cancelled", "ok", "unavailable"]
     assert next(r for r in rows if r["status"] == "unavailable")["cooldown_until"]

@@ -10,8 +10,7 @@ import openai
 import pytest
 import torch
 
-from jevlaya_lab.local import ChatModel, LocalModelError, load_chat_model, serve, smollm2, tiny_chat_model
-from jevlaya_lab.local import loading
+from jevlaya_lab.local import ChatModel, LocalModelError, load_chat_model, loading, serve, smollm2, tiny_chat_model
 
 from .conftest import USER
 
@@ -74,13 +73,20 @@ def test_cache_dir_follows_jevlaya_home(monkeypatch: pytest.MonkeyPatch, tmp_pat
 
 # -- SmolLM2 (loads the real model; the first run converts the .gguf once, ~20 s) -------------
 
-@pytest.fixture(scope="module")
-def smol() -> ChatModel:
-    return smollm2()
+@pytest.fixture(scope="module", params=["llama.cpp", "transformers"])
+def smol(request: pytest.FixtureRequest) -> Any:
+    """SmolLM2 on each backend (llama.cpp, the default, and the transformers fallback)."""
+    return smollm2(backend=request.param)
+
+
+def prompt_text(model: Any, messages: list[dict[str, str]]) -> str:
+    if model.backend == "llama.cpp":
+        return str(model.render(messages))
+    return str(model.tokenizer.decode(model.prompt_ids(messages)))
 
 
 @pytest.mark.integration
-def test_smollm2_gguf_is_found_through_package_metadata_and_converted_once(smol: ChatModel) -> None:
+def test_smollm2_gguf_is_found_through_package_metadata_and_converted_once() -> None:
     gguf = loading.smollm2_gguf()
     assert gguf.suffix == ".gguf" and gguf.is_file()
     converted = loading.converted_gguf(gguf)
@@ -92,22 +98,23 @@ def test_smollm2_gguf_is_found_through_package_metadata_and_converted_once(smol:
 
 
 @pytest.mark.integration
-def test_smollm2_is_loaded_once_per_process(smol: ChatModel) -> None:
-    assert smollm2() is smol
-    assert smollm2(name="other") is not smol and smollm2(name="other").name == "other"
+def test_smollm2_is_loaded_once_per_process(smol: Any) -> None:
+    assert smollm2(backend=smol.backend) is smol
+    other = smollm2(name="other", backend=smol.backend)
+    assert other is not smol and other.name == "other"
 
 
 @pytest.mark.integration
-def test_smollm2_applies_the_chat_template_and_answers(smol: ChatModel) -> None:
-    prompt = smol.tokenizer.decode(smol.prompt_ids([{"role": "user", "content": "Hi"}]))
+def test_smollm2_applies_the_chat_template_and_answers(smol: Any) -> None:
+    prompt = prompt_text(smol, [{"role": "user", "content": "Hi"}])
     assert prompt.startswith("<|im_start|>system\n") and prompt.endswith("<|im_start|>assistant\n")
-    generation = smol.generate([{"role": "user", "content": "What is the capital of France?"}], max_tokens=24)
+    generation = smol.generate([{"role": "user", "content": "Which city is the capital of France?"}], max_tokens=24)
     assert "Paris" in generation.text
     assert generation.completion_tokens <= 24 and generation.prompt_tokens > 10
 
 
 @pytest.mark.integration
-def test_smollm2_streams_through_the_server_to_the_openai_client(smol: ChatModel) -> None:
+def test_smollm2_streams_through_the_server_to_the_openai_client(smol: Any) -> None:
     messages = [{"role": "user", "content": "Name one colour."}]
     expected = smol.generate(messages, max_tokens=12)
     with serve([smol]) as server:

@@ -7,7 +7,7 @@ from typing import Any
 import openai
 import pytest
 
-from jevlaya_lab.local import FaultProfile, tiny_chat_model
+from jevlaya_lab.local import FaultProfile
 
 from .conftest import USER
 
@@ -20,7 +20,7 @@ def test_openai_client_lists_models_and_gets_a_completion(server: Any) -> None:
     api = client(server)
     assert [m.id for m in api.models.list()] == ["tiny-0", "tiny-1"]
     reply = api.chat.completions.create(model="tiny-1", messages=USER, max_tokens=7)
-    assert reply.choices[0].message.content == tiny_chat_model(1).generate(USER, max_tokens=7).text
+    assert reply.choices[0].message.content == server.model_for("tiny-1").generate(USER, max_tokens=7).text
     assert reply.choices[0].finish_reason == "length"
     assert reply.usage is not None and reply.usage.completion_tokens == 7
 
@@ -35,9 +35,10 @@ def test_openai_client_streams_deltas_and_usage(server: Any) -> None:
             finish = chunk.choices[0].finish_reason or finish
         else:
             usage = chunk.usage
-    assert "".join(pieces) == tiny_chat_model(0).generate(USER).text
+    assert "".join(pieces) == server.model_for("tiny-0").generate(USER).text
     assert finish == "length"
-    assert usage is not None and usage.completion_tokens == 16 and usage.total_tokens > 16
+    limit = server.model_for("tiny-0").default_max_tokens
+    assert usage is not None and usage.completion_tokens == limit and usage.total_tokens > limit
 
 
 def test_openai_client_honours_stop_and_seeded_sampling(server: Any) -> None:
@@ -48,7 +49,7 @@ def test_openai_client_honours_stop_and_seeded_sampling(server: Any) -> None:
     assert cut.choices[0].finish_reason == "stop"
     sampled = [api.chat.completions.create(model="tiny-0", messages=USER, temperature=1.0, top_p=0.9, seed=5)
                .choices[0].message.content for _ in range(2)]
-    assert sampled[0] == sampled[1] == tiny_chat_model(0).generate(USER, temperature=1.0, top_p=0.9, seed=5).text
+    assert sampled[0] == sampled[1] == server.model_for("tiny-0").generate(USER, temperature=1.0, top_p=0.9, seed=5).text
 
 
 def test_openai_client_raises_its_typed_errors(start_server: Any) -> None:

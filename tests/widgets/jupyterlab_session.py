@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
 import signal
 import socket
 import subprocess
@@ -49,6 +48,18 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def with_fast_parameters(source: Path, target: Path) -> None:
+    """Copy a tutorial with ``fast = True`` in its parameters cell (it defaults to the real
+    models), as papermill injects it elsewhere."""
+    import nbformat
+
+    book = nbformat.read(source, as_version=4)
+    cells = [c for c in book.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(cells) == 1 and "fast = False" in cells[0].source, source
+    cells[0].source = cells[0].source.replace("fast = False", "fast = True")
+    nbformat.write(book, target)
+
+
 class JupyterLabServer:
     """``with JupyterLabServer(root, notebooks) as lab: lab.url("name.ipynb")``."""
 
@@ -61,8 +72,8 @@ class JupyterLabServer:
                      ("runtime", "config", "data", "workspaces", "settings", "notebooks")}
         for d in self.dirs.values():
             d.mkdir(parents=True, exist_ok=True)
-        for nb in notebooks:
-            shutil.copy(nb, self.dirs["notebooks"] / nb.name)
+        for nb in notebooks:  # tiny models here: the real ones run in the Binder image test
+            with_fast_parameters(nb, self.dirs["notebooks"] / nb.name)
         for rel, value in SETTINGS.items():
             path = self.dirs["settings"] / rel
             path.parent.mkdir(parents=True, exist_ok=True)

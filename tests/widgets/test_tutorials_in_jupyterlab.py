@@ -2,7 +2,7 @@
 
 One JupyterLab server (127.0.0.1, token, temp dirs) and one browser serve the module. For each
 theme and tutorial the test opens the notebook, runs all cells through the UI with the fast
-parameters the notebooks default to, and fails on an error output, text written to stderr,
+parameters (``fast = True`` written into the copy; the notebooks default to the real models), and fails on an error output, text written to stderr,
 "Error displaying widget", a browser console error, a failed notebook check, or text in a view
 whose contrast against its background is under 4.5:1 (WCAG AA). Then it uses each view as a
 person would (types, clicks its buttons, hovers) and checks what changes, and saves a

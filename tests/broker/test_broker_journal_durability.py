@@ -1,0 +1,79 @@
+"""What the journal promises after a crash, checked by SIGKILL of a process making calls
+against a real local server: with ``durable=True`` every answer a call returned is in the
+journal (0 lost); by default at most ``JOURNAL_WINDOW_ROWS`` answered rows can be missing."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from jevlaya_lab.broker.runtime import JOURNAL_WINDOW_ROWS
+
+CHILD = Path(__file__).with_name("child_answers_then_killed.py")
+ANSWERS = 150
+
+
+def _answered_then_killed(db: Path, url: str, durable: bool) -> tuple[list[str], set[str]]:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2]), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, str(CHILD), str(db), url, "1" if durable else "0",
+                             "8"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    seen: list[str] = []
+    deadline = time.monotonic() + 90
+    try:
+        assert proc.stdout is not None
+        while len(seen) < ANSWERS and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            seen.append(line.decode().strip())
+        os.kill(proc.pid, signal.SIGKILL)
+        rest = proc.stdout.read().decode().split()  # answers printed before the kill
+        proc.stdout.close()
+        seen.extend(rest)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
+    assert len(seen) >= ANSWERS, f"the child answered only {len(seen)} calls"
+    with sqlite3.connect(db) as con:
+        stored = {r[0] for r in con.execute("SELECT call_id FROM attempts WHERE status = 'ok'")}
+    return seen, stored
+
+
+@pytest.mark.parametrize("durable", [True, False], ids=["durable", "default"])
+def test_sigkill_right_after_answers_loses_what_the_journal_promises(server, tmp_path,
+                                                                      durable) -> None:
+    answered, stored = _answered_then_killed(tmp_path / "journal.db", server.base_url, durable)
+    lost = [c for c in answered if c not in stored]
+    if durable:
+        assert lost == [], f"{len(lost)} of {len(answered)} returned answers not journaled"
+    else:
+        assert len(lost) <= JOURNAL_WINDOW_ROWS, len(lost)
+
+
+def test_by_default_a_call_returns_with_at_most_the_window_unwritten(cfg, db) -> None:
+    """A call that ends while the writer is behind (here 2,500 rows queued at once) waits
+    until at most ``JOURNAL_WINDOW_ROWS`` rows are unwritten; ``durable=True`` until none."""
+    import asyncio
+
+    from jevlaya_lab.broker import AsyncBroker
+
+    async def main(durable: bool) -> int:
+        async with AsyncBroker(db, models=cfg("a"), catalog=[], durable=durable) as b:
+            await b.ask("warm", max_tokens=2)
+            writer = b._rt.writer
+            for i in range(2500):
+                writer.attempt({"call_id": f"backlog-{durable}-{i}", "trace_id": "t",
+                                "llm_name": "a", "status": "ok", "called_at": "2026-01-01",
+                                "latency_ms": 1.0})
+            await b.ask("now", max_tokens=2)
+            return writer.unwritten
+    assert asyncio.run(main(False)) <= JOURNAL_WINDOW_ROWS
+    assert asyncio.run(main(True)) == 0
