@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: setup test lint demo lab bench setfit clean llama-wheel
+.PHONY: setup test lint demo lab bench setfit screens clean llama-wheel
 
 setup: $(VENV)/.installed
 
@@ -82,6 +82,14 @@ setfit: setup
 	echo "torch==2.13.0" > $(VENV)/torch-pin.txt
 	$(PIP) install -q "setfit==1.2.0" -c $(VENV)/torch-pin.txt
 	$(PY) bench/adapt.py
+
+# The README's screenshots (docs/screens/<theme>-<view>.png, light and dark), refreshed from the
+# tutorials run in real JupyterLab and Chromium; they are saved as palette PNGs of <= 150 KB
+SCREEN_TUTORIALS := quickstart_tour or routing_explorer or hooks_and_timeline or streaming_racing \
+	or journal_analysis or calibration or table_of_tickets
+screens: setup
+	JEVLAYA_SCREENS_DIR=docs/screens $(PY) -m pytest -q tests/widgets/test_tutorials_in_jupyterlab.py \
+		-k "$(SCREEN_TUTORIALS)"
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache build *.egg-info

@@ -7,11 +7,17 @@ parameters (``fast = True`` written into the copy; the notebooks default to the 
 whose contrast against its background is under 4.5:1 (WCAG AA). Then it uses each view as a
 person would (types, clicks its buttons, hovers) and checks what changes, and saves a
 screenshot of every view under ``reports/screens/<theme>-<notebook>-<n>.png``.
+
+The README's screenshots are taken here too (``README_SCREENS``: which view of which tutorial,
+after it was used), into ``reports/screens/readme/``; with ``JEVLAYA_SCREENS_DIR=docs/screens``
+(``make screens``) they are also written there as palette PNGs of at most 150 KB, so one command
+refreshes every screenshot the README shows.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -37,7 +43,22 @@ SCREENS = ROOT / "reports" / "screens"
 NOTEBOOKS = notebook_paths()
 MIN_CONTRAST = 4.5
 VIEWS = ".jp-OutputArea-output .jevlaya, .jp-OutputArea-output .jv-table"
+TABLES = ".jp-OutputArea-output table.dataframe"  # a tutorial whose views are DataFrames (08)
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+# README screenshot name -> (tutorial, CSS selector of the view, which match): each is taken in
+# both themes as docs/screens/<theme>-<name>.png
+README_SCREENS: dict[str, tuple[str, str, int]] = {
+    "answers": ("01_quickstart_tour", ".jv-answers .jv-card", 0),
+    "routing": ("02_routing_explorer", ".jv-routing", 0),
+    "timeline": ("03_hooks_and_timeline", ".jv-timeline", 0),
+    "race": ("04_broker_streaming_racing", ".jv-stream", 1),
+    "dashboard": ("05_journal_analysis", ".jv-dashboard", 0),
+    "labels": ("06_typed_questions_calibration", ".jv-labels", 0),
+    # the frames.decide cell's output: the typed answers and their .p columns, one row a ticket
+    "table": ("08_table_of_tickets",
+              ".jp-OutputArea-output:has(table.dataframe tbody tr:nth-child(12)):has-text('intent.p')", 0),
+}
+README_MAX_BYTES = 150_000
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +121,7 @@ def fail_on_problems(outputs: list[dict[str, Any]], page: LabPage) -> dict[str, 
 
 
 def check_contrast(page: LabPage) -> None:
-    results = page.contrast(VIEWS)
+    results = page.contrast(VIEWS if page.notebook().locator(VIEWS).count() else TABLES)
     assert results, "no text found in the views"
     low = [r for r in results if r["ratio"] < MIN_CONTRAST]
     assert not low, f"{page.theme}: text under {MIN_CONTRAST}:1 contrast: " + json.dumps(
@@ -114,6 +135,49 @@ def screenshot_views(page: LabPage, stem: str) -> int:
     for i in range(views.count()):
         views.nth(i).screenshot(path=str(SCREENS / f"{page.theme}-{stem}-{i}.png"))
     return views.count()
+
+
+def shrink_png(source: Path, target: Path, max_bytes: int = README_MAX_BYTES) -> int:
+    """Write ``source`` as a palette PNG (fewer colours until it fits in ``max_bytes``)."""
+    from PIL import Image
+
+    with Image.open(source) as image:
+        rgb = image.convert("RGB")
+    for colours in (128, 64, 32, 16):
+        rgb.quantize(colors=colours, method=Image.Quantize.MEDIANCUT).save(target, optimize=True)
+        if target.stat().st_size <= max_bytes:
+            return target.stat().st_size
+    raise AssertionError(f"{target} is {target.stat().st_size} bytes even with 16 colours")
+
+
+def screenshot_for_readme(page: LabPage, stem: str) -> list[Path]:
+    """Take this tutorial's README screenshots; copy them to $JEVLAYA_SCREENS_DIR when set.
+
+    The window is made tall first, so a view taller than the default viewport is captured whole
+    rather than with JupyterLab's toolbars drawn over it."""
+    wanted = [(name, sel, n) for name, (nb, sel, n) in README_SCREENS.items() if nb == stem]
+    if not wanted:
+        return []
+    out = SCREENS / "readme"
+    out.mkdir(parents=True, exist_ok=True)
+    target = os.environ.get("JEVLAYA_SCREENS_DIR")
+    taken = []
+    page.page.set_viewport_size({"width": 1280, "height": 2400})
+    try:
+        for name, selector, n in wanted:
+            view = page.notebook().locator(selector).nth(n)
+            view.scroll_into_view_if_needed(timeout=15_000)
+            page.page.wait_for_timeout(500)
+            shot = out / f"{page.theme}-{name}.png"
+            view.screenshot(path=str(shot))
+            if target:
+                dest = ROOT / target / shot.name
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shrink_png(shot, dest)
+            taken.append(shot)
+    finally:
+        page.page.set_viewport_size({"width": 1280, "height": 1000})
+    return taken
 
 
 # -- what a person does with each tutorial's views --------------------------------------------
@@ -315,6 +379,7 @@ def test_tutorial_runs_and_its_views_work_in_jupyterlab(lab_page: LabPage, path:
     if path.stem in USE:
         assert shown, "the tutorial shows no view"
         USE[path.stem](lab_page)
+    screenshot_for_readme(lab_page, path.stem)
     if shown:
         check_contrast(lab_page)
     assert not lab_page.console_errors, lab_page.console_errors
