@@ -2,7 +2,7 @@
 
 A server that takes requests from any local process must not let one of them hold threads or
 memory without bound (a half-sent request, a flood of connections, a huge or deeply nested
-body). The limits, and the decisions behind them (the spec is silent):
+body). The limits, and the decisions behind them (chosen here, where a client has no standard to rely on):
 
 - ``read_timeout`` (default 30 s): the time a connection has to deliver a *whole* request, from
   the end of the previous answer (or the connect) to the last byte of its body, and the longest
