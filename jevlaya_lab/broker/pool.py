@@ -212,13 +212,17 @@ class Pool:
         """Is the key this caller would use the one a provider refused?"""
         return not self.key_for(state, caller)[0] and state.entry.name in caller.refused
 
+    def keyless_refs(self) -> list[str]:
+        """The key names the catalog's enabled models wait for (they join the pool once set)."""
+        return sorted({s.entry.api_key_ref for s in self.states.values()
+                       if not s.fallback and s.entry.api_key_ref and not s.disabled})
+
     def pick(self, caller: Caller, exclude: set[str], operation: str | None,
              wait: float | None) -> Pick:
         """Rank what may serve this call; raise ``NoLLMAvailableError`` when nothing ever can."""
         states = self.members(caller)
         if not states:
-            keyless = sorted({s.entry.api_key_ref for s in self.states.values()
-                              if not s.fallback and s.entry.api_key_ref and not s.disabled})
+            keyless = self.keyless_refs()
             if keyless:  # catalog models wait for their keys: say which keys would do
                 raise NoLLMAvailableError(
                     f"no key for any model of the catalog (scope={caller.scope!r}); set one of "
@@ -241,6 +245,8 @@ class Pool:
                 broken += (f"; the key of {', '.join(refused)} was refused (401/403): store "
                            "another with store_key() or change .env or the environment, it is "
                            "read again")
+            if not refs:  # the catalog's models wait outside the pool for their keys: name them
+                refs = self.keyless_refs()
             if not refs:
                 raise NoLLMAvailableError(
                     f"every model is disabled or cannot start{broken}; fix that, then call "

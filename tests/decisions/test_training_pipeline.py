@@ -21,7 +21,7 @@ from jevlaya_lab.decisions.training import cli as train_cli
 from jevlaya_lab.decisions.training import metrics
 from jevlaya_lab.decisions.training.synthetic import generate, gold_index
 from jevlaya_lab.decisions.training.temperature import fit_temperatures
-from jevlaya_lab.decisions.training.trainer import TrainConfig, export_head, gate_for, train
+from jevlaya_lab.decisions.training.trainer import FALLBACK_HUBNESS, TrainConfig, export_head, gate_for, train
 
 # ------------------------------------------------------------------ generator
 
@@ -289,7 +289,7 @@ def test_train_command_writes_a_loadable_checkpoint(tmp_path, capsys):
     model, _, config = load_checkpoint(tmp_path / "out")
     assert config.act_costs == [1.0] and config.head_layers == 0 and model.prior is not None
     scale, bias, hubness = model.prior.config.fallback  # the unseen-statement fallback was fit and written
-    assert hubness == 10.0 and math.isfinite(scale) and math.isfinite(bias)
+    assert hubness == FALLBACK_HUBNESS and math.isfinite(scale) and math.isfinite(bias)
     recorded = json.loads((tmp_path / "out" / "head" / "calibration.json").read_text())["train_config"]
     assert (recorded["datasets"], recorded["lr"], recorded["time_budget"]) == ("clinc150,hwu64", 1e-3, 600.0)
     assert "checkpoint ->" in capsys.readouterr().out

@@ -4,6 +4,7 @@ button adapts and counts changed answers; in Python and in headless Debian Chrom
 from __future__ import annotations
 
 import random
+import time
 from typing import Any
 
 import pytest
@@ -94,6 +95,9 @@ def test_clicks_in_chromium_reach_python(page: Any, agent: Agent) -> None:
         page.wait_for_function("document.querySelector(\"#w0 .jv-q-stats[data-question='money'] .jv-heldout\")"
                                ".textContent.includes('on 8 labels')", timeout=15_000)
         assert view.labels[3] == {"money": False, "team": "technical"}
+        deadline = time.monotonic() + 15  # the typed score is its own message, after the clicks'
+        while "level" not in view.labels[0] and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert view.labels[0]["level"] == 2
         bins = page.locator("#w0 .jv-q-stats[data-question='money'] .jv-rel-col")
         assert bins.count() == 5

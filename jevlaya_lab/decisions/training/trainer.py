@@ -639,7 +639,7 @@ def fit_fallback(model: DecisionModel, tokenizer: Any, rows: Sequence[tuple[str,
         return loss
 
     opt.step(closure)
-    return (round(scale.item() * temperature, 4), round(bias.item() * temperature, 4), hubness)
+    return (round(float(scale.detach()) * temperature, 4), round(float(bias.detach()) * temperature, 4), hubness)
 
 
 def set_fallback(model: DecisionModel, config: dict[str, Any], fallback: tuple[float, float, float]) -> None:
