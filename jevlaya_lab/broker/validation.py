@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from jevlaya_lab._unreadable import first_unreadable
 from jevlaya_lab.broker.errors import PromptError
 
 Messages = list[dict[str, Any]]
@@ -31,34 +32,17 @@ def check_sendable(value: Any, field: str) -> None:
     nested deeper than ``MAX_INPUT_DEPTH`` levels. Such input fails on every model alike, so
     it is refused here, before any model is tried and cooled for it. Iterative: a structure
     nested thousands of levels deep is reported, not a ``RecursionError``."""
-    stack: list[tuple[Any, str, int]] = [(value, field, 0)]
-    while stack:
-        item, where, depth = stack.pop()
-        if isinstance(item, str):
-            if not item.isascii():
-                try:
-                    item.encode("utf-8")
-                except UnicodeEncodeError as exc:
-                    raise PromptError(
-                        f"{where}: character {exc.start} ({item[exc.start]!r}) is not valid "
-                        "Unicode (a lone surrogate), so no model can be sent this text; clean "
-                        "it first, e.g. text.encode('utf-8', 'replace').decode('utf-8')"
-                    ) from None
-            continue
-        if isinstance(item, Mapping):
-            children: Any = item.items()
-        elif isinstance(item, (list, tuple)):
-            children = enumerate(item)
-        else:
-            continue
-        if depth >= MAX_INPUT_DEPTH:
-            raise PromptError(f"{where}: nested deeper than {MAX_INPUT_DEPTH} levels of lists "
-                              "or dicts; a chat request is never that deep: send the data as "
-                              "text (e.g. json.dumps of a flatter structure)")
-        for k, child in children:
-            if isinstance(k, str):
-                stack.append((k, f"{where} key {k[:40]!r}", depth + 1))
-            stack.append((child, f"{where}[{k!r}]", depth + 1))
+    found = first_unreadable(value, MAX_INPUT_DEPTH, field)
+    if found is None:
+        return
+    if found.char is not None:
+        raise PromptError(
+            f"{found.where}: character {found.index} ({found.char!r}) is not valid "
+            "Unicode (a lone surrogate), so no model can be sent this text; clean "
+            "it first, e.g. text.encode('utf-8', 'replace').decode('utf-8')")
+    raise PromptError(f"{found.where}: nested deeper than {MAX_INPUT_DEPTH} levels of lists "
+                      "or dicts; a chat request is never that deep: send the data as "
+                      "text (e.g. json.dumps of a flatter structure)")
 
 
 def check_prompt(prompt: Any) -> Messages:

@@ -38,6 +38,7 @@ from typing import Any
 
 import torch
 
+from jevlaya_lab._unreadable import first_unreadable
 from jevlaya_lab.decisions.budget import check_budget
 from jevlaya_lab.decisions.errors import BudgetError, StateError, TokenizerError
 from jevlaya_lab.decisions.questions import Question, parse_questions
@@ -72,34 +73,18 @@ def check_state_text(state: Any, index: int = 0) -> None:
     key) is not valid Unicode, or ``state`` nests deeper than ``MAX_STATE_DEPTH``. Without this
     a lone surrogate reaches the tokenizer as an opaque ``TypeError`` and a deep state the JSON
     encoder as a ``RecursionError``; the walk is iterative, so any depth is reported."""
-    stack: list[tuple[Any, str, int]] = [(state, "", 0)]
-    while stack:
-        item, where, depth = stack.pop()
-        if isinstance(item, str):
-            if not item.isascii():
-                try:
-                    item.encode("utf-8")
-                except UnicodeEncodeError as exc:
-                    raise StateError(
-                        f"state {index}{where or ''}: character {exc.start} "
-                        f"({item[exc.start]!r}) is not valid Unicode (a lone surrogate), which "
-                        "no tokenizer can read; clean the text first, e.g. "
-                        "text.encode('utf-8', 'replace').decode('utf-8')") from None
-            continue
-        if isinstance(item, dict):
-            children: Any = item.items()
-        elif isinstance(item, (list, tuple)):
-            children = enumerate(item)
-        else:
-            continue
-        if depth >= MAX_STATE_DEPTH:
-            raise StateError(f"state {index}{where}: nested deeper than MAX_STATE_DEPTH="
-                             f"{MAX_STATE_DEPTH} levels of lists/dicts; flatten it (or pass the "
-                             "deep part as a string)")
-        for key, child in children:
-            if isinstance(key, str):
-                stack.append((key, f"{where} key {key[:40]!r}", depth + 1))
-            stack.append((child, f"{where}[{key!r}]", depth + 1))
+    found = first_unreadable(state, MAX_STATE_DEPTH)
+    if found is None:
+        return
+    if found.char is not None:
+        raise StateError(
+            f"state {index}{found.where}: character {found.index} "
+            f"({found.char!r}) is not valid Unicode (a lone surrogate), which "
+            "no tokenizer can read; clean the text first, e.g. "
+            "text.encode('utf-8', 'replace').decode('utf-8')")
+    raise StateError(f"state {index}{found.where}: nested deeper than MAX_STATE_DEPTH="
+                     f"{MAX_STATE_DEPTH} levels of lists/dicts; flatten it (or pass the "
+                     "deep part as a string)")
 
 
 def serialize_state(state: Any, index: int = 0) -> str:
