@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+MIME = "application/vnd.jevlaya+json"
+"""The MIME type of the JSON payload every result and view carries beside its HTML."""
 Renderer = Callable[[Any], Any]
 _RENDERERS: dict[str, Renderer] = {}
 

@@ -19,14 +19,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from typing import Any
 
-from jevlaya_lab._rendering import register_renderer
+from jevlaya_lab._rendering import MIME, register_renderer
 
 __all__ = ["MIME", "Html", "answer_rows", "answer_text", "answers_bundle", "answers_html", "bars_html",
            "card", "gate_text", "model_label", "clip", "clipped_html", "decision_html", "escape",
            "jsonable", "llm_card", "llm_html", "stream_bundle", "stream_html", "stream_plain",
            "table_html"]
 
-MIME = "application/vnd.jevlaya+json"
 # Colours follow JupyterLab's theme (--jp-* variables, light and dark) with fallbacks for other
 # front ends; text colours keep >= 4.5:1 contrast on the theme's background.
 MUTED = "color:var(--jp-content-font-color2,#666)"
@@ -335,3 +334,4 @@ def stream_bundle(snapshot: Any, label: str, *, text_chars: int,
 register_renderer("answers", answers_bundle)
 register_renderer("decision", decision_html)
 register_renderer("llm", llm_html)
+register_renderer("stream", lambda call: stream_bundle(*call[0], **call[1]))

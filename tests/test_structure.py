@@ -34,10 +34,7 @@ KNOWN_CIRCLES: dict[frozenset[str], str] = {}
 # Imports against the layers being removed elsewhere: (importer, imported) -> issue.
 KNOWN_UPWARD: dict[tuple[str, str], str] = {}
 # Engine modules that still draw their own notebook display: module -> whose work moves it.
-KNOWN_ENGINE_DISPLAY: dict[str, str] = {
-    "jevlaya_lab.broker.results": "broker-core: LLMResult's display through _rendering",
-    "jevlaya_lab.broker.streaming": "broker-core: the stream's notebook rendering to the view layer",
-}
+KNOWN_ENGINE_DISPLAY: dict[str, str] = {}
 # Modules still over MAX_MODULE_LINES: path under jevlaya_lab/ -> whose work splits it.
 MAX_MODULE_LINES = 400
 KNOWN_LONG_MODULES: dict[str, str] = {

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from jevlaya_lab import display
+from jevlaya_lab._rendering import MIME, render
 
 
 @dataclass(eq=False)
@@ -55,8 +55,7 @@ class LLMResult:
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         """Notebook display: the answer as escaped text (never markup) in the package's card,
         plus the JSON payload."""
-        return {"text/plain": repr(self), "text/html": display.llm_html(self),
-                display.MIME: self.to_dict()}
+        return {"text/plain": repr(self), "text/html": render("llm", self), MIME: self.to_dict()}
 
 
 @dataclass(eq=False)

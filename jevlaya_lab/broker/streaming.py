@@ -31,7 +31,8 @@ paused clock. The rules every pool stream keeps (``docs/broker.md`` names the te
 With ``wait=None`` a model that sends nothing for 60 s (``ATTEMPT_TIMEOUT_S``) counts as failed.
 ``another()`` before the stream has ended raises ``ValueError``. In a notebook a stream displays
 itself (model, state, text so far, lanes) from a snapshot (:func:`stream_card`), without
-starting or waiting on it; :func:`jevlaya_lab.display.stream_bundle` draws it.
+starting or waiting on it; :func:`jevlaya_lab.display.stream_bundle` draws it (found through
+:mod:`jevlaya_lab._rendering`, so the broker never imports the renderer).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from jevlaya_lab import display
+from jevlaya_lab._rendering import render
 from jevlaya_lab.broker.lanes import LaneView
 from jevlaya_lab.broker.results import LLMResult
 from jevlaya_lab.broker.stream_core import StreamCore
@@ -144,8 +145,10 @@ def stream_mimebundle(stream: AsyncStream, label: str = "AsyncStream") -> dict[s
     thread, even mid-pull) and never raises; :func:`jevlaya_lab.display.stream_bundle` draws
     it (escaped, clipped past ``DISPLAY_HTML_CHARS``, plain text past ``DISPLAY_TEXT_CHARS``).
     """
-    return display.stream_bundle(lambda: stream_card(stream._core), label,
-                                 text_chars=DISPLAY_TEXT_CHARS, html_chars=DISPLAY_HTML_CHARS)
+    bundle: dict[str, Any] = render("stream", ((lambda: stream_card(stream._core), label),
+                                               {"text_chars": DISPLAY_TEXT_CHARS,
+                                                "html_chars": DISPLAY_HTML_CHARS}))
+    return bundle
 
 
 def stream_state(core: StreamCore) -> str:
