@@ -260,6 +260,12 @@ class AsyncBroker(AsyncCalls):
         """Where the registry and journal live (e.g. for ``analysis.load_journal``)."""
         return self._rt.store.location
 
+    @property
+    def store_text(self) -> bool:
+        """Whether the journal keeps each call's prompt and answer text (``store_text=True``),
+        which a table run needs to resume from the journal."""
+        return self._rt.store_text
+
     def __repr__(self) -> str:
         return (f"<AsyncBroker {self.location} models={len(self.llm_names)} "
                 f"{'closed' if self.closed else 'open'}>")

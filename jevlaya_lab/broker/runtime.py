@@ -77,7 +77,7 @@ class Runtime:
                                  sync_interval=sync_interval,
                                  cooldowns=shared_cooldowns(cooldowns, source, self.store.location))
         self.callers: dict[str | None, Caller] = {None: Caller()}
-        self._store_text = store_text
+        self.store_text = store_text
         self._parts: Parts | None = None
         self._ready_lock: asyncio.Lock | None = None
         self._close_done: asyncio.Event | None = None
@@ -134,7 +134,7 @@ class Runtime:
                 pool = await asyncio.to_thread(self.registry.build_pool)
                 self.journal.quality = pool.quality
                 self._parts = Parts(pool, Attempts(pool, self.journal, self.transport,
-                                                   store_text=self._store_text,
+                                                   store_text=self.store_text,
                                                    observers=self.observers), self.journal)
         return self._parts
 

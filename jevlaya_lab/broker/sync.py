@@ -128,6 +128,11 @@ class Broker(SyncCalls):
         return self._engine
 
     @property
+    def store_text(self) -> bool:
+        """See ``AsyncBroker.store_text``."""
+        return self._engine.store_text
+
+    @property
     def _owner(self) -> Broker:
         return self
 

@@ -99,9 +99,7 @@ def render_prompts(df: pd.DataFrame, prompt: str | Callable[[pd.Series], str]) -
 
 def _stores_text(broker: Any) -> bool | None:
     """Whether the broker journals prompt and answer text (``Broker(store_text=True)``)."""
-    engine = getattr(broker, "engine", broker)
-    runtime = getattr(engine, "_rt", None)
-    value = getattr(runtime, "_store_text", None)
+    value = getattr(broker, "store_text", None)
     return value if isinstance(value, bool) else None
 
 
