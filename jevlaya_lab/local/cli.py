@@ -50,16 +50,16 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _load(spec: str, backend: str | None = None) -> tuple[str, Any]:
+def _load(given: str, backend: str | None = None) -> tuple[str, Any]:
     from jevlaya_lab.local.loading import load_chat_model
     from jevlaya_lab.local.tiny import tiny_chat_model
 
-    name, _, source = spec.rpartition("=")
+    name, _, source = given.rpartition("=")
     model: ChatBackend
     if source == "tiny" or source.startswith("tiny:"):
         seed_text = source.partition(":")[2] or "0"
         if not seed_text.isdigit():
-            raise ChatRequestError("--model", spec, "use tiny:SEED with a whole-number seed, e.g. tiny:3")
+            raise ChatRequestError("--model", given, "use tiny:SEED with a whole-number seed, e.g. tiny:3")
         model = tiny_chat_model(int(seed_text), name=name or None)
     else:
         model = load_chat_model(source, name=name or None, backend=backend)
@@ -83,7 +83,7 @@ def main(argv: list[str]) -> int:
             if not sep or not name:
                 raise FaultProfileError(f"--fault {spec!r} is invalid: use NAME=SPEC, e.g. tiny-1=rate-limited")
             faults[name] = FaultProfile.parse(profile)
-        models = dict(_load(spec, args.backend) for spec in args.model or ["smollm2"])
+        models = dict(_load(given, args.backend) for given in args.model or ["smollm2"])
         api_key = None
         if args.api_key_env:
             api_key = os.environ.get(args.api_key_env)
