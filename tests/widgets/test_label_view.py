@@ -90,10 +90,12 @@ def test_clicks_in_chromium_reach_python(page: Any, agent: Agent) -> None:
             row = f"#w0 tr[data-row='{i}']"
             page.click(f"{row} td[data-question='money'] button[data-value='{'yes' if money else 'no'}']")
             page.click(f"{row} td[data-question='team'] button[data-value='{'billing' if money else 'technical'}']")
-        page.fill("#w0 tr[data-row='0'] .jv-score-input", "2")
-        page.press("#w0 tr[data-row='0'] .jv-score-input", "Enter")
+        # every click's label has come back and the table is drawn anew before the score is typed:
+        # a redraw replaces the input, and a value typed into the old one never reaches Python
         page.wait_for_function("document.querySelector(\"#w0 .jv-q-stats[data-question='money'] .jv-heldout\")"
                                ".textContent.includes('on 8 labels')", timeout=15_000)
+        page.fill("#w0 tr[data-row='0'] .jv-score-input", "2")
+        page.press("#w0 tr[data-row='0'] .jv-score-input", "Enter")
         assert view.labels[3] == {"money": False, "team": "technical"}
         deadline = time.monotonic() + 15  # the typed score is its own message, after the clicks'
         while "level" not in view.labels[0] and time.monotonic() < deadline:
