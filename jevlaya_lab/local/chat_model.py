@@ -104,9 +104,7 @@ class ChatModel:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def _too_long(self, tokens: str) -> NoReturn:
-        raise ChatRequestError("messages", f"<{tokens} prompt tokens>",
-                               f"the model {self.name!r} reads at most {self.context_length - 1} "
-                               "prompt tokens; shorten the messages")
+        raise validation.prompt_too_long(self.name, self.context_length, tokens)
 
     def generate(self, messages: Sequence[dict[str, Any]], *, max_tokens: int | None = None,
                  temperature: float = 0.0, top_p: float = 1.0, seed: int | None = None,

@@ -146,9 +146,7 @@ class LlamaChatModel:
         return list(tokens[:n])
 
     def _too_long(self, tokens: str) -> NoReturn:
-        raise ChatRequestError("messages", f"<{tokens} prompt tokens>",
-                               f"the model {self.name!r} reads at most {self.context_length - 1} "
-                               "prompt tokens; shorten the messages")
+        raise validation.prompt_too_long(self.name, self.context_length, tokens)
 
     # -- generation -----------------------------------------------------------------------
 

@@ -77,6 +77,14 @@ def _content_text(field: str, content: Any) -> str:
     raise ChatRequestError(field, content, "content must be a string or a list of text parts")
 
 
+def prompt_too_long(model: str, context_length: int, tokens: str) -> ChatRequestError:
+    """The 400 for a prompt of ``tokens`` tokens that ``model``'s context cannot hold (one token
+    is kept for the answer); the same words whichever backend serves the model."""
+    return ChatRequestError("messages", f"<{tokens} prompt tokens>",
+                            f"the model {model!r} reads at most {context_length - 1} "
+                            "prompt tokens; shorten the messages")
+
+
 def check_max_tokens(value: Any, default: int, limit: int | None = None) -> int:
     """A whole number of tokens to write, at least 1 and at most ``limit`` (the most a model's
     context can hold after a one-token prompt): a larger request could never be honoured and
