@@ -56,6 +56,21 @@ def test_lazy_result_with_meta_equals_the_pandas_run_and_each_worker_loads_once(
     assert max(per_worker) == 1 and sum(per_worker) >= 1  # 8 partitions, at most one load per process
 
 
+def test_the_dashboard_link_the_client_reports_serves_the_status_page(client):
+    """What a notebook user clicks: the client's dashboard link (on loopback, as the cluster is)
+    answers with Dask's bokeh status page, and the client's card in a notebook carries the link."""
+    from urllib.parse import urlsplit
+
+    import httpx
+
+    link = client.dashboard_link
+    assert urlsplit(link).hostname == "127.0.0.1" and urlsplit(link).path.endswith("/status")
+    reply = httpx.get(link, timeout=30, follow_redirects=True)
+    assert reply.status_code == 200, reply.text[:300]
+    assert "bokeh" in reply.text.lower() and "dask" in reply.text.lower()
+    assert link in client._repr_html_()
+
+
 def test_loaded_models_are_refused_for_dask(questions, tiny_dir):
     from jevlaya_lab.decisions.agent import Agent
 
