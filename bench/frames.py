@@ -87,7 +87,7 @@ def timed(label: str, rows: int, call) -> dict:
     return {"rows_per_s": rows / wall, "wall_s": wall, "cpu_s": cpu}
 
 
-def bench_decide(n: int, use_dask: bool, rounds: int = 2) -> dict:
+def bench_decide(n: int, use_dask: bool, rounds: int = 1) -> dict:
     from jevlaya_lab.decisions.agent import load
     from jevlaya_lab.frames import decide
 
@@ -122,7 +122,8 @@ def bench_decide(n: int, use_dask: bool, rounds: int = 2) -> dict:
             agent.predict_batch(batch, qs)
 
     out: dict = {"rows": n, "questions": len(qs)}
-    # interleaved twice, best of two: a shared machine slows whichever runs during someone's job
+    # with --rounds N, interleaved N times and the best kept: a shared machine slows whichever runs
+    # during someone else's job
     for round_ in range(rounds):
         for key, label, call in (("forward", "encoder forward", forward_only),
                                  ("tokenise_forward", "tokenise + forward", tokenise_forward),
@@ -137,50 +138,80 @@ def bench_decide(n: int, use_dask: bool, rounds: int = 2) -> dict:
     out["in_process_peak_rss_mb"] = peak_rss_mb()
     if use_dask:
         out["dask"] = {str(k): bench_dask(df, qs, k) for k in (1, 2)}
-    rate = out["decide"]["rows_per_s"]
-    print("\ndecide CPU-time ratios (in-process, best round; CPU time is what a shared machine disturbs least):")
-    for key, label in (("forward", "encoder forward"), ("tokenise_forward", "tokenise + forward"),
-                       ("predict_batch_loop", "predict_batch loop")):
-        print(f"  decide / {label:<20} {out[key]['cpu_s'] / out['decide']['cpu_s']:.3f}")
-    print("\ndecide wall-time ratios (best of the rounds):")
-    print(f"  decide / encoder forward      {rate / out['forward']['rows_per_s']:.3f}  (target >= 0.90)")
-    print(f"  decide / tokenise + forward   {rate / out['tokenise_forward']['rows_per_s']:.3f}")
-    print(f"  decide / predict_batch loop   {rate / out['predict_batch_loop']['rows_per_s']:.3f}")
-    if use_dask:
-        one, two = out["dask"]["1"], out["dask"]["2"]
-        print(f"  dask 1 worker / in-process    {one['rows_per_s'] / rate:.3f}")
-        print(f"  dask 2 workers / 1 worker     {two['rows_per_s'] / one['rows_per_s']:.3f}  (2 cores: 1.6-1.9 expected)")
-        print(f"  peak RSS per worker           {max(one['worker_peak_rss_mb'] + two['worker_peak_rss_mb']):.0f} MB "
-              "(target <= 700)")
     return out
 
 
-def _worker_rss() -> float:
-    """The worker's peak RSS. Linux keeps ru_maxrss across fork and exec, so a worker started by a
-    nanny forked from this (large) process starts with this process's peak: read it together with
-    _worker_rss_now."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+def _proc_status_mb(*fields: str) -> dict[str, float]:
+    """Fields of ``/proc/self/status`` (kB there) in MB."""
+    out: dict[str, float] = {}
+    with open("/proc/self/status") as status:
+        for line in status:
+            name, _, value = line.partition(":")
+            if name in fields:
+                out[name] = int(value.split()[0]) / 1024.0
+    return out
 
 
-def _worker_rss_now() -> float:
-    """The worker's resident memory now (after the timed run, the checkpoint loaded)."""
+def _rss_watch_start(interval_s: float = 0.05) -> dict:
+    """Runs in a worker before it loads anything: resets the kernel's high-water mark of this
+    process (``/proc/self/clear_refs`` <- 5) and starts a thread sampling VmRSS every
+    ``interval_s``; _rss_watch_read reads both back."""
+    import threading
+
+    for thread in threading.enumerate():  # a watch left from an earlier call stops
+        if thread.name == "bench-rss-watch":
+            thread.stop.set()  # type: ignore[attr-defined]
+    try:
+        with open("/proc/self/clear_refs", "w") as refs:
+            refs.write("5")
+        reset = True
+    except OSError:
+        reset = False
+    def sample() -> None:
+        while not watch.stop.wait(interval_s):  # type: ignore[attr-defined]
+            watch.peak = max(watch.peak, _proc_status_mb("VmRSS")["VmRSS"])  # type: ignore[attr-defined]
+
+    watch = threading.Thread(target=sample, name="bench-rss-watch", daemon=True)
+    watch.stop = threading.Event()  # type: ignore[attr-defined]
+    watch.peak = _proc_status_mb("VmRSS")["VmRSS"]  # type: ignore[attr-defined]
+    watch.start()
+    return {"hwm_reset": reset, "rss_mb": watch.peak}  # type: ignore[attr-defined]
+
+
+def _rss_watch_read() -> dict:
+    """This worker's own memory: the sampled VmRSS maximum, the kernel's VmHWM since the reset,
+    VmRSS now, and ru_maxrss (which is NOT the worker's own: see the module docstring)."""
+    import multiprocessing
+    import threading
+
+    watch = next(t for t in threading.enumerate() if t.name == "bench-rss-watch")
     import psutil
 
-    return psutil.Process().memory_info().rss / 2**20
+    status = _proc_status_mb("VmRSS", "VmHWM", "RssAnon", "RssFile")
+    full = psutil.Process().memory_full_info()  # uss: pages this process alone maps; pss: shared pages split
+    return {"pid": os.getpid(), "start_method": multiprocessing.get_start_method(allow_none=True),
+            "rss_anon_mb": status["RssAnon"], "rss_file_mb": status["RssFile"],
+            "uss_now_mb": full.uss / 2**20, "pss_now_mb": full.pss / 2**20,
+            "sampled_peak_mb": max(watch.peak, status["VmRSS"]), "vmhwm_mb": status["VmHWM"],  # type: ignore[attr-defined]
+            "rss_now_mb": status["VmRSS"], "ru_maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}
 
 
 def bench_dask(df: pd.DataFrame, qs: dict, workers: int) -> dict:
+    import dask
     import dask.dataframe as dd
     from distributed import Client, LocalCluster
 
     from jevlaya_lab.frames import decide
 
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=":0",  # a free port: None means 8787, which another cluster may hold
-                      env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "MALLOC_ARENA_MAX": "2"}) as cluster, \
+    # spawn (distributed's default, named here so the measurement does not hang on a config):
+    # each worker is a fresh interpreter exec'd by its nanny, with its own address space
+    with dask.config.set({"distributed.worker.multiprocessing-method": "spawn"}), \
+            LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                         dashboard_address=":0",  # a free port: None means 8787, which another cluster may hold
+                         env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "MALLOC_ARENA_MAX": "2"}) as cluster, \
             Client(cluster) as client:
         client.wait_for_workers(workers)
-        idle = sorted(client.run(_worker_rss).values())  # a worker before it loads anything
+        idle = client.run(_rss_watch_start)  # before a worker loads anything
         warm = dd.from_pandas(df.iloc[:workers * 8], npartitions=workers * 2)
         for _ in range(3):  # until every worker has loaded mini-en
             decide(warm, qs, checkpoint="mini-en", state="body").compute()
@@ -189,14 +220,21 @@ def bench_dask(df: pd.DataFrame, qs: dict, workers: int) -> dict:
                 break
         lazy = decide(dd.from_pandas(df, npartitions=16), qs, checkpoint="mini-en", state="body", batch_size=BATCH)
         got = timed(f"dask {workers} worker(s)", len(df), lambda: lazy.compute())
-        got["worker_peak_rss_mb"] = sorted(client.run(_worker_rss).values())
-        got["worker_rss_before_load_mb"] = idle
-        got["worker_rss_now_mb"] = sorted(client.run(_worker_rss_now).values())
+        memory = list(client.run(_rss_watch_read).values())
+        got["worker_memory"] = memory
+        got["worker_peak_rss_mb"] = sorted(max(m["sampled_peak_mb"], m["vmhwm_mb"]) for m in memory)
+        got["worker_rss_before_load_mb"] = sorted(m["rss_mb"] for m in idle.values())
         got["loads"] = {addr: info["loads"] for addr, info in
                         client.run(lambda: __import__("jevlaya_lab.frames", fromlist=["x"]).worker_models()).items()}
-        print(f"    worker peak RSS {', '.join(f'{v:.0f}' for v in got['worker_peak_rss_mb'])} MB "
-              f"(before loading mini-en: {', '.join(f'{v:.0f}' for v in idle)} MB); resident after the run "
-              f"{', '.join(f'{v:.0f}' for v in got['worker_rss_now_mb'])} MB")
+        def mb(values) -> str:
+            return ", ".join(f"{v:.0f}" for v in values)
+
+        print(f"    worker peak RSS {mb(got['worker_peak_rss_mb'])} MB (sampled VmRSS max "
+              f"{mb(m['sampled_peak_mb'] for m in memory)}, VmHWM {mb(m['vmhwm_mb'] for m in memory)}; "
+              f"before loading mini-en {mb(got['worker_rss_before_load_mb'])}; "
+              f"after the run: USS {mb(m['uss_now_mb'] for m in memory)}, RSS of files (shared libraries, "
+              f"shared with the other processes) {mb(m['rss_file_mb'] for m in memory)}; "
+              f"ru_maxrss, inherited: {mb(m['ru_maxrss_mb'] for m in memory)})", flush=True)
         return got
 
 
@@ -272,17 +310,47 @@ def bench_ask(n: int) -> dict:
     finally:
         server.terminate()
         server.wait(timeout=30)
-    print("\nask ratios (frames.ask / plain httpx gather at the same concurrency):")
-    for concurrency in (1, 8, 32):
-        print(f"  c={concurrency:<3} {out[str(concurrency)]['ratio']:.3f}")
     return out
+
+
+def summary(results: dict) -> list[str]:
+    """Every ratio of the run, each beside its target or expectation."""
+    lines = []
+    decided = results.get("decide")
+    if decided:
+        rate = decided["decide"]["rows_per_s"]
+        lines.append(f"decide, {decided['rows']} rows x {decided['questions']} questions (in-process, best round):")
+        for key, label, note in (("forward", "encoder forward", "  (target >= 0.90)"),
+                                 ("tokenise_forward", "tokenise + forward", ""),
+                                 ("predict_batch_loop", "predict_batch loop", "")):
+            wall = rate / decided[key]["rows_per_s"]
+            cpu = decided[key]["cpu_s"] / decided["decide"]["cpu_s"]
+            lines.append(f"  decide / {label:<20} wall {wall:.3f}, CPU time {cpu:.3f}{note}")
+        if "dask" in decided:
+            one, two = decided["dask"]["1"], decided["dask"]["2"]
+            speedup = two["rows_per_s"] / one["rows_per_s"]
+            lines.append(f"  dask 1 worker / in-process     {one['rows_per_s'] / rate:.3f}")
+            lines.append(f"  dask 2 workers / 1 worker      {speedup:.3f}  (scaling efficiency {speedup / 2:.2f}; "
+                         "2 cores: 1.6-1.9x expected)")
+            peak = max(one["worker_peak_rss_mb"] + two["worker_peak_rss_mb"])
+            lines.append(f"  peak RSS per worker            {peak:.0f} MB  (target <= 700; each worker's own)")
+    asked = results.get("ask")
+    if asked:
+        lines.append(f"ask, {asked['rows']} rows (frames.ask / plain httpx gather at the same concurrency):")
+        for concurrency in (1, 8, 32):
+            got = asked[str(concurrency)]
+            lines.append(f"  c={concurrency:<3} {got['ratio']:.3f}  ({got['frames_ask']['rows_per_s']:.1f} vs "
+                         f"{got['httpx_gather']['rows_per_s']:.1f} rows/s; resumed rerun "
+                         f"{got['resumed_rerun']['rows_per_s']:.0f} rows/s)")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000)
     parser.add_argument("--asks", type=int, default=2_000)
-    parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds of the in-process runs (best kept)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="interleaved rounds of the in-process runs, the best kept (each is 10,000 rows)")
     parser.add_argument("--no-dask", action="store_true")
     parser.add_argument("--no-ask", action="store_true")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "frames.json"))
@@ -295,6 +363,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.asks and not args.no_ask:
         results["ask"] = bench_ask(args.asks)
     results["load_average_at_end"] = os.getloadavg()[0]
+    results["ratios"] = summary(results)
+    print(f"\nratios (load average {results['load_average_at_start']:.1f} at start, "
+          f"{results['load_average_at_end']:.1f} at end):")
+    print("\n".join(results["ratios"]))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2) + "\n")
