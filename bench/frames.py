@@ -2,7 +2,11 @@
 
     .venv/bin/python bench/frames.py                       # 10,000 rows x 5 questions, 2,000 asks
     .venv/bin/python bench/frames.py --rows 2000 --asks 400 # a quicker run
-    .venv/bin/python bench/frames.py --no-dask / --no-ask
+    .venv/bin/python bench/frames.py --no-dask / --no-ask / --rows 0 (ask only)
+    .venv/bin/python bench/frames.py --rounds 2             # the in-process runs twice, interleaved
+
+A full run takes about 15-20 minutes on two idle cores (each in-process figure is 10,000 rows; the
+Dask runs 10,000 rows each; ask 3 x 3 x 2,000 calls) and prints every ratio together at the end.
 
 decide (``mini-en``, the 4 triage questions + email ``needs_reply``, ``batch_size`` 64, one torch
 thread everywhere so the in-process run and each Dask worker do the same work):
@@ -15,6 +19,19 @@ thread everywhere so the in-process run and each Dask worker do the same work):
 - ``dask 1 worker`` / ``dask 2 workers``: ``frames.decide`` on a Dask DataFrame of 16 partitions on a
   LocalCluster of worker processes (one thread each), timed after every worker has loaded the
   checkpoint (a warm-up compute), with each worker's peak RSS.
+
+Peak RSS per worker is the worker process's own: the workers are started with the ``spawn``
+method (a fresh interpreter exec'd by its nanny, so a new address space), and before a worker
+loads anything the bench, running inside it (``client.run``), writes 5 to
+``/proc/self/clear_refs``, which resets the kernel's high-water mark (VmHWM) of that process to
+its resident memory then, and starts a thread there that samples VmRSS every 50 ms. After the
+timed run the worker reports both (they agree within a few MB; the larger is the figure) with its
+USS (pages no other process maps) and RssFile (shared-library pages, counted in every process's
+RSS although the page cache holds them once). ``ru_maxrss`` is NOT used: Linux carries the
+high-water mark of the address space a process left at exec into its ru_maxrss, and the worker's
+interpreter is exec'd from a (v)fork of this process, so its ru_maxrss starts at this process's
+peak (the benchmark's own, with mini-en loaded and 10,000 rows decided in-process); it is printed
+beside the real figure as "inherited" to show the difference.
 
 ask (the local OpenAI-compatible server on 127.0.0.1 with a seeded tiny chat model, ``max_tokens=2``,
 a SQLite journal with ``store_text=True``): rows/s of ``frames.ask`` at concurrency 1/8/32 against a
