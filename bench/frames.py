@@ -39,6 +39,24 @@ plain ``asyncio.gather`` of httpx calls bounded by a semaphore of the same size,
 
 The machine may be shared: every figure is paired with its reference from the same run, and the
 ratios are what to read. Results go to bench/results/frames.json.
+
+Measured with the defaults (``bench/frames.py``, 10,000 rows, 2,000 asks) on 2 cores shared with
+other engineers' jobs, load average 11.5 at the start, 12.4 at the end and 16-17 in between (one
+2-core machine, so each process got a fraction of a core; 50 minutes in all):
+
+- in-process rows/s: encoder forward 29.4, tokenise + forward 26.7, predict_batch loop 30.5,
+  frames.decide 19.4; decide / encoder forward 0.661 wall, 1.116 in CPU time (decide spent
+  106 s of CPU, the bare forward 119 s: under this load CPU time is inflated by contention too);
+  decide / predict_batch loop 0.637 wall, 0.998 CPU time;
+- Dask: 1 worker 17.2 rows/s (0.886 of in-process decide), 2 workers 17.2 rows/s: 1.000x, i.e.
+  no scaling, since with a load of 16 on 2 cores there is no idle core for the second worker (an
+  earlier 3,000-row run at a lower load gave 1.64x); rerun on a quiet machine for the figure;
+- peak RSS per worker (own, as above): 794 MB with 1 worker, 773 and 782 MB with 2 (target 700);
+  308 MB of it before loading mini-en (interpreter, torch, pandas, dask, distributed), ~235 MB
+  of it shared-library pages (RssFile), USS after the run 500-515 MB; the inherited ru_maxrss
+  read 961 MB. A 640-row run peaks at 700-712 MB: the peak grows with the rows a worker decides;
+- ask / httpx gather: c=1 1.063 (84.4 vs 79.4 rows/s), c=8 0.993 (118.4 vs 119.1), c=32 1.137
+  (69.7 vs 61.3); a resumed rerun reads 2,000 rows back in about 0.1 s.
 """
 
 from __future__ import annotations
