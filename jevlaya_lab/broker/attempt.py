@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Any, NamedTuple, TypeVar
@@ -34,7 +33,7 @@ from jevlaya_lab.broker.limits import AttemptLimit
 from jevlaya_lab.broker.pool import DEFAULT_COOLDOWN_S, Caller, ModelState, Pool, utc
 from jevlaya_lab.broker.results import LLMResult
 from jevlaya_lab.broker.transport import Transport
-from jevlaya_lab.broker.validation import Call
+from jevlaya_lab.broker.validation import Call, new_id
 from jevlaya_lab.journal.rows import MAX_DETAIL
 
 log = logging.getLogger("jevlaya_lab.broker")
@@ -65,7 +64,7 @@ class Attempt:
                  observers: list[Any] | None = None) -> None:
         self.state = state
         self.llm_name = state.entry.name
-        self.call_id = uuid.uuid4().hex
+        self.call_id = new_id()
         self.trace_id = trace_id
         self.operation = operation
         self.scope = caller.scope
@@ -93,7 +92,8 @@ class Attempt:
         # tracers told when this attempt starts and when it has its row (AsyncBroker.observe)
         self._observers = observers if observers is not None else []
         pool.acquire(self.llm_name)
-        notify(self._observers, "attempt_started", self)
+        if self._observers:
+            notify(self._observers, "attempt_started", self)
 
     @property
     def text(self) -> str:

@@ -62,9 +62,11 @@ async def route(parts: Parts, gate: Gate, caller: Caller, call: Call) -> LLMResu
                         scopes.enter_context(opener(call))
                 result = await gate.guarded(_Route(pool, attempts, caller, call).run())
     except LLMRequestError:
-        await journal.settled()
+        if journal.must_settle():
+            await journal.settled()
         raise
-    await journal.settled()
+    if journal.must_settle():
+        await journal.settled()
     return result
 
 
