@@ -226,11 +226,17 @@ def _not_a_completion(exc: Exception, body: bytes, key: str | None) -> Failure:
                    + _detail(body[:64 * 1024].decode("utf-8", "replace"), key, SHOWN_BODY_CHARS), 200)
 
 
+_USAGE_KEYS = frozenset(("prompt_tokens", "completion_tokens", "total_tokens"))
+
+
 def _usage(raw: Any) -> dict[str, int]:
-    if not isinstance(raw, dict):
-        return {}
-    return {k: int(v) for k, v in raw.items() if isinstance(v, (int, float))
-            and math.isfinite(v) and k in ("prompt_tokens", "completion_tokens", "total_tokens")}
+    """The token counts of a ``usage`` object that are finite numbers, as ints."""
+    usage: dict[str, int] = {}
+    if isinstance(raw, dict):
+        for k, v in raw.items():
+            if isinstance(v, (int, float)) and math.isfinite(v) and k in _USAGE_KEYS:
+                usage[k] = int(v)
+    return usage
 
 
 async def post_chat(client: httpx.AsyncClient, url: str, key: str | None,

@@ -62,7 +62,9 @@ class CallJournal:
         """Take one attempt row (handed to the writer within ``HANDOFF_S``); its number, for
         :meth:`is_written`. The row is kept as given (the writer copies it when it takes it),
         so the caller must not change it afterwards."""
-        self._recent[row["call_id"]] = {k: row[k] for k in _IDENTITY}
+        self._recent[row["call_id"]] = {  # the keys of _IDENTITY, spelled out: made per call
+            "trace_id": row["trace_id"], "llm_name": row["llm_name"], "operation": row["operation"],
+            "scope": row["scope"], "status": row["status"]}
         if len(self._recent) > RECENT_CALLS:
             self._recent.popitem(last=False)
         with self._lock:

@@ -247,6 +247,14 @@ def check_call(messages: Messages, *, tools: list[dict[str, Any]] | None = None,
                max_attempts_per_model: Any = DEFAULT_MAX_ATTEMPTS_PER_MODEL,
                params: Mapping[str, Any] | None = None, parallel_recovery: Any = True) -> Call:
     """Every keyword of one call, checked (``messages`` already are, by the check_* above)."""
+    if (operation is None and trace_id is None and wait is None and fastest_of is None
+            and tools is None and not params and window == DEFAULT_WINDOW_S
+            and type(window) is float and max_attempts is DEFAULT_MAX_ATTEMPTS
+            and max_attempts_per_model is DEFAULT_MAX_ATTEMPTS_PER_MODEL
+            and parallel_recovery is True):
+        # every keyword at its default: nothing to check
+        return Call(messages, new_id(), None, None, None, 1, DEFAULT_WINDOW_S, DEFAULT_MAX_ATTEMPTS,
+                    DEFAULT_MAX_ATTEMPTS_PER_MODEL, {}, True)
     operation = check_label("operation", operation)
     trace_id = check_label("trace_id", trace_id)
     params = check_params(params) if params else {}
