@@ -107,10 +107,14 @@ def _lodo_scores(model, builder, tokenizer, data, intents, held: str, seed: int)
     states = builder.state_vectors(tokenize_states(row_tokenizer(tokenizer), [u.text for u in test]), 512)
     gold = torch.tensor([labels.index(intent_label(intents[u.intent])) for u in test])
     cos = states @ options.T
+    # the trained model's own option vectors (read in context where its prior says so), slot order
+    slots, _, gates, _, _ = PriorBuilder(model, row_tokenizer(tokenizer), builder.memo).question_vectors((q,), len(labels))
+    caller = torch.tensor(q.option_order).argsort()
     with torch.no_grad():
         n = len(test)
-        gate = model.prior.gate(options)[None].expand(n, -1)
-        trained = model.prior(states, options[None].expand(n, -1, -1), torch.zeros(n, dtype=torch.long),
+        mine = slots[0][caller]
+        gate = gates[0][caller][None].expand(n, -1)
+        trained = model.prior(states, mine[None].expand(n, -1, -1), torch.zeros(n, dtype=torch.long),
                               torch.zeros((n, len(labels)), dtype=torch.bool), gate)
     pairs = zero_shot_noul(test, intents, seed=seed)
     statements = sorted({p[1] for p in pairs})

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Any, NamedTuple, TypeVar
@@ -34,7 +33,7 @@ from jevlaya_lab.broker.limits import AttemptLimit
 from jevlaya_lab.broker.pool import DEFAULT_COOLDOWN_S, Caller, ModelState, Pool, utc
 from jevlaya_lab.broker.results import LLMResult
 from jevlaya_lab.broker.transport import Transport
-from jevlaya_lab.broker.validation import Call
+from jevlaya_lab.broker.validation import Call, new_id
 from jevlaya_lab.journal.rows import MAX_DETAIL
 
 log = logging.getLogger("jevlaya_lab.broker")
@@ -54,6 +53,41 @@ def notify(observers: list[Any], event: str, *args: Any) -> None:
 T = TypeVar("T")
 
 
+class _Timer:
+    """``async with asyncio.timeout(delay)`` around one request, with the same semantics in
+    less machinery (one is made per attempt): after ``delay`` seconds the task is cancelled,
+    and :meth:`end` turns that cancellation, and only that one, into ``TimeoutError``; a
+    cancellation from elsewhere stays ``CancelledError``."""
+
+    __slots__ = ("_task", "_cancelling", "_handle", "_expired")
+
+    def __init__(self, delay: float) -> None:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task(loop)
+        if task is None:
+            raise RuntimeError("an attempt's timer runs inside a task")
+        self._task = task
+        self._cancelling = task.cancelling()
+        self._expired = False
+        self._handle: asyncio.Handle | None = (loop.call_at(loop.time() + delay, self._fire)
+                                               if delay > 0 else loop.call_soon(self._fire))
+
+    def _fire(self) -> None:
+        self._task.cancel()
+        self._expired = True
+        self._handle = None
+
+    def end(self, exc: BaseException | None) -> None:
+        """Stop the timer as the request ended (with ``exc``, or ``None``); raise
+        ``TimeoutError`` when the timer cancelled it and nobody else asked to cancel."""
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        if self._expired and self._task.uncancel() <= self._cancelling \
+                and isinstance(exc, asyncio.CancelledError):
+            raise TimeoutError from exc
+
+
 class Attempt:
     """One request (see the module docstring). ``cancel_status`` is what a cancellation
     journals: ``superseded`` (another lane won) unless the caller gave up (``cancelled``)."""
@@ -65,7 +99,7 @@ class Attempt:
                  observers: list[Any] | None = None) -> None:
         self.state = state
         self.llm_name = state.entry.name
-        self.call_id = uuid.uuid4().hex
+        self.call_id = new_id()
         self.trace_id = trace_id
         self.operation = operation
         self.scope = caller.scope
@@ -93,7 +127,8 @@ class Attempt:
         # tracers told when this attempt starts and when it has its row (AsyncBroker.observe)
         self._observers = observers if observers is not None else []
         pool.acquire(self.llm_name)
-        notify(self._observers, "attempt_started", self)
+        if self._observers:
+            notify(self._observers, "attempt_started", self)
 
     @property
     def text(self) -> str:
@@ -117,8 +152,13 @@ class Attempt:
         timeout = self._budget.attempt_timeout()
         try:
             url, key = await self.endpoint()
-            async with asyncio.timeout(timeout):
+            timer = _Timer(timeout)
+            try:
                 reply = await self._transport.post(url, key, body)
+            except BaseException as exc:
+                timer.end(exc)  # the timer's own cancellation becomes TimeoutError
+                raise
+            timer.end(None)
         except Failure as failure:
             raise self.fail(failure) from None
         except TimeoutError:

@@ -27,13 +27,15 @@ class OpenStream(Protocol):
 
 
 class _Guard:
-    """One guarded call: the task running it and what closing did to it."""
+    """One guarded call: the task running it and what closing did to it. ``done`` is made
+    only when closing waits for the call (:meth:`Gate.settle`), so a call that ends while the
+    broker is open costs no future."""
 
     __slots__ = ("task", "done", "cancelled_by_close")
 
     def __init__(self, task: asyncio.Task[Any]) -> None:
         self.task = task
-        self.done = asyncio.get_running_loop().create_future()
+        self.done: asyncio.Future[None] | None = None
         self.cancelled_by_close = False
 
 
@@ -74,7 +76,8 @@ class Gate:
             raise
         finally:
             self._calls.discard(guard)
-            guard.done.set_result(None)
+            if guard.done is not None:
+                guard.done.set_result(None)
 
     async def close_streams(self) -> None:
         for core in list(self.streams):
@@ -85,13 +88,18 @@ class Gate:
         calls = set(self._calls)
         if not calls:
             return
+        loop = asyncio.get_running_loop()
+        done: list[asyncio.Future[None]] = []
+        for guard in calls:  # each still in flight: its end sets this future
+            guard.done = loop.create_future()
+            done.append(guard.done)
         if grace > 0:
-            await asyncio.wait([g.done for g in calls], timeout=grace)
-        for guard in calls:
-            if not guard.done.done():
+            await asyncio.wait(done, timeout=grace)
+        for guard, ended in zip(calls, done):
+            if not ended.done():
                 guard.cancelled_by_close = guard.task.cancelling() == 0
                 guard.task.cancel()
-        _, stuck = await asyncio.wait([g.done for g in calls], timeout=SETTLE_TIMEOUT_S)
+        _, stuck = await asyncio.wait(done, timeout=SETTLE_TIMEOUT_S)
         if stuck:
             log.warning("%d call(s) did not end within %g s of closing the broker",
                         len(stuck), SETTLE_TIMEOUT_S)

@@ -192,27 +192,51 @@ def _tool_calls(raw: Any) -> list[dict[str, Any]]:
 
 def parse_reply(body: bytes, key: str | None) -> Reply:
     """A non-streaming 200 body -> Reply, or an ``invalid`` Failure (garbage, wrong shape or
-    empty)."""
+    empty). The usual answer (text, no tool calls) is read by a short path that checks the
+    same types; anything else goes through the full checks, which also word the failure."""
     try:
-        data = _shaped(json.loads(body), dict, "the body")
+        data = json.loads(body)
+    except ValueError as exc:
+        raise _not_a_completion(exc, body, key) from None
+    if isinstance(data, dict):
+        choices = data.get("choices")
+        if isinstance(choices, list) and choices:
+            choice = choices[0]
+            if isinstance(choice, dict):
+                message = choice.get("message")
+                if isinstance(message, dict) and message.get("tool_calls") is None:
+                    text = message.get("content")
+                    if isinstance(text, str) and text:
+                        return Reply(text, [], _usage(data.get("usage")), choice.get("finish_reason"))
+    try:
+        data = _shaped(data, dict, "the body")
         choice = _shaped(_shaped(data.get("choices"), list, "choices")[0], dict, "choices[0]")
         message = _shaped(choice["message"], dict, "message")
         text = _shaped(message.get("content"), str, "message.content")
         tool_calls = _tool_calls(message.get("tool_calls"))
     except (ValueError, KeyError, IndexError, TypeError) as exc:
-        raise Failure("invalid", f"200 whose body is not a chat completion ({exc}): "
-                      + _detail(body[:64 * 1024].decode("utf-8", "replace"), key, SHOWN_BODY_CHARS),
-                      200) from None
+        raise _not_a_completion(exc, body, key) from None
     if not text and not tool_calls:
         raise Failure("invalid", "200 with neither text nor tool calls", 200)
     return Reply(text, tool_calls, _usage(data.get("usage")), choice.get("finish_reason"))
 
 
+def _not_a_completion(exc: Exception, body: bytes, key: str | None) -> Failure:
+    return Failure("invalid", f"200 whose body is not a chat completion ({exc}): "
+                   + _detail(body[:64 * 1024].decode("utf-8", "replace"), key, SHOWN_BODY_CHARS), 200)
+
+
+_USAGE_KEYS = frozenset(("prompt_tokens", "completion_tokens", "total_tokens"))
+
+
 def _usage(raw: Any) -> dict[str, int]:
-    if not isinstance(raw, dict):
-        return {}
-    return {k: int(v) for k, v in raw.items() if isinstance(v, (int, float))
-            and math.isfinite(v) and k in ("prompt_tokens", "completion_tokens", "total_tokens")}
+    """The token counts of a ``usage`` object that are finite numbers, as ints."""
+    usage: dict[str, int] = {}
+    if isinstance(raw, dict):
+        for k, v in raw.items():
+            if isinstance(v, (int, float)) and math.isfinite(v) and k in _USAGE_KEYS:
+                usage[k] = int(v)
+    return usage
 
 
 async def post_chat(client: httpx.AsyncClient, url: str, key: str | None,

@@ -26,7 +26,6 @@ import asyncio
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -59,14 +58,17 @@ class CallJournal:
         self._handed = 0  # of those, handed to the writer
         self._writer_seq: OrderedDict[int, int] = OrderedDict()  # handed, maybe unwritten
 
-    def attempt(self, row: Mapping[str, Any]) -> int:
+    def attempt(self, row: dict[str, Any]) -> int:
         """Take one attempt row (handed to the writer within ``HANDOFF_S``); its number, for
-        :meth:`is_written`."""
-        self._recent[row["call_id"]] = {k: row[k] for k in _IDENTITY}
+        :meth:`is_written`. The row is kept as given (the writer copies it when it takes it),
+        so the caller must not change it afterwards."""
+        self._recent[row["call_id"]] = {  # the keys of _IDENTITY, spelled out: made per call
+            "trace_id": row["trace_id"], "llm_name": row["llm_name"], "operation": row["operation"],
+            "scope": row["scope"], "status": row["status"]}
         if len(self._recent) > RECENT_CALLS:
             self._recent.popitem(last=False)
         with self._lock:
-            self._batch.append(dict(row))
+            self._batch.append(row)
             self._made += 1
             number, first = self._made, len(self._batch) == 1
         if first:
@@ -103,6 +105,13 @@ class CallJournal:
         status = self.writer.status()
         status["waiting"] += len(self._batch)
         return status
+
+    def must_settle(self) -> bool:
+        """Would :meth:`settled` wait (``durable``, or too many rows unwritten)? The call
+        path asks first, so a call that need not wait makes no coroutine for it."""
+        writer = self.writer
+        return self.durable or (writer.unwritten + len(self._batch) > JOURNAL_WINDOW_ROWS
+                                and writer.last_error is None)
 
     async def settled(self) -> None:
         """Bound what a crash could lose of the rows of a call that is returning (see the

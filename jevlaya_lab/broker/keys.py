@@ -72,14 +72,29 @@ class KeyResolver:
         self.resolved: set[str] = set()  # every key handed out: what logs must never show
 
     def resolve(self, ref: str, scope: str | None = None) -> str | None:
-        names = [f"{scope}/{ref}", ref] if scope else [ref]
-        for name in names:
-            for lookup in (self._secrets.get, self._stored, self._from_dotenv, os.environ.get):
-                value = lookup(name)
-                if value:
-                    if value not in self.resolved:
-                        self.resolved.add(value)
-                    return value
+        if not scope:  # the common lookup (every call asks): no list of names to build
+            value = self._secrets.get(ref)
+            if value:
+                if value not in self.resolved:
+                    self.resolved.add(value)
+                return value
+            return self._lookup_sources(ref, secrets=False)
+        for name in (f"{scope}/{ref}", ref):
+            value = self._lookup_sources(name)
+            if value:
+                return value
+        return None
+
+    def _lookup_sources(self, name: str, *, secrets: bool = True) -> str | None:
+        """``name`` in the sources in order (``secrets=`` unless already looked at, stored
+        keys, ``.env``, the environment); the first non-empty value is remembered as resolved."""
+        for lookup in ((self._secrets.get, self._stored, self._from_dotenv, os.environ.get) if secrets
+                       else (self._stored, self._from_dotenv, os.environ.get)):
+            value = lookup(name)
+            if value:
+                if value not in self.resolved:
+                    self.resolved.add(value)
+                return value
         return None
 
     def source(self, ref: str, scope: str | None = None) -> str | None:

@@ -16,8 +16,6 @@ models are only cooling, ``"excluded"`` otherwise), whose message names the ceil
 
 from __future__ import annotations
 
-from collections import Counter
-
 from jevlaya_lab.broker.validation import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_MAX_ATTEMPTS_PER_MODEL,
@@ -34,11 +32,11 @@ class AttemptLimit:
         self.max_attempts = call.max_attempts
         self.max_per_model = call.max_attempts_per_model
         self.made = 0
-        self._per_model: Counter[str] = Counter()
+        self._per_model: dict[str, int] = {}  # a plain dict: one is made per call
 
     def count(self, llm_name: str) -> None:
         self.made += 1
-        self._per_model[llm_name] += 1
+        self._per_model[llm_name] = self._per_model.get(llm_name, 0) + 1
 
     @property
     def spent(self) -> bool:

@@ -230,15 +230,24 @@ class Pool:
                     "database" + (" (local=False keeps the embedded local models out)"
                                   if self.local is False else ""), reason="no_keys")
             raise empty_pool_error(self)
-        enabled = [s for s in states if not s.disabled]
+        # one pass: enabled, startable (no unavailable mark), keyed, not excluded for this call
+        candidates: list[ModelState] = []
+        enabled = keyed = False
+        for s in states:
+            if s.disabled:
+                continue
+            enabled = True
+            if s.unavailable is None and self.key_for(s, caller)[0]:
+                keyed = True
+                if s.entry.name not in exclude:
+                    candidates.append(s)
         if not enabled:
             raise NoLLMAvailableError(f"every model is disabled ({', '.join(s.entry.name for s in states)}); "
                                       "call enable_llm(name)", reason="all_disabled")
-        startable = [s for s in enabled if s.unavailable is None]
-        broken = "".join(f"; {s.entry.name} cannot start: {s.unavailable}"
-                         for s in enabled if s.unavailable is not None)
-        keyed = [s for s in startable if self.key_for(s, caller)[0]]
         if not keyed:
+            startable = [s for s in states if not s.disabled and s.unavailable is None]
+            broken = "".join(f"; {s.entry.name} cannot start: {s.unavailable}"
+                             for s in states if not s.disabled and s.unavailable is not None)
             refs = sorted({s.entry.api_key_ref or "" for s in startable} - {""})
             refused = sorted(s.entry.name for s in startable if self.refused(s, caller))
             if refused:
@@ -255,7 +264,6 @@ class Pool:
                 f"no key for any enabled model (scope={caller.scope!r}); set one of "
                 f"{', '.join(refs)} in the environment, a .env file, secrets= or the database"
                 + broken, reason="no_keys")
-        candidates = [s for s in keyed if s.entry.name not in exclude]
         if self.cooldowns is not None:
             self.read_cooldowns(candidates)
         if not candidates:
@@ -263,9 +271,17 @@ class Pool:
                 f"every model was tried or ruled out for this call ({', '.join(sorted(exclude))})",
                 reason="excluded")
         now = time.time()
-        ready = [s for s in candidates if not s.cooling(now) and s.in_flight < s.entry.parallel]
-        waiting = [s for s in candidates if s not in ready]
-        cooling = [s.cooldown_until for s in waiting if s.cooling(now)]
+        ready: list[ModelState] = []
+        waiting: list[ModelState] = []
+        cooling: list[float] = []
+        for s in candidates:
+            if s.cooldown_until > now:
+                waiting.append(s)
+                cooling.append(s.cooldown_until)
+            elif s.in_flight < s.entry.parallel:
+                ready.append(s)
+            else:
+                waiting.append(s)
         ranked = self.rank(ready, operation, wait)
         take = getattr(self.cooldowns, "take", None)
         while ranked and take is not None:  # a shared rate limit: the first model must get a request slot
@@ -278,6 +294,10 @@ class Pool:
 
     def rank(self, states: list[ModelState], operation: str | None,
              wait: float | None) -> list[ModelState]:
+        if len(states) < 2:  # nothing to order (the missed waits are still pruned, as below)
+            if states and self.optimize:
+                self.over_wait_bound(states[0], wait)
+            return list(states)
         if not self.optimize:
             return sorted(states, key=lambda s: s.order)
         return sorted(states, key=lambda s: (

@@ -62,9 +62,11 @@ async def route(parts: Parts, gate: Gate, caller: Caller, call: Call) -> LLMResu
                         scopes.enter_context(opener(call))
                 result = await gate.guarded(_Route(pool, attempts, caller, call).run())
     except LLMRequestError:
-        await journal.settled()
+        if journal.must_settle():
+            await journal.settled()
         raise
-    await journal.settled()
+    if journal.must_settle():
+        await journal.settled()
     return result
 
 
@@ -155,8 +157,9 @@ class _Route:
             if self.running:
                 return None, None
             raise self._exhausted(self.last_rejection)
-        busy = self.excluded | self.limit.used_up() | {
-            a.llm_name for a in self.running.values()}
+        # before the first attempt nothing is excluded, used up or running
+        busy = (self.excluded | self.limit.used_up() | {a.llm_name for a in self.running.values()}
+                if self.limit.made else set())
         try:
             pick = self.pool.pick(self.caller, busy, self.call.operation, self.budget.wait)
         except NoLLMAvailableError as exc:

@@ -115,8 +115,9 @@ class Runtime:
         return self.callers.setdefault(scope, Caller(scope))
 
     # readiness ---------------------------------------------------------------------------------
-    async def ready(self) -> Parts:
-        """The parts of a call: the pool is built on first use; refused when closed."""
+    def ready_now(self) -> Parts | None:
+        """The parts when the pool is built already (``None`` before: await :meth:`ready`),
+        with the same checks, without a coroutine: every call after the first takes this."""
         self.gate.check()
         parts = self._parts
         if parts is not None:
@@ -125,6 +126,12 @@ class Runtime:
                                    "connections live there); create one broker per loop, or "
                                    "use the sync Broker from several threads")
             self.registry.housekeeping(parts.pool, self.callers[None])
+        return parts
+
+    async def ready(self) -> Parts:
+        """The parts of a call: the pool is built on first use; refused when closed."""
+        parts = self.ready_now()
+        if parts is not None:
             return parts
         if self._ready_lock is None:
             self._ready_lock = asyncio.Lock()

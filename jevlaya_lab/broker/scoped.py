@@ -50,7 +50,8 @@ class AsyncCalls:
                           wait=wait, fastest_of=fastest_of, max_attempts=max_attempts,
                           max_attempts_per_model=max_attempts_per_model, params=params,
                           parallel_recovery=parallel_recovery)
-        return await route(await self._rt.ready(), self._rt.gate, self._caller, call)
+        return await route(self._rt.ready_now() or await self._rt.ready(), self._rt.gate,
+                           self._caller, call)
 
     async def chat(self, messages: Messages, *, tools: list[dict[str, Any]] | None = None,
                    operation: str | None = None, trace_id: str | None = None,
@@ -64,7 +65,8 @@ class AsyncCalls:
                           max_attempts=max_attempts,
                           max_attempts_per_model=max_attempts_per_model, params=params,
                           parallel_recovery=parallel_recovery)
-        return await route(await self._rt.ready(), self._rt.gate, self._caller, call)
+        return await route(self._rt.ready_now() or await self._rt.ready(), self._rt.gate,
+                           self._caller, call)
 
     def stream(self, prompt: str | Messages, *, operation: str | None = None,
                trace_id: str | None = None, wait: float | None = None,

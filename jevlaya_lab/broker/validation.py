@@ -10,10 +10,9 @@ runtime, the races and the streams read; nothing else in the package re-validate
 from __future__ import annotations
 
 import math
-import uuid
+import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from jevlaya_lab._unreadable import first_unreadable
 from jevlaya_lab.broker.errors import PromptError
@@ -24,6 +23,15 @@ RESERVED_PARAMS = ("model", "messages", "stream", "stream_options", "tools")
 DEFAULT_MAX_ATTEMPTS = 10
 DEFAULT_MAX_ATTEMPTS_PER_MODEL = 3
 DEFAULT_WINDOW_S = 1.0
+
+
+def new_id() -> str:
+    """A random version-4 UUID as 32 hex digits: what ``uuid.uuid4().hex`` returns, without
+    building a ``UUID`` object (trace and call ids are made on every call)."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = raw[6] & 0x0F | 0x40  # version 4
+    raw[8] = raw[8] & 0x3F | 0x80  # RFC 4122 variant
+    return raw.hex()
 
 
 def check_sendable(value: Any, field: str) -> None:
@@ -99,6 +107,8 @@ def check_params(params: Mapping[str, Any]) -> dict[str, Any]:
 
     The broker's own request fields (model, messages, stream, tools) cannot be overridden;
     unknown keywords are a ``TypeError`` naming them; ``response_format`` must be a dict."""
+    if not params:  # the common call passes none: nothing to check or merge
+        return {}
     clash = sorted(set(params) & set(RESERVED_PARAMS))
     if clash:
         raise ValueError(f"{clash[0]}=...: the broker sets this request field itself; pass the "
@@ -212,9 +222,10 @@ def check_local(local: Any) -> bool | None:
     return local
 
 
-@dataclass(frozen=True)
-class Call:
-    """One routed call's validated arguments (``lanes`` is ``fastest_of``)."""
+class Call(NamedTuple):
+    """One routed call's validated arguments (``lanes`` is ``fastest_of``); immutable. A named
+    tuple rather than a frozen dataclass: one is made per call, and a frozen dataclass's
+    ``__init__`` costs several microseconds (it sets each field through ``object.__setattr__``)."""
 
     messages: Messages
     trace_id: str
@@ -225,7 +236,7 @@ class Call:
     window: float = DEFAULT_WINDOW_S
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     max_attempts_per_model: int = DEFAULT_MAX_ATTEMPTS_PER_MODEL
-    params: dict[str, Any] = field(default_factory=dict)
+    params: Mapping[str, Any] = {}  # never mutated: check_call gives each call its own dict
     parallel_recovery: bool = True
 
 
@@ -236,9 +247,17 @@ def check_call(messages: Messages, *, tools: list[dict[str, Any]] | None = None,
                max_attempts_per_model: Any = DEFAULT_MAX_ATTEMPTS_PER_MODEL,
                params: Mapping[str, Any] | None = None, parallel_recovery: Any = True) -> Call:
     """Every keyword of one call, checked (``messages`` already are, by the check_* above)."""
+    if (operation is None and trace_id is None and wait is None and fastest_of is None
+            and tools is None and not params and window == DEFAULT_WINDOW_S
+            and type(window) is float and max_attempts is DEFAULT_MAX_ATTEMPTS
+            and max_attempts_per_model is DEFAULT_MAX_ATTEMPTS_PER_MODEL
+            and parallel_recovery is True):
+        # every keyword at its default: nothing to check
+        return Call(messages, new_id(), None, None, None, 1, DEFAULT_WINDOW_S, DEFAULT_MAX_ATTEMPTS,
+                    DEFAULT_MAX_ATTEMPTS_PER_MODEL, {}, True)
     operation = check_label("operation", operation)
     trace_id = check_label("trace_id", trace_id)
-    params = check_params(params or {})
+    params = check_params(params) if params else {}
     for name, value in params.items():
         check_sendable(value, name)
     if tools is not None:
@@ -252,5 +271,5 @@ def check_call(messages: Messages, *, tools: list[dict[str, Any]] | None = None,
     if lanes > max_attempts:
         raise ValueError(f"fastest_of={lanes} races more models than max_attempts={max_attempts} "
                          "allows; raise max_attempts or race fewer")
-    return Call(messages, trace_id or uuid.uuid4().hex, operation, tools, wait, lanes, window,
+    return Call(messages, trace_id or new_id(), operation, tools, wait, lanes, window,
                 max_attempts, max_attempts_per_model, params, parallel_recovery)

@@ -53,6 +53,14 @@ statements on real utterances and the presets' statements on hand-written messag
 weighted equally so that 0.5 separates (``training.trainer.fit_fallback``). Statements the head was
 trained on (gate near 1) answer as before.
 
+**Options in context** (``option_context``). A user's bare option names say little alone ("ring
+them", "write back", "leave it"), and which sense is meant is in the question. So a choice option
+far from the training texts is pooled as ``"<instructions> <option text>"`` and one near them keeps
+its own text (the correction was trained on it): its vector is ``g * v(text) + (1 - g) *
+v(instructions + text)``, ``g`` read from ``v(text)``. With mini-en's encoder on the user-question
+benchmark's dev choices (9 questions, untrained cosine): 0.616 -> 0.667, higher on 8 of 9; on the
+intent datasets' labels under the generic "What does the user want?" 0.706 -> 0.699.
+
 The tensors live in ``model.safetensors`` under ``prior.*``.
 
 A checkpoint without the key (every Laya checkpoint) has no prior and answers exactly as before.
@@ -69,7 +77,8 @@ from torch import nn
 
 from jevlaya_lab._lru import LockedLRU
 
-__all__ = ["PRIOR_KEY", "PriorBuilder", "PriorConfig", "PriorInputs", "SimilarityPrior", "mean_pool", "option_texts"]
+__all__ = ["PRIOR_KEY", "PriorBuilder", "PriorConfig", "PriorInputs", "SimilarityPrior", "context_texts", "mean_pool",
+           "option_texts"]
 
 PRIOR_KEY = "similarity_prior"
 DEFAULT_GATE = (0.85, 40.0)
@@ -92,6 +101,9 @@ class PriorConfig:
     fallback: tuple[float, ...] = ()
     """``(scale, bias, hubness)`` of an unseen statement's answer (see :meth:`SimilarityPrior.forward`);
     empty: none, the statement gets the trained scale and bias as before."""
+    option_context: bool = False
+    """A choice option far from the training texts is read in its question's context (see
+    :meth:`PriorBuilder.question_vectors`); false: every option is its own text alone."""
 
     @classmethod
     def from_value(cls, value: Any) -> PriorConfig:
@@ -102,7 +114,8 @@ class PriorConfig:
 
         if not isinstance(value, dict):
             raise bad('use an object like {"pooling": "mean", "prefix": "", "rank": 64}')
-        allowed = ("pooling", "prefix", "rank", "anchors", "gate", "joint_head", "reference", "fallback")
+        allowed = ("pooling", "prefix", "rank", "anchors", "gate", "joint_head", "reference", "fallback",
+                   "option_context")
         unknown = set(value) - set(allowed)
         if unknown:
             raise bad(f"unknown keys {sorted(unknown)}; allowed are {', '.join(allowed)}")
@@ -128,6 +141,8 @@ class PriorConfig:
             raise bad("joint_head must be true or false")
         if isinstance(config.reference, bool) or not isinstance(config.reference, int) or config.reference < 0:
             raise bad("reference must be an int >= 0 (0: statements are not standardised)")
+        if not isinstance(config.option_context, bool):
+            raise bad("option_context must be true or false")
         return config
 
     def to_value(self) -> dict[str, Any]:
@@ -137,6 +152,8 @@ class PriorConfig:
             value["reference"] = self.reference
         if self.fallback:
             value["fallback"] = list(self.fallback)
+        if self.option_context:
+            value["option_context"] = True
         return value
 
 
@@ -167,6 +184,14 @@ def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     weights = mask[..., None].to(hidden.dtype)
     pooled = (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp_min(1.0)
     return nn.functional.normalize(pooled.float(), dim=-1)
+
+
+def context_texts(question: Any) -> list[str | None]:
+    """A choice's option texts read in its question's context: ``"<instructions> <option text>"``
+    ("How should we respond? ring them"); None for every option of another type (no second vector)."""
+    if question.type != "choice":
+        return [None] * len(question.labels)
+    return [None if t is None else f"{question.instructions} {t}" for t in option_texts(question)]
 
 
 def option_texts(question: Any) -> list[str | None]:
@@ -346,17 +371,25 @@ class PriorBuilder:
         hit = self._cache.get(key)
         if hit is not None:
             return hit
-        per_question = [option_texts(q) for q in questions]
-        flat = [t for texts in per_question for t in texts if t is not None]
-        found = iter(self.vectors(flat)) if flat else iter(())
-        vectors = [[None if t is None else next(found) for t in texts] for texts in per_question]
-        slots, true_slot = slot_layout(questions, vectors, self.model.hidden_size, max_k)
         prior = self.model.prior
+        slots, true_slot = self._slots(questions, max_k, option_texts)
         with torch.inference_mode():
             on_device = slots.to(prior.anchors.device)
             gate = prior.gate(on_device).cpu()
             center, spread = (t.cpu() for t in prior.standardiser(on_device, true_slot.to(on_device.device)))
+        if prior.config.option_context and any(q.type == "choice" for q in questions):
+            in_context, _ = self._slots(questions, max_k, context_texts)
+            has = in_context.abs().sum(-1, keepdim=True) > 0
+            near = gate[..., None]
+            slots = torch.where(has, near * slots + (1 - near) * in_context, slots)
         return self._cache.put(key, (slots, true_slot, gate, center, spread))
+
+    def _slots(self, questions: tuple[Any, ...], max_k: int, texts_of: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        per_question = [texts_of(q) for q in questions]
+        flat = [t for texts in per_question for t in texts if t is not None]
+        found = iter(self.vectors(flat)) if flat else iter(())
+        vectors = [[None if t is None else next(found) for t in texts] for texts in per_question]
+        return slot_layout(questions, vectors, self.model.hidden_size, max_k)
 
     def inputs(self, states: Sequence[Any], questions: tuple[Any, ...], max_len: int, max_k: int) -> PriorInputs:
         """The prior's inputs for ``states`` (``StateTokens``) x ``questions``, rows state-major."""

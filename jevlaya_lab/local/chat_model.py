@@ -44,6 +44,8 @@ class ChatModel:
 
     backend = "transformers"
 
+    # tokenizer: a transformers tokenizer, Any because transformers types its methods' results
+    # loosely (apply_chat_template returns str, ids or a BatchEncoding by its arguments)
     def __init__(self, model: torch.nn.Module, tokenizer: Any, *, name: str,
                  default_max_tokens: int = 256,
                  logits_processor: LogitsProcessor | None = None) -> None:

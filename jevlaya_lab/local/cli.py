@@ -17,7 +17,6 @@ import os
 import signal
 import sys
 import time
-from typing import Any
 
 from jevlaya_lab.local.errors import ChatRequestError, FaultProfileError, LocalModelError
 from jevlaya_lab.local.faults import FAULT_PRESETS, FaultProfile
@@ -50,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _load(given: str, backend: str | None = None) -> tuple[str, Any]:
+def _load(given: str, backend: str | None = None) -> tuple[str, ChatBackend]:
     from jevlaya_lab.local.loading import load_chat_model
     from jevlaya_lab.local.tiny import tiny_chat_model
 

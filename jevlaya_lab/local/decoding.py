@@ -9,16 +9,24 @@ backend streams text through ``TextStream`` without loading torch.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     import torch
 
 
+class Detokenizer(Protocol):
+    """What ``TextStream`` needs of a tokenizer: a transformers tokenizer is one, and so is the
+    llama.cpp backend's piece decoder."""
+
+    def decode(self, ids: list[int], *, skip_special_tokens: bool,
+               clean_up_tokenization_spaces: bool) -> str: ...
+
+
 class TextStream:
     """Accumulates token ids and yields the newly safe text after each one."""
 
-    def __init__(self, tokenizer: Any, stop: list[str]) -> None:
+    def __init__(self, tokenizer: Detokenizer, stop: list[str]) -> None:
         self._tokenizer = tokenizer
         self._stop = stop
         self._ids: list[int] = []

@@ -45,4 +45,4 @@ class UnknownModelError(JevlayaError, LookupError):
         )
 
     def __str__(self) -> str:  # LookupError would show the repr of the args tuple
-        return self.args[0]
+        return str(self.args[0])

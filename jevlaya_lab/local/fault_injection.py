@@ -9,7 +9,7 @@ server ends them at once.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 from jevlaya_lab.local import wire
 from jevlaya_lab.local.faults import FaultProfile
@@ -55,7 +55,8 @@ class FaultInjectingHandler(JsonHTTPHandler):
         head = text[:fault.echo_key].ljust(fault.echo_key, ".")
         return f"{head}{key} was used{text[fault.echo_key:]}"
 
-    def _paced(self, fault: FaultProfile | None, send: Any) -> Any:
+    def _paced(self, fault: FaultProfile | None,
+               send: Callable[[str], object]) -> Callable[[str], None]:
         """Wrap ``send(piece)`` with the fault's delays and cut, and the server's stop signal."""
         stopping = self.app.stopping
         sent = 0

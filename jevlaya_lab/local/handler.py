@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from jevlaya_lab.local import validation, wire
@@ -189,7 +190,7 @@ class ChatHandler(FaultInjectingHandler):
 
 
 def _answer(model: ChatBackend, options: dict[str, Any], fault: FaultProfile | None,
-            on_token: Any) -> Generation:
+            on_token: Callable[[str], None]) -> Generation:
     """Generate, or with an ``empty`` fault answer nothing at all."""
     if fault is not None and fault.empty:
         return Generation("", "stop", options["prompt_tokens"], 0)

@@ -31,7 +31,10 @@ import io
 import json
 import socket
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer  # the buffer types socket.recv_into accepts
 
 DEFAULT_READ_TIMEOUT_S = 30.0
 DEFAULT_MAX_CONNECTIONS = 128
@@ -75,7 +78,7 @@ class DeadlineReader(io.RawIOBase):
         self.deadline = None
         self._sock.settimeout(self.timeout)
 
-    def readinto(self, buffer: Any) -> int:
+    def readinto(self, buffer: WriteableBuffer) -> int:
         wait = self.timeout
         if self.deadline is not None:
             wait = min(wait, self.deadline - time.monotonic())

@@ -41,12 +41,13 @@ class Job:
     temperature: float
     top_p: float
     seed: int | None
+    # ("token", int), ("end", finish reason) or ("error", exception), read by the generating call
     out: queue.SimpleQueue[tuple[str, Any]] = field(default_factory=queue.SimpleQueue)
     cancelled: bool = False
     seq: int = -1
     fed: int = 0        # prompt tokens already in the cache
     produced: int = 0   # tokens sampled
-    sampler: Any = None
+    sampler: Any = None  # a llama_cpp sampler chain (a ctypes pointer; the binding ships no types)
     last: int = -1      # the token to feed next
 
 
@@ -59,6 +60,7 @@ def seed32(seed: int) -> int:
 class Engine:
     """Owns a ``llama_context`` with ``parallel`` sequences and the thread that decodes them."""
 
+    # model and vocab are llama_cpp ctypes pointers: the binding ships no types, so Any
     def __init__(self, model: Any, vocab: Any, *, n_ctx: int, parallel: int, threads: int,
                  n_batch: int = 256) -> None:
         params = llama_cpp.llama_context_default_params()
@@ -218,7 +220,7 @@ class Engine:
                     self._release(job)
 
     @staticmethod
-    def _put(batch: Any, n: int, token: int, pos: int, seq: int, logits: bool) -> int:
+    def _put(batch: Any, n: int, token: int, pos: int, seq: int, logits: bool) -> int:  # a ctypes llama_batch
         batch.token[n] = token
         batch.pos[n] = pos
         batch.n_seq_id[n] = 1

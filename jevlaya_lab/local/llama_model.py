@@ -54,9 +54,12 @@ def default_threads() -> int:
     ggml's worker threads meet at a spinning barrier after every operation, so when another
     process holds a core the step waits for a thread that is not running: on this 2-core
     machine under load, 2 threads decoded SmolLM2 at 0.4 tokens/s where 1 thread made 6-40.
-    One thread already streams the 90 MB of 4-bit weights at most of the bandwidth one core
-    gets, and concurrent answers share each step's pass over them (batching), so more threads
-    buy little on an idle machine and can lose 10-50x on a busy one.
+    More threads can lose 10-50x on a busy machine. What one thread costs on an idle one
+    (``bench/local.py --only-backends``, this 2-core machine, load 0.8): 48 tok/s, 4.5x plain
+    ``generate``, but 30 % of the memory-bandwidth bound (161 tok/s for 98 MB at 15.9 GB/s),
+    so one thread is compute-bound here (the portable x86-64-v3 build has no AVX-512); and three
+    answers decoded together in one instance reach 1.05x one answer's tokens/s, where one
+    single-thread instance per lane reaches 1.88x (at 465 MB against 267 MB).
     """
     given = os.environ.get("JEVLAYA_LLAMA_THREADS", "")
     return int(given) if given.isdigit() and int(given) > 0 else 1

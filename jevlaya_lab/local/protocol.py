@@ -63,7 +63,9 @@ class JsonHTTPHandler(BaseHTTPRequestHandler):
 
     @property
     def app(self) -> ServedModels:
-        return self.server.app  # type: ignore[attr-defined]
+        # the server class (local.server) adds ``app``; socketserver's BaseServer does not declare it
+        app: ServedModels = self.server.app  # type: ignore[attr-defined]
+        return app
 
     def setup(self) -> None:
         super().setup()

@@ -85,6 +85,8 @@ class _HTTPServer(ThreadingHTTPServer):
             return True
         return False
 
+    # request and client_address keep socketserver's own types (Any in its stubs): these
+    # methods override BaseServer's, which narrowing would break
     def process_request(self, request: Any, client_address: Any) -> None:
         with self._open_lock:
             busy = len(self._open) >= self.app.max_connections and not self._evict_idle()

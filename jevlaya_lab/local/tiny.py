@@ -31,8 +31,10 @@ def byte_level_tokenizer() -> PreTrainedTokenizerFast:
     backend = Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(alphabet)}, merges=[]))
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     backend.decoder = decoders.ByteLevel()
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<|im_start|>",
-                                        eos_token="<|im_end|>", pad_token="<|endoftext|>")
+    # transformers declares no types on this constructor (it is its TokenizersBackend)
+    tokenizer = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
+        tokenizer_object=backend, bos_token="<|im_start|>", eos_token="<|im_end|>",
+        pad_token="<|endoftext|>")
     tokenizer.chat_template = _CHATML
     return tokenizer
 

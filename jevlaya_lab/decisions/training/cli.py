@@ -144,7 +144,9 @@ def main(argv: list[str] | None = None) -> int:
 def _fallback_only(args: argparse.Namespace, cfg: Any, started: float) -> int:
     """Refit the fallback of the bundled ``--name`` checkpoint and write its head (``--ship``: into
     the package; else ``--out``, default ./checkpoints/<name>-head); the trained tensors are copied
-    unchanged, only ``config.json`` gains the fitted ``fallback``."""
+    unchanged, only ``config.json`` gains the fitted ``fallback`` (and ``option_context`` as
+    ``--option-context`` says)."""
+    import dataclasses
     import shutil
 
     from jevlaya_lab.decisions.agent import Agent
@@ -163,6 +165,8 @@ def _fallback_only(args: argparse.Namespace, cfg: Any, started: float) -> int:
         return 1
     fallback = fit_fallback(agent.decision_model, agent.tokenizer, rows, temperature=agent.temperatures.get("noul", 2),
                             max_len=cfg.max_len)
+    prior = agent.decision_model.prior
+    prior.config = dataclasses.replace(prior.config, option_context=bool(cfg.option_context))
     set_fallback(agent.decision_model, config, fallback)
     out = bundled.HEADS_DIR / args.name if args.ship else Path(args.out or Path("checkpoints") / f"{args.name}-head")
     out.mkdir(parents=True, exist_ok=True)

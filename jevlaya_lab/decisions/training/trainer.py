@@ -103,6 +103,7 @@ class TrainConfig:
     gated: int = 1  # 1: the correction applies only near training texts (anchors)
     gate_quantile: float = GATE_QUANTILE  # where the gate opens (see GATE_QUANTILE)
     prefix: str = ""  # text before every pooled text ("query: " for e5 encoders)
+    option_context: int = 1  # 1: a choice option far from the training texts is read with its question (prior.py)
     max_len: int = 256
     head_max_len: int = 192
     threads: int = 2
@@ -443,7 +444,7 @@ def train(encoder: nn.Module, tokenizer: Any, cfg: TrainConfig, *, encoder_id: s
     reference = _reference_states(train_rows, cfg)
     gate = gate_for(anchor_vectors, cfg.gate_quantile) if anchors > 1 else DEFAULT_GATE
     prior_config = PriorConfig(prefix=cfg.prefix, rank=cfg.rank, anchors=anchors, joint_head=False,
-                               reference=len(reference), gate=gate)
+                               reference=len(reference), gate=gate, option_context=bool(cfg.option_context))
     torch.manual_seed(cfg.seed)
     model = DecisionModel(encoder, head_layers=0, n_act=len(ACT_COSTS) + 1, prior=prior_config)
     assert model.prior is not None
