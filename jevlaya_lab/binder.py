@@ -10,12 +10,19 @@ as a Binder session runs them: :meth:`BinderImage.run_tutorial` starts the kerne
 ``binder/start`` with the image's Python, and papermill (the runner of the checks, from *this*
 environment: Binder does not need it, so it is not put into the image) executes the notebook.
 
-Three things keep it fast without changing what is tested: pip uses the user's pip cache
-(wheels already downloaded for the project's own venv are not fetched again); ``--no-compile``
-(the same files are installed; the modules a process imports are compiled then, and written
-for the next one, instead of every module at install time); and :func:`scratch_dir` puts the
-image in RAM when there is room, since removing it from disk is slow. ``postBuild`` itself runs
-unchanged, with its ``--no-deps`` installs.
+Four things keep it fast without changing what is tested. The wheels pip chose for these
+``binder/`` files are kept in a wheel folder (:func:`binder_wheels`, outside the checkout, named
+by a digest of ``binder/requirements.txt``, ``binder/postBuild``, the build backend and this
+Python), filled once by ``pip download`` from the indexes, and the build installs from it with
+``--no-index``: the same files, resolved the same way, without a network round trip per package
+(pip's HTTP cache cannot help here: the indexes this machine reaches send no caching headers, so
+a build spent most of its minutes waiting on the network). That is what Binder does too: it
+rebuilds the pip step only when the files it comes from change. A change to any of those files
+names a new folder, filled afresh. Then pip uses the user's pip cache; ``--no-compile`` (the same
+files are installed; the modules a process imports are compiled then, and written for the next
+one, instead of every module at install time); and :func:`scratch_dir` puts the image in RAM
+when there is room, since removing it from disk is slow. ``postBuild`` itself runs unchanged,
+with its ``--no-deps`` installs (from the wheel folder too).
 
 ``bench/binder_build.py`` times the steps; ``tests/notebooks/test_binder_build.py`` builds the
 image and runs tutorials on the real models (``fast=False``) in it.
@@ -23,6 +30,7 @@ image and runs tutorials on the real models (``fast=False``) in it.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -80,6 +88,7 @@ class BinderImage:
 
     root: Path
     seconds: dict[str, float] = field(default_factory=dict)
+    wheels: Path | None = None  # the wheel folder pip installed from (:func:`binder_wheels`)
 
     @property
     def venv(self) -> Path:
@@ -130,6 +139,67 @@ def llama_wheels() -> Path:
     return Path(given) if given else default
 
 
+def postbuild_pins(text: str) -> list[str]:
+    """The ``name==version`` pins postBuild installs from an index (its ``pip install`` lines,
+    not the ones with ``--no-index``, which name their own folder)."""
+    pins: list[str] = []
+    for line in text.splitlines():
+        command = line.split("#", 1)[0]
+        if "pip install" not in command or "--no-index" in command:
+            continue
+        pins += [pin for pin in re.findall(r"[\"']?([A-Za-z0-9][A-Za-z0-9_.\-]*==[A-Za-z0-9_.+!\-]+)[\"']?", command)
+                 if "$" not in pin]
+    return pins
+
+
+def build_requires() -> list[str]:
+    """The project's build backend requirements (``[build-system] requires`` of pyproject.toml):
+    what ``pip install -e .`` in postBuild installs into its isolated build environment."""
+    import tomllib
+
+    with open(ROOT / "pyproject.toml", "rb") as fh:
+        return list(tomllib.load(fh).get("build-system", {}).get("requires", []))
+
+
+def binder_wheels(requirements: str) -> Path:
+    """The wheel folder of this build: ``$BINDER_WHEELS`` when set, else a folder beside the
+    llama.cpp wheels named by a digest of what decides its content: the requirements pip gets
+    (``requirements``, the text :func:`local_requirements` made), ``binder/postBuild``, the build
+    backend's requirements and this Python's version and platform."""
+    given = os.environ.get("BINDER_WHEELS")
+    if given:
+        return Path(given)
+    digest = hashlib.sha256()
+    for part in (requirements, (BINDER_DIR / "postBuild").read_text("utf-8"), "\n".join(build_requires()),
+                 f"{sys.version_info[:2]} {sys.platform} {os.uname().machine}"):
+        digest.update(part.encode("utf-8") + b"\0")
+    return llama_wheels().parent / f"binder-{digest.hexdigest()[:16]}"
+
+
+def fill_wheels(image: BinderImage, target: Path, requirements: Path, env: dict[str, str],
+                log: Callable[[str], object]) -> None:
+    """``pip download`` (the image's pip, from the indexes) of everything the build installs from
+    an index into ``target``: the requirements with their dependencies, postBuild's ``--no-deps``
+    pins, the build backend. Filled in a sibling folder, then renamed: a folder that exists is
+    complete."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    part = Path(tempfile.mkdtemp(prefix=f"{target.name}.part-", dir=target.parent))
+    try:
+        download = [str(image.python), "-m", "pip", "download", "-q", "-d", str(part)]
+        _step(image, "download wheels (once for these binder/ files)", [*download, "-r", str(requirements)],
+              log, env=env)
+        pins = postbuild_pins((BINDER_DIR / "postBuild").read_text("utf-8"))
+        _step(image, "download postBuild's wheels", [*download, "--no-deps", *pins, *build_requires()],
+              log, env=env)
+        try:
+            part.rename(target)
+        except OSError:  # another build filled it meanwhile: keep that one
+            if not target.is_dir():
+                raise
+    finally:
+        shutil.rmtree(part, ignore_errors=True)
+
+
 def scratch_dir() -> Path:
     """Where to build an image: ``/dev/shm`` when that RAM-backed folder and the free memory
     have room for it, else the system temp folder. Removing the ~3 GB image from a disk can take
@@ -162,8 +232,14 @@ def build(root: Path, *, log: Callable[[str], object] = print) -> BinderImage:
     env = {**os.environ, **image.env(), "LLAMA_WHEELS": str(llama_wheels()),
            **({"PIP_CACHE_DIR": cache.stdout.strip()} if cache.returncode == 0 else {})}
     requirements = root / "requirements.txt"
-    requirements.write_text(local_requirements((BINDER_DIR / "requirements.txt").read_text("utf-8")),
-                            "utf-8")
+    text = local_requirements((BINDER_DIR / "requirements.txt").read_text("utf-8"))
+    requirements.write_text(text, "utf-8")
+    wheels = binder_wheels(text)
+    if not wheels.is_dir():
+        fill_wheels(image, wheels, requirements, env, log)
+    # every index install (postBuild's too, and its build backend's) from the wheel folder only
+    env = {**env, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels)}
+    image.wheels = wheels
     _step(image, "pip install -r requirements",
           [*pip, "install", "-q", "--no-compile", "-r", str(requirements)], log, env=env)
     _step(image, "postBuild", ["bash", str(BINDER_DIR / "postBuild")], log, env=env, cwd=ROOT)

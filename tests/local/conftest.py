@@ -4,7 +4,9 @@ The server tests run against both backends: a test that uses ``server`` or ``sta
 without naming its models runs once with the tiny transformers models and once with SmolLM2 on
 llama.cpp under the same names (``tiny-0``, ``tiny-1``, 8 tokens by default, fewer than its
 shortest greeting, so answers end by length as the tiny models' do), unless it is
-marked ``transformers_only`` (it compares text with a tiny model's, or needs a torch model).
+marked ``transformers_only`` (it compares text with a tiny model's, or needs a torch model) or
+``no_model`` (its requests never reach a model: routing, JSON parsing, connection handling, the
+same code whichever backend serves, so a second run would prove nothing more).
 Without llama-cpp-python the llama.cpp runs fail, saying to run ``make setup``.
 """
 
@@ -26,11 +28,12 @@ BACKENDS = ("transformers", "llama.cpp")
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "transformers_only: run the server test with the tiny transformers models only")
+    config.addinivalue_line("markers", "no_model: the server test's requests never reach a model; run it on one backend")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend" in metafunc.fixturenames:
-        only = metafunc.definition.get_closest_marker("transformers_only") is not None
+        only = any(metafunc.definition.get_closest_marker(m) is not None for m in ("transformers_only", "no_model"))
         metafunc.parametrize("backend", ["transformers"] if only else list(BACKENDS), indirect=True)
 
 

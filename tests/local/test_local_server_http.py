@@ -99,6 +99,7 @@ def test_connections_are_kept_alive_across_streams(server: Any) -> None:
     assert server.request_count("tiny-0") == 6
 
 
+@pytest.mark.no_model
 def test_unknown_model_is_an_openai_style_404(server: Any) -> None:
     response = post(server, chat_body("gpt-9"))
     assert response.status_code == 404
@@ -124,6 +125,7 @@ def test_bad_fields_are_a_400_naming_the_param(server: Any, extra: dict, param: 
     assert error["message"].startswith(f"{param}=")
 
 
+@pytest.mark.no_model
 def test_invalid_json_and_unknown_routes(server: Any) -> None:
     response = httpx.post(f"{server.base_url}/chat/completions", content=b"{not json", timeout=10)
     assert response.status_code == 400 and "not valid JSON" in response.json()["error"]["message"]
@@ -397,6 +399,7 @@ def test_a_client_that_disconnects_stops_its_generation(start_server: Any) -> No
     assert time.perf_counter() - started < 5
 
 
+@pytest.mark.no_model
 def test_a_burst_of_new_connections_is_queued_not_reset(server: Any) -> None:
     """50 callers connecting at the same instant (the Broker's throughput case) all get answers."""
     import socket

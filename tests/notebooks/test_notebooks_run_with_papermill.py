@@ -1,5 +1,6 @@
 """Every tutorial notebook runs with papermill (fast=True, per-cell timeout, no widget state)
-and its own checks pass; the checks are read back from the executed notebook's JSON output.
+and its own checks pass; the checks are read back from the executed notebook's JSON output
+(the quickstart tour's run is the demo command's test).
 With the real models (``fast=False``) every tutorial runs in the simulated Binder image:
 test_binder_build.py."""
 
@@ -14,6 +15,7 @@ import pytest
 from jevlaya_lab.notebooks import (
     MIME,
     NOTEBOOKS_DIR,
+    TOUR,
     NotebookCheckError,
     checks_of,
     find_notebook,
@@ -40,8 +42,14 @@ def test_notebook_has_a_parameters_cell_with_fast_and_ends_with_checks(path: Pat
         "commit notebooks without outputs"
 
 
+# The quickstart tour is the one notebook left out here: `jevlaya-lab demo --fast`
+# (test_demo_and_notebooks_commands.py) runs it the same way (run_notebook, papermill, fast=True,
+# this interpreter's kernel) and fails unless every check passes, so a second run proves nothing.
+RUN_HERE = [p for p in NOTEBOOKS if p.stem != TOUR]
+
+
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", RUN_HERE, ids=lambda p: p.stem)
 def test_notebook_runs_and_its_checks_pass(path: Path, kernel: Path, tmp_path: Path) -> None:
     result = run_notebook(path, tmp_path, parameters={"fast": True}, cell_timeout=120)
     assert result["notebook"] == path.stem
