@@ -7,7 +7,7 @@
     .venv/bin/python bench/decisions.py --vs-laya            # laya 0.4.15 and ours, same run
     .venv/bin/python bench/decisions.py --vs-laya --cells 1x5,8x5,64x5 --repeats 3
 
-With ``--vs-laya`` (issue 13) a MiniLM-sized checkpoint is written by laya's own code (the real
+With ``--vs-laya`` a MiniLM-sized checkpoint is written by laya's own code (the real
 all-MiniLM-L6-v2 encoder, a seeded random 2-layer head, ``laya.train.save_checkpoint``) and
 both libraries answer the same cells in the same process, interleaved: each cell runs
 ``--repeats`` rounds of laya, ours (float32, the default) and our opt-in fast modes
@@ -307,7 +307,7 @@ print(int(status["VmHWM"].split()[0]) / 1024.0 if "VmHWM" in status else
 
 def together_rss_mb(names: tuple[str, ...] = ("mini-en", "mini-multi")) -> float:
     """Peak RSS (MB) of a new process that loads ``names`` together and answers one question
-    with each (issue 13: mini-en and mini-multi together under 1.2 GB)."""
+    with each (the target: mini-en and mini-multi together under 1.2 GB)."""
     import os
     import subprocess
 

@@ -1,4 +1,4 @@
-"""Quality of the bundled decision checkpoints, next to the untrained cosine baseline (issue 11).
+"""Quality of the bundled decision checkpoints, next to the untrained cosine baseline.
 
     .venv/bin/python bench/quality.py                       # hand-written dev + locked test, LODO, 2 seeds
     .venv/bin/python bench/quality.py --no-lodo --split dev # quick: the dev split only
@@ -9,7 +9,7 @@
     .venv/bin/python bench/quality.py --no-lodo --no-hand --user-questions  # users' own questions, dev half
     .venv/bin/python bench/quality.py --no-lodo --no-hand --user-questions --locked  # the final read
 
-(a) **Hand-written states** (``tests/data/fresh/``, written for issue 11, never trained on): per
+(a) **Hand-written states** (``tests/data/fresh/``, written for this benchmark, never trained on): per
 question accuracy, balanced accuracy for yes/no, score MAE and ECE (10 bins) of each shipped
 checkpoint (with ``ece@cal``: the ECE a perfectly calibrated model with the same probabilities shows
 on as few states, since ECE on a few dozen states is biased upward) through the public Agent, per
