@@ -209,8 +209,8 @@ def test_mini_en_learns_a_users_own_statement_from_sixteen_labels(tmp_path) -> N
     data = Path(__file__).parents[1] / "data"
     states = json.loads((data / "user_questions" / "en_states.json").read_text(encoding="utf-8"))["states"]
     asks = {"asks": {"type": "noul", "instructions": "The sender asks something they expect us to answer."}}
-    rows = [r for r in csv.reader((data / "fresh" / "en_triage.tsv").open(encoding="utf-8"), delimiter="\t")
-            if r and r[0] == "dev"]
+    with (data / "fresh" / "en_triage.tsv").open(encoding="utf-8") as handle:
+        rows = [r for r in csv.reader(handle, delimiter="\t") if r and r[0] == "dev"]
     now = {"now": {"type": "noul", "instructions": "The customer needs this resolved right away."}}
 
     def split(positives: list[str], negatives: list[str], qid: str, seed: int) -> tuple[list, list]:
