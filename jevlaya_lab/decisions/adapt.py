@@ -30,7 +30,9 @@ was measured to lose: on the user-question benchmark's dev half (``bench/adapt.p
 mean over 22 yes/no statements / 9 choices, held-out states) ``auto`` reached 0.72 / 0.63 at
 k = 8 against 0.78 / 0.69 for ``linear-0.003``, which was also the best or within 0.01 of the
 best fixed candidate at k = 4 and 16 (``prototype`` 0.76 / 0.70, ``temperature+bias`` 0.68 /
-0.66 at k = 8).
+0.66 at k = 8). Measured again over a head with the unseen-statement fallback (balanced
+accuracy, k = 8, dev): ``linear-0.003`` 0.759 / 0.733, ``auto`` 0.759 / 0.708, ``prototype``
+0.722 / 0.735, ``linear-0.03`` 0.719 / 0.723, zero-shot 0.690 / 0.646.
 
 Every candidate is fitted by L-BFGS on the mean cross-entropy plus small penalties (``log a``
 and ``b`` towards 0, so separable labels cannot send them to infinity). The report's
