@@ -68,7 +68,7 @@ A checkpoint without the key (every Laya checkpoint) has no prior and answers ex
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -102,8 +102,7 @@ class PriorConfig:
     """``(scale, bias, hubness)`` of an unseen statement's answer (see :meth:`SimilarityPrior.forward`);
     empty: none, the statement gets the trained scale and bias as before."""
     option_context: bool = False
-    """A choice option far from the training texts is read in its question's context (see
-    :meth:`PriorBuilder.question_vectors`); false: every option is its own text alone."""
+    """Read a choice option far from the training texts with its question (see the module docstring)."""
 
     @classmethod
     def from_value(cls, value: Any) -> PriorConfig:
@@ -365,8 +364,8 @@ class PriorBuilder:
         return self._pooled([self._wrap(s.ids, max_len) for s in states], progress=progress)
 
     def question_vectors(self, questions: tuple[Any, ...], max_k: int) -> tuple[torch.Tensor, ...]:
-        """``[q, max_k, d]`` slot vectors and ``[q, max_k]`` true-slot flags, gates, centers and spreads
-        of a question set (see :class:`PriorInputs`)."""
+        """``[q, max_k, d]`` slot vectors (options in context mixed in by the gate) and ``[q, max_k]``
+        true-slot flags, gates, centers and spreads of a question set (see :class:`PriorInputs`)."""
         key = (questions, max_k)
         hit = self._cache.get(key)
         if hit is not None:
@@ -384,7 +383,8 @@ class PriorBuilder:
             slots = torch.where(has, near * slots + (1 - near) * in_context, slots)
         return self._cache.put(key, (slots, true_slot, gate, center, spread))
 
-    def _slots(self, questions: tuple[Any, ...], max_k: int, texts_of: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    def _slots(self, questions: tuple[Any, ...], max_k: int,
+               texts_of: Callable[[Any], list[str | None]]) -> tuple[torch.Tensor, torch.Tensor]:
         per_question = [texts_of(q) for q in questions]
         flat = [t for texts in per_question for t in texts if t is not None]
         found = iter(self.vectors(flat)) if flat else iter(())
