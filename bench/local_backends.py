@@ -8,7 +8,8 @@ is its own; the servers are driven over HTTP by this process, with streaming on,
 does. The same prompt (a user turn of about 100 tokens once templated) and up to 128 new tokens,
 greedy, for all:
 
-- ``llama.cpp``: ``serve`` of ``smollm2(backend="llama.cpp")`` (one instance, 4 sequences);
+- ``llama.cpp``: ``serve`` of ``smollm2(backend="llama.cpp")`` (one model, its default engines:
+  two single-thread llama.cpp contexts on this 2-core machine, 4 sequences between them);
 - ``transformers``: ``serve`` of ``smollm2(backend="transformers")`` (today's backend before
   llama.cpp: our decode loop over the de-quantised bfloat16/float32 model);
 - ``generate``: plain transformers ``model.generate`` on the same de-quantised model, in-process,
@@ -24,8 +25,8 @@ The memory-bandwidth bound: decoding one token reads every weight once, so token
 exceed (memory bandwidth) / (bytes of weights); the bandwidth is measured here with a large
 ``numpy`` copy (read + write), which is what one core sustains, not the socket's peak.
 
-Measured (``bench/local.py --only-backends``, 2026-12-01, this 2-core machine idle, load 0.8 at
-the start; 109-token prompt, 128 new tokens, 3 rounds, medians):
+Measured (``bench/local.py --only-backends``, this 2-core machine idle; 109-token prompt, 128 new
+tokens, 3 rounds, medians). With one engine per model (before engines; load 0.8 at the start):
 
 ============  ============  =======  ===========
 backend       decode tok/s  TTFT ms  peak RSS MB
@@ -35,16 +36,21 @@ transformers          16.8      152         1183
 generate              10.9      200         1183
 ============  ============  =======  ===========
 
-- decode: llama.cpp / ``generate`` 4.45x (target >= 3), / the transformers server 2.87x;
-- TTFT: llama.cpp 7.0x the transformers server's (target <= 1/3: **not met**). The prompt's
-  prefill is compute-bound: torch runs it as bfloat16 matrix products on this CPU's AMX and
-  AVX-512 units (oneDNN), while the portable x86-64-v3 llama.cpp build has neither and prefills
-  on one thread at ~100 tokens/s;
-- RSS: 267 MB for the served model (target <= 350);
-- three streams: one instance decoding them together 1.05x one stream's tokens/s (one thread is
-  compute-bound, so a batch of three costs three times the arithmetic); one single-thread
-  instance per lane 1.88x (target >= 1.5), at 465 MB;
-- the bandwidth bound: 15.9 GB/s over 98 MB of weights is 161 tok/s; one stream reaches 30 %.
+three streams: one engine decoding them together 1.05x one stream's tokens/s (one thread is
+compute-bound, so a batch of three costs three times the arithmetic); one single-thread instance
+per lane 1.88x, at 465 MB. With two engines per model (the default since; load 1.4 at the start):
+llama.cpp 49.7 tok/s, TTFT 924 ms, 273 MB; transformers 16.3 tok/s, 114 ms; ``generate`` 15.4
+tok/s, 141 ms; three streams 1.66x one stream (target >= 1.5) at 273 MB, per-lane instances 2.17x
+at 464 MB.
+
+- decode: llama.cpp / ``generate`` 4.45x and 3.22x in the two runs (target >= 3);
+- TTFT: llama.cpp 7.0x and 8.1x the transformers server's (target <= 1/3: **not met**). The
+  prompt's prefill is compute-bound: torch runs it as bfloat16 matrix products on this CPU's AMX
+  and AVX-512 units (oneDNN), while the portable x86-64-v3 llama.cpp build has neither and
+  prefills on one thread at ~100 tokens/s;
+- RSS: 267-273 MB for the served model (target <= 350);
+- the bandwidth bound: 15.9-19.1 GB/s over 98 MB of weights is 161-195 tok/s; one stream reaches
+  26-30 %: the AVX2 kernels' arithmetic, not memory, bounds a step.
 """
 
 from __future__ import annotations
@@ -257,7 +263,7 @@ def main(rounds: int = 3) -> dict[str, Any]:
     print(f"llama.cpp TTFT / transformers server TTFT: {r['llama_ttft_vs_transformers']:.2f} (target <= 0.33)")
     print(f"\n{'concurrency':<22}{'1 stream tok/s':>16}{'3 streams tok/s':>17}{'ratio':>7}{'peak RSS MB':>13}")
     for kind, row in conc.items():
-        label = "one instance, batched" if kind == "llama.cpp" else "one instance per lane"
+        label = "one model, its engines" if kind == "llama.cpp" else "one instance per lane"
         print(f"{label:<22}{row['one_tok_s']:>16.1f}{row['three_tok_s']:>17.1f}{row['ratio']:>7.2f}{row['peak_rss_mb']:>13.0f}")
     b = results["bandwidth"]
     print(f"\nmemory bandwidth (1-thread copy) {b['copy_gb_s']:.1f} GB/s over {b['gguf_mb']:.0f} MB of weights: "

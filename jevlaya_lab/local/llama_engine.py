@@ -93,6 +93,12 @@ class Engine:
         with self._cond:
             return len(self._pending)
 
+    @property
+    def load(self) -> int:
+        """Answers running or queued here (where a new answer goes when there are several engines)."""
+        with self._cond:
+            return len(self._pending) + len(self._running)
+
     def submit(self, job: Job) -> None:
         with self._cond:
             if self._closed:

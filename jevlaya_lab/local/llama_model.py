@@ -11,8 +11,10 @@ Requests have the same meaning as with :class:`jevlaya_lab.local.chat_model.Chat
 draw seeded by ``seed`` (the same seed gives the same answer; the sequence differs from the
 transformers backend's, whose random generator is torch's), stop sequences that are never
 streamed, an ``on_token`` callback whose exception stops the answer, and token usage.
-Concurrent calls are decoded together by one :class:`jevlaya_lab.local.llama_engine.Engine`
-(``parallel`` sequences); further callers wait in arrival order.
+Concurrent calls go to the least busy of the model's engines (each a
+:class:`jevlaya_lab.local.llama_engine.Engine` decoding its answers together; :func:`default_engines`:
+one per core, at most 2); the ``parallel`` sequences are split among them, and further callers
+wait in arrival order.
 
 Importing this module needs ``llama-cpp-python`` but not torch, so a server of GGUF models
 stays small (see ``bench/local.py`` for memory and speed).
@@ -35,8 +37,10 @@ from jevlaya_lab.local.errors import ChatRequestError, LocalModelError
 from jevlaya_lab.local.generation import Generation
 from jevlaya_lab.local.llama_engine import Engine, Job
 
-DEFAULT_CONTEXT = 4096   # tokens of cache shared by the running answers (~94 MB for SmolLM2)
-DEFAULT_PARALLEL = 4     # answers decoded together: three race lanes and one more caller
+DEFAULT_CONTEXT = 2048   # tokens of cache per engine, shared by its running answers (~47 MB for SmolLM2):
+# two engines of 2048 hold what one of 4096 did (measured: 257 against 255 MB resident), and a
+# 135M model's answers rarely need more; a longer prompt gets a 400 naming the limit
+DEFAULT_PARALLEL = 4     # answers decoded at once over all engines: three race lanes and one more caller
 PLAIN_CHAT_TEMPLATE = (
     "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
     "{% if add_generation_prompt %}assistant: {% endif %}"
@@ -58,11 +62,28 @@ def default_threads() -> int:
     (``bench/local.py --only-backends``, this 2-core machine, load 0.8): 48 tok/s, 4.5x plain
     ``generate``, but 30 % of the memory-bandwidth bound (161 tok/s for 98 MB at 15.9 GB/s),
     so one thread is compute-bound here (the portable x86-64-v3 build has no AVX-512); and three
-    answers decoded together in one instance reach 1.05x one answer's tokens/s, where one
-    single-thread instance per lane reaches 1.88x (at 465 MB against 267 MB).
+    answers decoded together by one engine reach 1.05x one answer's tokens/s. A second engine
+    (:func:`default_engines`) uses the other core instead: 1.66x at the same memory.
     """
     given = os.environ.get("JEVLAYA_LLAMA_THREADS", "")
     return int(given) if given.isdigit() and int(given) > 0 else 1
+
+
+def default_engines() -> int:
+    """Engines (a llama.cpp context and its decode thread each) per model: one per CPU core, at
+    most 2, unless ``JEVLAYA_LLAMA_ENGINES`` says otherwise.
+
+    One single-thread engine is compute-bound on this CPU, so answers batched in it share one
+    core (three streams at once: 1.05x one stream's tokens/s); a second engine decodes on the
+    other core without ggml's spinning barrier between threads, which is what collapses two
+    threads of one engine on a busy machine. Each engine holds its own cache (``context_length``
+    tokens) over the one copy of the weights. Measured (``bench/local.py --only-backends``, idle):
+    three streams 1.05x one stream's tokens/s with one engine, 1.66x with two, 273 MB resident.
+    """
+    given = os.environ.get("JEVLAYA_LLAMA_ENGINES", "")
+    if given.isdigit() and int(given) > 0:
+        return int(given)
+    return max(1, min(2, os.cpu_count() or 1))
 
 
 class LlamaChatModel:
@@ -72,15 +93,16 @@ class LlamaChatModel:
 
     def __init__(self, gguf: str | os.PathLike[str], *, name: str, default_max_tokens: int = 256,
                  context_length: int = DEFAULT_CONTEXT, parallel: int = DEFAULT_PARALLEL,
-                 threads: int | None = None) -> None:
+                 threads: int | None = None, engines: int | None = None) -> None:
         global _backend_ready
         if not isinstance(name, str) or not name.strip():
             raise ChatRequestError("name", name, "give the model a non-empty name")
         for field_name, value in (("parallel", parallel), ("context_length", context_length)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ChatRequestError(field_name, value, "use a whole number >= 1")
-        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
-            raise ChatRequestError("threads", threads, "use a whole number >= 1, or None for the default (1)")
+        for field_name, given in (("threads", threads), ("engines", engines)):
+            if given is not None and (isinstance(given, bool) or not isinstance(given, int) or given < 1):
+                raise ChatRequestError(field_name, given, "use a whole number >= 1, or None for the default")
         path = Path(gguf)
         if not path.is_file():
             raise LocalModelError(f"gguf={str(path)!r} is not a file; point at a .gguf model file")
@@ -105,12 +127,14 @@ class LlamaChatModel:
         self._bos = self._special_text(llama_cpp.llama_vocab_bos(self._vocab))
         self._eos = self._special_text(llama_cpp.llama_vocab_eos(self._vocab))
         self._pieces: dict[int, bytes] = {}
-        self._engine = Engine(self._model, self._vocab, n_ctx=self.context_length, parallel=parallel,
-                              threads=self.threads)
+        count = min(engines or default_engines(), parallel)  # never an engine without a sequence
+        self._engines = [Engine(self._model, self._vocab, n_ctx=self.context_length,
+                                parallel=parallel // count + (i < parallel % count), threads=self.threads)
+                         for i in range(count)]
 
     def __repr__(self) -> str:
         return (f"LlamaChatModel(name={self.name!r}, gguf={self.path.name!r}, context={self.context_length}, "
-                f"parallel={self.parallel}, threads={self.threads})")
+                f"parallel={self.parallel}, threads={self.threads}, engines={len(self._engines)})")
 
     @property
     def max_answer_tokens(self) -> int:
@@ -120,12 +144,13 @@ class LlamaChatModel:
     @property
     def waiting(self) -> int:
         """Callers queued for a free sequence."""
-        return self._engine.waiting
+        return sum(engine.waiting for engine in self._engines)
 
     def close(self) -> None:
         """Stop the decode thread and free the context and weights (idempotent)."""
         if self._model:
-            self._engine.close()
+            for engine in self._engines:
+                engine.close()
             llama_cpp.llama_model_free(self._model)
             self._model = None
 
@@ -170,7 +195,8 @@ class LlamaChatModel:
         first_token_s = None
         produced = 0
         finish = "length"
-        self._engine.submit(job)
+        engine = min(self._engines, key=lambda e: e.load)  # the least busy; ties to the first
+        engine.submit(job)
         try:
             while True:
                 kind, value = job.out.get()
@@ -189,7 +215,7 @@ class LlamaChatModel:
                     finish = "stop"
                     break
         finally:
-            self._engine.cancel(job)  # a no-op once it ended; frees the sequence otherwise
+            engine.cancel(job)  # a no-op once it ended; frees the sequence otherwise
         tail = stream.finish()
         if tail and on_token is not None:
             on_token(tail)

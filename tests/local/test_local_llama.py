@@ -150,3 +150,41 @@ def test_served_smollm2_reports_its_backend_on_the_command_line(capsys: Any) -> 
     assert main(["--port", "0", "--stop-after", "0.1"]) == 0
     out = capsys.readouterr().out
     assert "models: smollm2 (llama.cpp)" in out
+
+
+def test_concurrent_answers_spread_over_the_engines() -> None:
+    """With two engines of one sequence each, two answers decode at the same time, one on each
+    engine: each waits in its first token's callback for the other to start (on one engine the
+    second would queue behind the first). A bad count names the field."""
+    from jevlaya_lab.local.loading import smollm2_gguf
+
+    model = LlamaChatModel(smollm2_gguf(), name="two", default_max_tokens=4, context_length=512,
+                           parallel=2, engines=2)
+    try:
+        assert "engines=2" in repr(model)
+        loads: list[list[int]] = []
+        started = threading.Barrier(2, action=lambda: loads.append([e.load for e in model._engines]), timeout=60)
+        results: dict[int, str] = {}
+
+        def one(i: int) -> None:
+            def on_token(_: str) -> None:
+                started.wait()  # both answers are running (200 tokens each: neither can be done)
+                raise ConnectionError("seen enough")  # ends the answer and frees its sequence
+
+            try:
+                model.generate(STORY, max_tokens=200, on_token=on_token)
+            except ConnectionError as exc:
+                results[i] = str(exc)
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        assert sorted(results) == [0, 1] and not started.broken
+        assert loads == [[1, 1]]  # one answer on each engine while both were decoding
+        assert model.waiting == 0
+    finally:
+        model.close()
+    with pytest.raises(ChatRequestError, match="engines"):
+        LlamaChatModel(smollm2_gguf(), name="bad", engines=0)
