@@ -1,11 +1,12 @@
 """One llama.cpp context that decodes several answers at once: continuous batching on the CPU.
 
-Decoding a small model on a CPU is bound by memory bandwidth: each step reads every weight once,
-whether it produces one token or four. So concurrent answers (three lanes of a race, several
-Broker callers) share one context with one sequence each, and every step puts the next token of
-every running answer into a single ``llama_decode`` batch. A new answer's prompt is read in the
-same steps (in pieces of at most ``n_batch`` tokens), so a long prompt does not freeze the
-answers already streaming.
+Each step reads every weight once, whether it produces one token or four, so concurrent answers
+share one context with one sequence each, and every step puts the next token of every running
+answer into a single ``llama_decode`` batch. That pays where a step is bound by memory bandwidth;
+with the portable AVX2 build on this machine's cores one thread is bound by arithmetic instead
+(three answers batched: 1.05x one answer's tokens/s), so a model runs one engine per core
+(``llama_model.default_engines``). A new answer's prompt is read in the same steps (in pieces of
+at most ``n_batch`` tokens), so a long prompt does not freeze the answers already streaming.
 
 The engine thread only decodes and samples; it hands token ids to each caller's queue, and the
 caller's own thread turns them into text and runs its callback. A slow or failing callback
