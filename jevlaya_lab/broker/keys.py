@@ -27,7 +27,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from jevlaya_lab.journal.store import Store
@@ -70,42 +70,32 @@ class KeyResolver:
         self._stored_at: float | None = None  # time.monotonic() of the last read
         self._refreshing = threading.Lock()
         self.resolved: set[str] = set()  # every key handed out: what logs must never show
+        # where a key is looked for, in order (built once: every call resolves a key)
+        self._sources: tuple[tuple[str, Callable[[str], str | None]], ...] = (
+            ("secrets", self._secrets.get), ("database", self._stored), (".env", self._from_dotenv),
+            ("environment", os.environ.get))
 
     def resolve(self, ref: str, scope: str | None = None) -> str | None:
-        if not scope:  # the common lookup (every call asks): no list of names to build
-            value = self._secrets.get(ref)
-            if value:
-                if value not in self.resolved:
-                    self.resolved.add(value)
-                return value
-            return self._lookup_sources(ref, secrets=False)
-        for name in (f"{scope}/{ref}", ref):
-            value = self._lookup_sources(name)
-            if value:
-                return value
-        return None
-
-    def _lookup_sources(self, name: str, *, secrets: bool = True) -> str | None:
-        """``name`` in the sources in order (``secrets=`` unless already looked at, stored
-        keys, ``.env``, the environment); the first non-empty value is remembered as resolved."""
-        for lookup in ((self._secrets.get, self._stored, self._from_dotenv, os.environ.get) if secrets
-                       else (self._stored, self._from_dotenv, os.environ.get)):
-            value = lookup(name)
-            if value:
-                if value not in self.resolved:
-                    self.resolved.add(value)
-                return value
-        return None
+        found = self._find(ref, scope)
+        if found is None:
+            return None
+        self.resolved.add(found[1])
+        return found[1]
 
     def source(self, ref: str, scope: str | None = None) -> str | None:
         """Where the key for ``ref`` comes from (``secrets``, ``database``, ``.env``,
         ``environment``), or ``None`` when it is missing; never the key itself."""
-        names = [f"{scope}/{ref}", ref] if scope else [ref]
-        for name in names:
-            for where, lookup in (("secrets", self._secrets.get), ("database", self._stored),
-                                  (".env", self._from_dotenv), ("environment", os.environ.get)):
-                if lookup(name):
-                    return where
+        found = self._find(ref, scope)
+        return None if found is None else found[0]
+
+    def _find(self, ref: str, scope: str | None) -> tuple[str, str] | None:
+        """``(where, key)`` of the first non-empty key: ``scope/ref`` in every source, then
+        ``ref`` in every source."""
+        for name in (f"{scope}/{ref}", ref) if scope else (ref,):
+            for where, lookup in self._sources:
+                value = lookup(name)
+                if value:
+                    return where, value
         return None
 
     def forget(self) -> None:
@@ -216,7 +206,7 @@ def guard_library_logs(resolver: KeyResolver, on: bool = True) -> None:
 
 def redact(text: str, *keys: str | None) -> str:
     """``text`` with every given key (and any run of 6+ of its characters) and every key-shaped
-    token replaced by ``***`` (:func:`jevlaya_lab.hooks.redaction.redact_secrets`)."""
+    token replaced by ``***`` (:func:`jevlaya_lab.secrets.scrub_secrets`)."""
     return redact_secrets(text, *keys)
 
 

@@ -275,7 +275,7 @@ class Pool:
         waiting: list[ModelState] = []
         cooling: list[float] = []
         for s in candidates:
-            if s.cooldown_until > now:
+            if s.cooling(now):
                 waiting.append(s)
                 cooling.append(s.cooldown_until)
             elif s.in_flight < s.entry.parallel:
