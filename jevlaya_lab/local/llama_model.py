@@ -65,8 +65,7 @@ def default_threads() -> int:
     answers decoded together by one engine reach 1.05x one answer's tokens/s. A second engine
     (:func:`default_engines`) uses the other core instead: 1.66x at the same memory.
     """
-    given = os.environ.get("JEVLAYA_LLAMA_THREADS", "")
-    return int(given) if given.isdigit() and int(given) > 0 else 1
+    return _count_from_env("JEVLAYA_LLAMA_THREADS") or 1
 
 
 def default_engines() -> int:
@@ -80,10 +79,13 @@ def default_engines() -> int:
     tokens) over the one copy of the weights. Measured (``bench/local.py --only-backends``, idle):
     three streams 1.05x one stream's tokens/s with one engine, 1.66x with two, 273 MB resident.
     """
-    given = os.environ.get("JEVLAYA_LLAMA_ENGINES", "")
-    if given.isdigit() and int(given) > 0:
-        return int(given)
-    return max(1, min(2, os.cpu_count() or 1))
+    return _count_from_env("JEVLAYA_LLAMA_ENGINES") or max(1, min(2, os.cpu_count() or 1))
+
+
+def _count_from_env(name: str) -> int | None:
+    """The whole number >= 1 that the environment variable ``name`` holds, else None."""
+    given = os.environ.get(name, "")
+    return int(given) if given.isdigit() and int(given) > 0 else None
 
 
 class LlamaChatModel:
