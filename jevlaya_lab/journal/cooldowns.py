@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from jevlaya_lab.journal.errors import JournalUnavailableError, UnsupportedSourceError
+from jevlaya_lab.journal.pg_tables import WRITE_LOCK
 from jevlaya_lab.journal.store import redact_url
 
 __all__ = ["SharedCooldowns"]
@@ -71,10 +72,34 @@ class SharedCooldowns:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._table = TABLE
         self._rates = self._table.replace(TABLE, RATES)
-        self._conn.execute(f"CREATE TABLE IF NOT EXISTS {self._table} (name TEXT PRIMARY KEY, "
-                           "cool_until DOUBLE PRECISION NOT NULL, probe_until DOUBLE PRECISION NOT NULL)")
-        self._conn.execute(f"CREATE TABLE IF NOT EXISTS {self._rates} (name TEXT PRIMARY KEY, "
-                           "tat DOUBLE PRECISION NOT NULL)")
+        try:
+            self._create_tables()
+        except BaseException:  # a book that failed to open leaves no connection behind
+            self._conn.close()
+            raise
+
+    def _create_tables(self) -> None:
+        """Create the two tables once, whichever process comes first.
+
+        PostgreSQL's ``CREATE ... IF NOT EXISTS`` is not safe against itself: two workers that
+        start together can both find the table missing, and the second fails on the catalogue's
+        unique index. So the creation runs in one transaction under the advisory lock the
+        journal store creates its own tables under, and the workers take turns."""
+        statements = []
+        if self._pg and "." in self._table:
+            statements.append("CREATE SCHEMA IF NOT EXISTS jevlaya_lab")
+        statements += [f"CREATE TABLE IF NOT EXISTS {self._table} (name TEXT PRIMARY KEY, "
+                       "cool_until DOUBLE PRECISION NOT NULL, probe_until DOUBLE PRECISION NOT NULL)",
+                       f"CREATE TABLE IF NOT EXISTS {self._rates} (name TEXT PRIMARY KEY, "
+                       "tat DOUBLE PRECISION NOT NULL)"]
+        if not self._pg:
+            for sql in statements:
+                self._conn.execute(sql)
+            return
+        with self._conn.transaction():
+            self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+            for sql in statements:
+                self._conn.execute(sql)
 
     def _pg_connect(self, url: str) -> Any:
         try:
@@ -86,11 +111,8 @@ class SharedCooldowns:
         except psycopg.OperationalError as exc:
             raise JournalUnavailableError(f"SharedCooldowns: cannot reach {self.location}: "
                                           f"{type(exc).__name__}; check the server and the URL") from None
-        if "search_path" in url:
-            self._table = TABLE
-        else:  # the journal's own schema, as the PostgreSQL store uses it
-            conn.execute("CREATE SCHEMA IF NOT EXISTS jevlaya_lab")
-            self._table = f"jevlaya_lab.{TABLE}"
+        # the journal's own schema, as the PostgreSQL store uses it, unless the URL sets a search path
+        self._table = TABLE if "search_path" in url else f"jevlaya_lab.{TABLE}"
         return conn
 
     def _sql(self, sql: str) -> str:

@@ -11,7 +11,11 @@ from typing import Any
 
 from jevlaya_lab.journal.store import SCHEMA_VERSION
 
-__all__ = ["TABLES", "insert_sql", "put_meta"]
+__all__ = ["TABLES", "WRITE_LOCK", "insert_sql", "put_meta"]
+
+# pg_advisory_xact_lock key ("jevl") that serialises schema creation and registry, meta and
+# retention writes across every process on one database (the store's and the shared cooldowns').
+WRITE_LOCK = 0x6A65766C
 
 TABLES = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);

@@ -41,6 +41,7 @@ from typing import Any
 from jevlaya_lab._cache_dir import cache_home
 from jevlaya_lab.journal.errors import JournalSchemaError, JournalUnavailableError, UnsupportedSourceError
 from jevlaya_lab.journal.pg_tables import TABLES as _TABLES
+from jevlaya_lab.journal.pg_tables import WRITE_LOCK as _WRITE_LOCK
 from jevlaya_lab.journal.pg_tables import insert_sql as _insert_sql
 from jevlaya_lab.journal.pg_tables import put_meta as _put_meta
 from jevlaya_lab.journal.rows import (
@@ -58,8 +59,7 @@ from jevlaya_lab.journal.rows import (
 from jevlaya_lab.journal.store import DISABLED_PREFIX, SCHEMA_VERSION, Store, split_password
 
 DEFAULT_SCHEMA = "jevlaya_lab"
-# pg_advisory_xact_lock key for registry/meta/retention writes ("jevl").
-_WRITE_LOCK = 0x6A65766C
+
 
 class PostgreSQLStore(Store):
     """A :class:`Store` in a PostgreSQL database (see the module docstring for the rules)."""

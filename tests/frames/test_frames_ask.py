@@ -134,18 +134,21 @@ def test_a_rerun_resumes_from_the_journal(server, journal):
     assert not changed["resumed"].iloc[0]  # another prompt is another call
 
 
+# 40 rows at 0.3 s each keep the child busy for 12 s or more, so the signal lands mid-run even
+# when a loaded machine is slow to see the third answered row (with 12 rows it once finished first)
+ROWS = 40
 CHILD = textwrap.dedent("""
     import sys, pandas as pd
     from jevlaya_lab import Broker, LLMConfig
     from jevlaya_lab.frames import ask
     url, journal = sys.argv[1], sys.argv[2]
-    df = pd.DataFrame({"body": [f"ticket number {i} about my order" for i in range(12)]},
-                      index=pd.Index([100 + i for i in range(12)], name="ticket"))
+    df = pd.DataFrame({"body": [f"ticket number {i} about my order" for i in range(ROWS)]},
+                      index=pd.Index([100 + i for i in range(ROWS)], name="ticket"))
     broker = Broker(journal, models=[LLMConfig(name="a", base_url=url, model="a")], catalog=[], store_text=True)
     print("ready", flush=True)
     ask(df, "{body}", broker=broker, concurrency=1, max_tokens=3, progress=False)
     broker.close()
-""")
+""").replace("ROWS", str(ROWS))
 
 
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "sigkill"])
@@ -163,6 +166,7 @@ def test_an_interrupted_run_is_resumed_without_asking_answered_rows_again(server
                     if len(peek.calls(operation="frames.ask", status="ok")) >= 3:
                         break
             time.sleep(0.3)
+        assert child.poll() is None, "the child finished before it could be interrupted"
         child.send_signal(stop)
         child.communicate(timeout=60)
     finally:
@@ -173,14 +177,14 @@ def test_an_interrupted_run_is_resumed_without_asking_answered_rows_again(server
     server.set_fault("a", None)
     with _broker(server, journal) as broker:
         before = broker.calls(operation="frames.ask", status="ok")
-        out = ask(_frame(12), "{body}", broker=broker, max_tokens=3, progress=False)
+        out = ask(_frame(ROWS), "{body}", broker=broker, max_tokens=3, progress=False)
         after = broker.calls(operation="frames.ask", status="ok")
     answered_before = {r["trace_id"] for r in before}
-    assert 3 <= len(answered_before) < 12
+    assert 3 <= len(answered_before) < ROWS
     assert int(out["resumed"].sum()) == len(answered_before)
     assert out["answer"].notna().all()
-    assert len(after) == 12  # one answered call per row, none asked twice
-    assert len({r["trace_id"] for r in after}) == 12
+    assert len(after) == ROWS  # one answered call per row, none asked twice
+    assert len({r["trace_id"] for r in after}) == ROWS
 
 
 def test_escalate_asks_only_the_abstained_rows_and_says_which_stage_answered(server, journal, questions,

@@ -59,3 +59,32 @@ def test_a_refused_key_seen_by_one_broker_keeps_the_other_off_the_model(tmp_path
             assert len(second.calls()) == sent  # the second broker sent nothing
         with pytest.raises(TypeError, match="cooldowns="):
             Broker(journal, models=models, catalog=[], cooldowns="yes")
+
+
+def test_books_that_start_together_on_a_fresh_database_all_open(pg_server, pg_database):
+    """Dask workers start at once: each creates the schema and tables if missing. Without the
+    advisory lock two of them find the table missing together and one fails on the catalogue's
+    unique index (psycopg UniqueViolation on pg_type), which killed a worker's partition."""
+    import threading
+
+    url = pg_server.url(pg_database)
+    opened, failed = [], []
+    start = threading.Barrier(8)
+
+    def open_one() -> None:
+        start.wait()
+        try:
+            opened.append(SharedCooldowns(url, refresh_s=0))
+        except Exception as exc:  # recorded, and the assertion below names it
+            failed.append(exc)
+
+    threads = [threading.Thread(target=open_one) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert failed == [] and len(opened) == 8
+    opened[0].extend("m", time.time() + 5)
+    assert all(book.until("m") > time.time() for book in opened)
+    for book in opened:
+        book.close()
