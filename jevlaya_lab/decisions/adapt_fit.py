@@ -20,7 +20,6 @@ from jevlaya_lab.decisions.questions import Question
 Agent = Any
 """An :class:`~jevlaya_lab.decisions.agent.Agent` (not imported: the Agent imports the adapt modules)."""
 
-ROWS_PER_CHUNK = 256
 LINEAR_PENALTIES = (0.03, 0.003, 0.0003)
 """L2 weights of the full linear correction (per element of ``W``, against the mean cross-entropy)."""
 LINEAR_MIN_LABELS = 4
@@ -40,7 +39,7 @@ def base_features(agent: Agent, states: Sequence[Any], parsed: tuple[Question, .
     the agent's checkpoint gives ``states`` without any adaptation, and the ``[n, d]`` pooled state
     vectors (None unless ``vectors``)."""
     from jevlaya_lab.decisions.budget import check_budget, check_positions
-    from jevlaya_lab.decisions.encoding import build_batch, tokenize_states
+    from jevlaya_lab.decisions.encoding import ROWS_PER_CHUNK, build_batch, tokenize_states
 
     max_len = check_positions(
         check_budget("max_len", agent.config.max_len),
@@ -48,7 +47,7 @@ def base_features(agent: Agent, states: Sequence[Any], parsed: tuple[Question, .
         agent.model_id)
     heads = agent._question_heads(parsed, agent.config.head_max_len)
     tokens = tokenize_states(agent._rows, list(states))
-    chunk = max(1, ROWS_PER_CHUNK // len(heads))  # the Agent's chunking: at most 256 rows per pass
+    chunk = max(1, ROWS_PER_CHUNK // len(heads))  # the Agent's chunking
     per_question: list[list[torch.Tensor]] = [[] for _ in parsed]
     for start in range(0, len(tokens), chunk):
         chunk_tokens = tokens[start:start + chunk]

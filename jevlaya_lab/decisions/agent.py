@@ -46,6 +46,7 @@ from jevlaya_lab.decisions.calibration import (
 from jevlaya_lab.decisions.checkpoint import CheckpointConfig, load_checkpoint
 from jevlaya_lab.decisions.device import autocast_dtype, quantize_model, select_device
 from jevlaya_lab.decisions.encoding import (
+    ROWS_PER_CHUNK,
     EncodedBatch,
     QuestionHead,
     build_batch,
@@ -62,7 +63,6 @@ from jevlaya_lab.decisions.results import AgentResult, ResultList
 from jevlaya_lab.hooks import HookHost, HookRunner, PredictContext
 from jevlaya_lab.hooks.options import HookKeywords, HookOptions
 
-ROWS_PER_CHUNK = 256
 _HEAD_CACHE_SIZE = 64
 
 
