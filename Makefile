@@ -15,7 +15,9 @@ setup: $(VENV)/.installed
 # configuration; pip's own wheel cache is not relied on, because its key ignores CMAKE_ARGS. The CPU level is x86-64-v3 (AVX2, FMA,
 # F16C) rather than -march=native: the wheel then runs on any machine of the last decade that
 # the cache folder may be copied to or shared with, where a native build could die of an
-# illegal instruction (AVX-512), for a few per cent of speed on a memory-bound 135M model.
+# illegal instruction (AVX-512). The price, measured for SmolLM2's 109-token benchmark prompt
+# on one thread: an AVX-512 (F, VBMI, VNNI, BF16) build prefills the Q8_0 weights smollm2()
+# reads in 261 ms against 282-342 ms here (Q4_0: 150 against 287; see bench/local_backends.py).
 LLAMA_CPP_VERSION := 0.3.36
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
 	-DGGML_OPENMP=OFF -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \

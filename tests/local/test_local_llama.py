@@ -15,7 +15,9 @@ from jevlaya_lab.local.llama_model import LlamaChatModel
 
 pytestmark = pytest.mark.integration
 
-QUESTION = [{"role": "user", "content": "Which city is the capital of France?"}]
+# Japan rather than France: for France, the 135M model's first token nearly ties between "The"
+# and "Le" (26.86 against 26.69 in the Q4_1 file), and the Q8_0 copy tips it to French
+QUESTION = [{"role": "user", "content": "What is the capital of Japan?"}]
 STORY = [{"role": "user", "content": "Write a long story about a lighthouse keeper and his cat."}]
 
 
@@ -72,7 +74,7 @@ def test_the_prompt_is_the_ggufs_chat_template_with_the_same_tokens_as_transform
 def test_answers_stream_in_pieces_that_make_the_text_with_usage(smol: LlamaChatModel) -> None:
     pieces: list[str] = []
     generation = smol.generate(QUESTION, max_tokens=24, on_token=pieces.append)
-    assert "Paris" in generation.text and "".join(pieces) == generation.text and len(pieces) > 1
+    assert "Tokyo" in generation.text and "".join(pieces) == generation.text and len(pieces) > 1
     assert generation.prompt_tokens == len(smol.prompt_ids(QUESTION))
     assert 0 < generation.completion_tokens <= 24 and generation.finish_reason in ("stop", "length")
     assert generation.first_token_s is not None and generation.first_token_s <= generation.elapsed_s

@@ -108,8 +108,8 @@ def test_smollm2_is_loaded_once_per_process(smol: Any) -> None:
 def test_smollm2_applies_the_chat_template_and_answers(smol: Any) -> None:
     prompt = prompt_text(smol, [{"role": "user", "content": "Hi"}])
     assert prompt.startswith("<|im_start|>system\n") and prompt.endswith("<|im_start|>assistant\n")
-    generation = smol.generate([{"role": "user", "content": "Which city is the capital of France?"}], max_tokens=24)
-    assert "Paris" in generation.text
+    generation = smol.generate([{"role": "user", "content": "What is the capital of Japan?"}], max_tokens=24)
+    assert "Tokyo" in generation.text
     assert generation.completion_tokens <= 24 and generation.prompt_tokens > 10
 
 
