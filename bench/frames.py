@@ -40,7 +40,15 @@ plain ``asyncio.gather`` of httpx calls bounded by a semaphore of the same size,
 The machine may be shared: every figure is paired with its reference from the same run, and the
 ratios are what to read. Results go to bench/results/frames.json.
 
-Measured with the defaults on the idle machine (``bench/frames.py``, 10,000 rows, 2,000 asks; load
+Peak RSS per worker after forward passes were cut to 80 (state, question) rows (16 states;
+``ROWS_PER_CHUNK`` in ``jevlaya_lab.decisions.encoding``), 10,000 rows, measured with this file's
+``bench_dask`` on the shared machine (load 2-6): **678 MB with 1 worker, 657 and 658 MB with 2**
+(target 700: met); 307 MB before loading mini-en, 220-222 MB of shared-library pages, USS after
+the run 427-521 MB. The in-process ratio on 2,000 rows (``--rows 2000 --no-dask --no-ask``, load
+2.1 -> 1.5): decide / encoder forward 0.992 wall, 0.980 CPU time. The peak had grown with the rows
+a worker decided because the longest batch seen sets it; smaller passes bound it.
+
+Measured with the defaults on the idle machine before that change (``bench/frames.py``, 10,000 rows, 2,000 asks; load
 average 1.9 at the start and 1.8 at the end, a short test run overlapping the tokenise + forward
 and predict_batch phases):
 
