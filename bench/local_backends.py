@@ -102,11 +102,10 @@ def _serve_worker(kind: str) -> None:
         models: Any = {name: model for name in ("a", "b", "c")}
     elif kind == "llama.cpp-per-lane":
         from jevlaya_lab.local.llama_model import LlamaChatModel
-        from jevlaya_lab.local.loading import QUANTIZATION_ENV, SMOLLM2_QUANTIZATION, smollm2_gguf
+        from jevlaya_lab.local.loading import smollm2_gguf, smollm2_quantization
 
-        weights = os.environ.get(QUANTIZATION_ENV) or SMOLLM2_QUANTIZATION  # what smollm2() reads
         models = {name: LlamaChatModel(smollm2_gguf(), name=name, default_max_tokens=NEW_TOKENS, parallel=1,
-                                       threads=1, context_length=1024, quantization=weights)
+                                       threads=1, context_length=1024, quantization=smollm2_quantization())
                   for name in ("a", "b", "c")}
     else:
         import torch
@@ -253,12 +252,12 @@ def main(rounds: int = 3) -> dict[str, Any]:
                    "peak_rss_mb": rss[kind]} for kind, rows in concurrency.items()}
     for row in conc.values():
         row["ratio"] = row["three_tok_s"] / row["one_tok_s"]
-    from jevlaya_lab._cache_dir import cache_home
-    from jevlaya_lab.local.loading import QUANTIZATION_ENV, SMOLLM2_QUANTIZATION
+    from jevlaya_lab._cache_dir import models_dir
+    from jevlaya_lab.local.loading import smollm2_quantization
     from jevlaya_lab.local.requantise import requantised
 
-    quantization = os.environ.get(QUANTIZATION_ENV) or SMOLLM2_QUANTIZATION
-    weights_mb = requantised(smollm2_gguf(), quantization, cache_home() / "models").stat().st_size / 1e6
+    quantization = smollm2_quantization()
+    weights_mb = requantised(smollm2_gguf(), quantization, models_dir()).stat().st_size / 1e6
     gb_s = bandwidth_gb_s()
     bound = gb_s * 1e9 / (weights_mb * 1e6)
     results = {

@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["HOME_ENV", "HOME_ENV_ALIAS", "build_directory", "cache_home"]
+__all__ = ["HOME_ENV", "HOME_ENV_ALIAS", "build_directory", "cache_home", "models_dir"]
 
 HOME_ENV = "JEVLAYA_HOME"
 HOME_ENV_ALIAS = "JEVLAYA_LAB_CACHE"
@@ -43,6 +43,12 @@ def cache_home() -> Path:
     if os.name == "nt":
         return Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local") / "jevlaya_lab" / "Cache"
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser() / "jevlaya_lab"
+
+
+def models_dir() -> Path:
+    """``models/`` in the cache folder: chat models converted from GGUF (transformers copies and
+    re-quantised GGUF files)."""
+    return cache_home() / "models"
 
 
 def build_directory(target: Path, build: Callable[[Path], object], *, ready: Callable[[Path], bool]) -> Path:

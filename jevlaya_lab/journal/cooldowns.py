@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from jevlaya_lab.journal.errors import JournalUnavailableError, UnsupportedSourceError
-from jevlaya_lab.journal.pg_tables import WRITE_LOCK
+from jevlaya_lab.journal.pg_tables import DEFAULT_SCHEMA, WRITE_LOCK
 from jevlaya_lab.journal.store import redact_url
 
 __all__ = ["SharedCooldowns"]
@@ -70,6 +70,7 @@ class SharedCooldowns:
             self._pg = False
             self._conn = sqlite3.connect(Path(text), timeout=30, isolation_level=None, check_same_thread=False)
             self._conn.execute("PRAGMA journal_mode=WAL")
+            self._schema: str | None = None
             self._table = TABLE
         self._rates = self._table.replace(TABLE, RATES)
         try:
@@ -85,9 +86,7 @@ class SharedCooldowns:
         start together can both find the table missing, and the second fails on the catalogue's
         unique index. So the creation runs in one transaction under the advisory lock the
         journal store creates its own tables under, and the workers take turns."""
-        statements = []
-        if self._pg and "." in self._table:
-            statements.append("CREATE SCHEMA IF NOT EXISTS jevlaya_lab")
+        statements = [f'CREATE SCHEMA IF NOT EXISTS "{self._schema}"'] if self._schema else []
         statements += [f"CREATE TABLE IF NOT EXISTS {self._table} (name TEXT PRIMARY KEY, "
                        "cool_until DOUBLE PRECISION NOT NULL, probe_until DOUBLE PRECISION NOT NULL)",
                        f"CREATE TABLE IF NOT EXISTS {self._rates} (name TEXT PRIMARY KEY, "
@@ -112,7 +111,8 @@ class SharedCooldowns:
             raise JournalUnavailableError(f"SharedCooldowns: cannot reach {self.location}: "
                                           f"{type(exc).__name__}; check the server and the URL") from None
         # the journal's own schema, as the PostgreSQL store uses it, unless the URL sets a search path
-        self._table = TABLE if "search_path" in url else f"jevlaya_lab.{TABLE}"
+        self._schema = None if "search_path" in url else DEFAULT_SCHEMA
+        self._table = TABLE if self._schema is None else f"{self._schema}.{TABLE}"
         return conn
 
     def _sql(self, sql: str) -> str:

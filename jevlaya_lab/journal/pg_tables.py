@@ -11,11 +11,13 @@ from typing import Any
 
 from jevlaya_lab.journal.store import SCHEMA_VERSION
 
-__all__ = ["TABLES", "WRITE_LOCK", "insert_sql", "put_meta"]
+__all__ = ["DEFAULT_SCHEMA", "TABLES", "WRITE_LOCK", "insert_sql", "put_meta"]
 
 # pg_advisory_xact_lock key ("jevl") that serialises schema creation and registry, meta and
 # retention writes across every process on one database (the store's and the shared cooldowns').
 WRITE_LOCK = 0x6A65766C
+# the schema the journal's tables live in unless the URL sets a search path
+DEFAULT_SCHEMA = "jevlaya_lab"
 
 TABLES = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);

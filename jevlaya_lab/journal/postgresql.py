@@ -40,6 +40,7 @@ from typing import Any
 
 from jevlaya_lab._cache_dir import cache_home
 from jevlaya_lab.journal.errors import JournalSchemaError, JournalUnavailableError, UnsupportedSourceError
+from jevlaya_lab.journal.pg_tables import DEFAULT_SCHEMA
 from jevlaya_lab.journal.pg_tables import TABLES as _TABLES
 from jevlaya_lab.journal.pg_tables import WRITE_LOCK as _WRITE_LOCK
 from jevlaya_lab.journal.pg_tables import insert_sql as _insert_sql
@@ -57,8 +58,6 @@ from jevlaya_lab.journal.rows import (
     utc_now,
 )
 from jevlaya_lab.journal.store import DISABLED_PREFIX, SCHEMA_VERSION, Store, split_password
-
-DEFAULT_SCHEMA = "jevlaya_lab"
 
 
 class PostgreSQLStore(Store):

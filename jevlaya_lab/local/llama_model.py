@@ -33,7 +33,7 @@ from typing import Any, NoReturn
 
 import llama_cpp
 
-from jevlaya_lab._cache_dir import cache_home
+from jevlaya_lab._cache_dir import models_dir
 from jevlaya_lab.local import validation
 from jevlaya_lab.local.decoding import TextStream
 from jevlaya_lab.local.errors import ChatRequestError, LocalModelError
@@ -122,7 +122,7 @@ class LlamaChatModel:
         self.name = name
         self.path = path
         # the file llama.cpp reads: ``gguf`` itself, or its copy re-quantised to ``quantization``
-        self.weights = requantised(path, quantization, cache_home() / "models")
+        self.weights = requantised(path, quantization, models_dir())
         self.quantization = quantization
         if not _backend_ready:
             llama_cpp.llama_backend_init()

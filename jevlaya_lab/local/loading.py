@@ -35,10 +35,12 @@ import platform
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
-from jevlaya_lab._cache_dir import build_directory, cache_home
+from jevlaya_lab._cache_dir import build_directory
+from jevlaya_lab._cache_dir import models_dir as cache_dir  # where converted models live
 from jevlaya_lab._hub import hub_offline
 from jevlaya_lab._quiet import quiet_loading
 from jevlaya_lab.local.errors import LocalModelError
+from jevlaya_lab.local.requantise import SOURCE, check_quantization
 
 if TYPE_CHECKING:
     import torch
@@ -99,11 +101,6 @@ def _announce(name: str, backend: str, source: str) -> None:
                        "'make setup' builds it, ~4x faster decoding) reading %s", name, source)
     else:
         logger.info("local model %r: transformers backend reading %s", name, source)
-
-
-def cache_dir() -> Path:
-    """Where converted models live: ``models/`` in the cache folder (``$JEVLAYA_HOME``)."""
-    return cache_home() / "models"
 
 
 def smollm2_gguf() -> Path:
@@ -199,14 +196,16 @@ def smollm2(*, name: str = SMOLLM2_NAME, dtype: str | torch.dtype = "auto",
     decodes the concurrent answers of that one copy together.
     """
     chosen = resolve_backend(backend, gguf=True)
-    if chosen == "llama.cpp":
-        from jevlaya_lab.local.requantise import check_quantization
-
-        if quantization is None:
-            quantization = check_quantization(os.environ.get(QUANTIZATION_ENV) or SMOLLM2_QUANTIZATION,
-                                              QUANTIZATION_ENV)
-        return _gguf_llama(str(smollm2_gguf()), name, max_tokens, check_quantization(quantization))
+    if chosen == "llama.cpp":  # an unknown quantization is refused, naming it, by requantise
+        return _gguf_llama(str(smollm2_gguf()), name, max_tokens,
+                           smollm2_quantization() if quantization is None else quantization)
     return _smollm2(name, resolve_dtype(dtype), max_tokens)
+
+
+def smollm2_quantization() -> str:
+    """What ``smollm2()`` reads on llama.cpp unless told: ``$JEVLAYA_LLAMA_QUANTIZATION``, else
+    ``SMOLLM2_QUANTIZATION`` (an unknown value is an error naming the variable)."""
+    return check_quantization(os.environ.get(QUANTIZATION_ENV) or SMOLLM2_QUANTIZATION, QUANTIZATION_ENV)
 
 
 @functools.lru_cache(maxsize=None)
@@ -217,11 +216,11 @@ def _smollm2(name: str, dtype: torch.dtype, max_tokens: int) -> ChatModel:
 
 
 @functools.lru_cache(maxsize=None)
-def _gguf_llama(path: str, name: str, max_tokens: int, quantization: str = "source") -> LlamaChatModel:
+def _gguf_llama(path: str, name: str, max_tokens: int, quantization: str = SOURCE) -> LlamaChatModel:
     from jevlaya_lab.local.llama_model import LlamaChatModel
 
     model = LlamaChatModel(path, name=name, default_max_tokens=max_tokens, quantization=quantization)
-    _announce(name, "llama.cpp", path if quantization == "source" else f"{path} as {quantization} ({model.weights})")
+    _announce(name, "llama.cpp", path if quantization == SOURCE else f"{path} as {quantization} ({model.weights})")
     return model
 
 
