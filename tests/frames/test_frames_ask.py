@@ -141,21 +141,21 @@ CHILD = textwrap.dedent("""
     import sys, pandas as pd
     from jevlaya_lab import Broker, LLMConfig
     from jevlaya_lab.frames import ask
-    url, journal = sys.argv[1], sys.argv[2]
-    df = pd.DataFrame({"body": [f"ticket number {i} about my order" for i in range(ROWS)]},
-                      index=pd.Index([100 + i for i in range(ROWS)], name="ticket"))
+    url, journal, rows = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    df = pd.DataFrame({"body": [f"ticket number {i} about my order" for i in range(rows)]},
+                      index=pd.Index([100 + i for i in range(rows)], name="ticket"))
     broker = Broker(journal, models=[LLMConfig(name="a", base_url=url, model="a")], catalog=[], store_text=True)
     print("ready", flush=True)
     ask(df, "{body}", broker=broker, concurrency=1, max_tokens=3, progress=False)
     broker.close()
-""").replace("ROWS", str(ROWS))
+""")
 
 
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "sigkill"])
 def test_an_interrupted_run_is_resumed_without_asking_answered_rows_again(server, journal, stop):
     server.set_fault("a", FaultProfile(latency=0.3))
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    child = subprocess.Popen([sys.executable, "-c", CHILD, server.base_url, str(journal)], env=env,
+    child = subprocess.Popen([sys.executable, "-c", CHILD, server.base_url, str(journal), str(ROWS)], env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "ready"
