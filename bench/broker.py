@@ -17,10 +17,11 @@ client-side CPU measured here is the broker's. Measured:
    llmbroker's ``ask`` takes no ``max_tokens`` to keep an answer short). Each round gives each
    broker's added p50 over the httpx call (the four calls of each step in a shuffled order);
    the table shows the medians over the rounds and their ratio (the goal is at most 0.5).
-   Last measured (2026-12-02, the shared 2-core machine at load 13-17, ``--only-llmbroker``):
-   ratio 0.52 (+0.168 vs +0.322 ms, 9 rounds), 0.65 (7 rounds) and 0.75 (+0.222 vs +0.295 ms,
-   11 rounds); single rounds swing by up to 1 ms either way, more than the medians differ.
-   Before the call path was trimmed: 1.50 (+0.313 vs +0.209 ms, 7 rounds, load ~1).
+   Last measured (2026-12-02, idle, ``--only-llmbroker --rounds 7``), after the broker's
+   requests moved from httpx's ``AsyncClient`` onto httpcore's pool (``broker/wire.py``):
+   ratio -0.45 (-0.084 vs +0.184 ms; every round negative, -0.124 to -0.052 ms): the broker's
+   own work now costs less than the httpx client layer it no longer pays. Before that change:
+   0.77 (+0.163 vs +0.211 ms, 11 rounds, idle); single rounds swing by up to 1 ms under load.
 5. ``durable=True`` (a call returns once its rows are committed) against the default, in the
    same run and interleaved: sequential 1-token asks (latency per call) and 50 concurrent
    callers (throughput), each through its own broker and journal file.

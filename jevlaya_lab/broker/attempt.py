@@ -22,8 +22,6 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Any, NamedTuple, TypeVar
 
-import httpx
-
 from jevlaya_lab.broker.budget import ATTEMPT_TIMEOUT_S, Budget
 from jevlaya_lab.broker.errors import ProviderError
 from jevlaya_lab.broker.http import Delta, Failure, Reply, merge_tool_calls, read_deltas
@@ -34,6 +32,7 @@ from jevlaya_lab.broker.pool import DEFAULT_COOLDOWN_S, Caller, ModelState, Pool
 from jevlaya_lab.broker.results import LLMResult
 from jevlaya_lab.broker.transport import Transport
 from jevlaya_lab.broker.validation import Call, new_id
+from jevlaya_lab.broker.wire import Response
 from jevlaya_lab.journal.rows import MAX_DETAIL
 
 log = logging.getLogger("jevlaya_lab.broker")
@@ -116,7 +115,7 @@ class Attempt:
         self.journal_seq = 0  # this attempt's row number in the journal (CallJournal.attempt)
         self.cancel_status = "superseded"
         self.key: str | None = None  # the key sent (redacted from what the provider says)
-        self.response: httpx.Response | None = None  # a stream's open response
+        self.response: Response | None = None  # a stream's open response
         self.deltas: AsyncIterator[Delta] | None = None
         self._pool = pool
         self._journal = journal

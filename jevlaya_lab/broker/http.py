@@ -1,4 +1,4 @@
-"""The wire: OpenAI-compatible Chat Completions over one shared ``httpx.AsyncClient``.
+"""OpenAI-compatible Chat Completions over the broker's :class:`~jevlaya_lab.broker.wire.Wire`.
 
 Every provider outcome is classified here into a :class:`Failure` (the failure table: what each
 status or transport error means) or a :class:`Reply`; the attempt applies a failure to the pool.
@@ -13,9 +13,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any
-
-import httpx
+from typing import Any, Protocol
 
 from jevlaya_lab.broker.errors import (
     AuthError,
@@ -23,6 +21,7 @@ from jevlaya_lab.broker.errors import (
     ProviderError,
     RateLimitError,
 )
+from jevlaya_lab.broker.wire import WIRE_ERRORS, Response, Wire
 from jevlaya_lab.journal.rows import MAX_DETAIL
 from jevlaya_lab.secrets import clip_scrubbed as clip_redacted
 
@@ -88,11 +87,18 @@ def build_body(model: str, messages: list[dict[str, Any]], *, stream: bool,
     return body
 
 
-def headers_for(key: str | None) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"} if key else {}
+class Answered(Protocol):
+    """What failure classification reads of an HTTP answer (a wire ``Response``; an
+    ``httpx.Response`` has the same two attributes)."""
+
+    @property
+    def status_code(self) -> int: ...
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
 
 
-def retry_after(response: httpx.Response) -> float | None:
+def retry_after(response: Answered) -> float | None:
     """Seconds the provider asks us to wait: ``retry-after-ms`` (OpenAI), then ``Retry-After``
     as seconds or as an HTTP date; ``None`` when absent or unreadable."""
     millis = response.headers.get("retry-after-ms")
@@ -148,7 +154,7 @@ def error_detail(body: bytes, key: str | None) -> str:
     return _detail(text, key)
 
 
-def classify_status(response: httpx.Response, body: bytes, key: str | None) -> Failure:
+def classify_status(response: Answered, body: bytes, key: str | None) -> Failure:
     status = response.status_code
     detail = error_detail(body, key)
     if status in (429, 503):
@@ -239,13 +245,11 @@ def _usage(raw: Any) -> dict[str, int]:
     return usage
 
 
-async def post_chat(client: httpx.AsyncClient, url: str, key: str | None,
-                    body: dict[str, Any]) -> Reply:
+async def post_chat(wire: Wire, url: str, key: str | None, body: dict[str, Any]) -> Reply:
     """One non-streaming request; raises :class:`Failure`."""
     try:
-        response = await client.post(f"{url}/chat/completions", json=body,
-                                     headers=headers_for(key))
-    except httpx.HTTPError as exc:
+        response = await wire.post(f"{url}/chat/completions", key, body)
+    except WIRE_ERRORS as exc:
         raise transport_failure(exc, key) from None
     if response.status_code != 200:
         raise classify_status(response, response.content, key)
@@ -262,19 +266,17 @@ class Delta:
     finish_reason: str | None = None
 
 
-async def open_stream(client: httpx.AsyncClient, url: str, key: str | None,
-                      body: dict[str, Any]) -> httpx.Response:
+async def open_stream(wire: Wire, url: str, key: str | None,
+                      body: dict[str, Any]) -> Response:
     """Send a streaming request and return the open 200 response (raises :class:`Failure`)."""
-    request = client.build_request("POST", f"{url}/chat/completions", json=body,
-                                   headers=headers_for(key))
     try:
-        response = await client.send(request, stream=True)
-    except httpx.HTTPError as exc:
+        response = await wire.open(f"{url}/chat/completions", key, body)
+    except WIRE_ERRORS as exc:
         raise transport_failure(exc, key) from None
     if response.status_code != 200:
         try:
             content = await response.aread()
-        except httpx.HTTPError:
+        except WIRE_ERRORS:
             content = b""
         finally:
             await response.aclose()
@@ -296,7 +298,7 @@ def parse_chunk(data: str) -> Delta:
     return delta
 
 
-async def read_deltas(response: httpx.Response, key: str | None) -> AsyncIterator[Delta]:
+async def read_deltas(response: Response, key: str | None) -> AsyncIterator[Delta]:
     """Parse the SSE body into :class:`Delta` objects; a body that ends without ``[DONE]`` or a
     finish reason, or a transport error, raises an ``unavailable`` Failure."""
     finished = False
@@ -316,7 +318,7 @@ async def read_deltas(response: httpx.Response, key: str | None) -> AsyncIterato
                               + _detail(data, key, SHOWN_BODY_CHARS), 200) from None
             finished = finished or delta.finish_reason is not None
             yield delta
-    except httpx.HTTPError as exc:
+    except WIRE_ERRORS as exc:
         raise transport_failure(exc, key) from None
     if not finished:
         raise Failure("unavailable", "the stream ended without [DONE] (connection cut)")
@@ -329,7 +331,9 @@ async def _drain(lines: AsyncIterator[str]) -> None:
         async with asyncio.timeout(DRAIN_S):
             async for _ in lines:
                 pass
-    except (TimeoutError, httpx.HTTPError):
+    except TimeoutError:
+        pass
+    except WIRE_ERRORS:
         pass
 
 

@@ -1,7 +1,8 @@
 """``Transport``: where a chat request goes and how it is sent.
 
-One per broker. It owns the shared ``httpx.AsyncClient`` (made on the first request, on the
-event loop that sends it, so a broker made outside a loop holds no loop-bound object) and the
+One per broker. It owns the broker's :class:`~jevlaya_lab.broker.wire.Wire` (its connection
+pools are made on the first request, on the event loop that sends it, so a broker made outside a
+loop holds no loop-bound object) and the
 loopback servers of embedded ``local://`` models (:mod:`jevlaya_lab.broker.embedded`). It knows
 nothing of pools, journals or retries: it turns (entry, key, body) into a
 :class:`~jevlaya_lab.broker.http.Reply` or an open streaming response, or raises a classified
@@ -14,16 +15,11 @@ from __future__ import annotations
 from collections.abc import Coroutine
 from typing import Any
 
-import httpx
-
 from jevlaya_lab.broker.config import LLMConfig
 from jevlaya_lab.broker.embedded import EmbeddedServer
 from jevlaya_lab.broker.http import Failure, Reply, open_stream, post_chat
 from jevlaya_lab.broker.keys import redact
-
-# connect fast or fail over; reads are bounded per attempt by the call's budget instead
-TIMEOUT = httpx.Timeout(connect=10.0, read=None, write=30.0, pool=None)
-LIMITS = httpx.Limits(max_connections=256, max_keepalive_connections=64)
+from jevlaya_lab.broker.wire import Response, Wire
 
 
 class Transport:
@@ -32,14 +28,7 @@ class Transport:
 
     def __init__(self, embedded: EmbeddedServer | None = None) -> None:
         self.embedded = embedded if embedded is not None else EmbeddedServer()
-        self._client: httpx.AsyncClient | None = None
-
-    @property
-    def client(self) -> httpx.AsyncClient:
-        """The shared client, made on first use."""
-        if self._client is None:
-            self._client = httpx.AsyncClient(timeout=TIMEOUT, limits=LIMITS)
-        return self._client
+        self.wire = Wire()
 
     async def base_url(self, entry: LLMConfig) -> str:
         """The URL serving ``entry``; an embedded model is started first (a failure to start
@@ -54,13 +43,12 @@ class Transport:
     def post(self, url: str, key: str | None, body: dict[str, Any]) -> Coroutine[Any, Any, Reply]:
         """One non-streaming request (raises :class:`Failure`), to await: ``post_chat``'s own
         coroutine, so each resumption of the request passes one frame fewer."""
-        return post_chat(self.client, url, key, body)
+        return post_chat(self.wire, url, key, body)
 
     async def open_stream(self, url: str, key: str | None,
-                          body: dict[str, Any]) -> httpx.Response:
+                          body: dict[str, Any]) -> Response:
         """A streaming request's open 200 response (raises :class:`Failure`)."""
-        return await open_stream(self.client, url, key, body)
+        return await open_stream(self.wire, url, key, body)
 
     async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
+        await self.wire.aclose()
