@@ -16,6 +16,8 @@ from jevlaya_lab import JevlayaError
 # Exceptions that never reach a caller, each with the reason it may stay outside the tree.
 INTERNAL = {
     "jevlaya_lab.broker.http.Failure": "a provider outcome, turned into a ProviderError by to_error()",
+    "jevlaya_lab.broker.wire.DecodingError": "one of the wire's errors (WIRE_ERRORS), which http.py "
+                                             "turns into an unavailable Failure; never leaves it",
     "jevlaya_lab.local.fault_injection.Cut": "raised inside the local server's generation to drop "
                                              "a connection on purpose (cut_after); never leaves it",
     "jevlaya_lab.local.fault_injection.Stopping": "the local server abandons a request while it "

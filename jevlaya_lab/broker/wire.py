@@ -245,7 +245,9 @@ class Wire:
             await raw.aread()
         finally:
             await raw.aclose()
-        return Response(raw)
+        response = Response(raw)
+        _ = response.content  # decoded here: a body that does not decode fails the request
+        return response
 
     async def open(self, url: str, key: str | None, body: dict[str, Any]) -> Response:
         """POST ``body`` as JSON and return the answer with its body still open: the caller
