@@ -7,6 +7,7 @@ status or transport error means) or a :class:`Reply`; the attempt applies a fail
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 from collections.abc import AsyncIterator, Mapping
@@ -327,14 +328,10 @@ async def read_deltas(response: Response, key: str | None) -> AsyncIterator[Delt
 async def _drain(lines: AsyncIterator[str]) -> None:
     """Read what follows ``[DONE]`` (the end of the chunked body) so the connection goes back
     to the pool instead of being closed; bounded, a server that lingers is simply cut."""
-    try:
+    with contextlib.suppress(TimeoutError, *WIRE_ERRORS):
         async with asyncio.timeout(DRAIN_S):
             async for _ in lines:
                 pass
-    except TimeoutError:
-        pass
-    except WIRE_ERRORS:
-        pass
 
 
 def merge_tool_calls(acc: list[dict[str, Any]], fragments: list[dict[str, Any]]) -> None:

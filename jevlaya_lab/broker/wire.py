@@ -83,8 +83,8 @@ class _Decoder:
 
 class Response:
     """An answer: ``status_code``, ``headers`` (lower-case names; a repeated header's values
-    joined by ", ") and its body, read whole (``content``) or as it arrives (``aiter_lines``,
-    then ``aclose``)."""
+    joined by ", ") and its body, read whole (``content``, filled by :meth:`Wire.post` or
+    ``aread``) or as it arrives (``aiter_lines``, then ``aclose``)."""
 
     def __init__(self, raw: httpcore.Response) -> None:
         self.status_code = raw.status
@@ -94,25 +94,17 @@ class Response:
             headers[key] = f"{headers[key]}, {text}" if key in headers else text
         self.headers = headers
         self._raw = raw
-        self._decoder = _Decoder(headers.get("content-encoding"))
-        self._content: bytes | None = None
-
-    @property
-    def content(self) -> bytes:
-        """The whole body of an answer read by :meth:`Wire.post`."""
-        if self._content is None:
-            self._content = self._decoder.feed(self._raw.content)
-        return self._content
+        self.decoder = _Decoder(headers.get("content-encoding"))
+        self.content = b""  # the decoded body, once read (Wire.post reads it; a stream, aread)
 
     async def aread(self) -> bytes:
         """Read the rest of a streamed body."""
-        if self._content is None:
-            self._content = b"".join([piece async for piece in self._aiter_bytes()])
-        return self._content
+        self.content = b"".join([piece async for piece in self._aiter_bytes()])
+        return self.content
 
     async def _aiter_bytes(self) -> AsyncIterator[bytes]:
         async for chunk in self._raw.aiter_stream():
-            data = self._decoder.feed(chunk)
+            data = self.decoder.feed(chunk)
             if data:
                 yield data
 
@@ -159,12 +151,6 @@ def _bypassed(host: str, port: int | None, no_proxy: str) -> bool:
     return False
 
 
-def _shown(proxy_url: str) -> str:
-    """A proxy URL for a message: scheme, host and port, never its credentials."""
-    parts = urllib.parse.urlsplit(proxy_url)
-    return f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-
-
 class Wire:
     """Connection pools (one direct, one per proxy in use) and the two requests the broker
     sends. Made outside an event loop it holds nothing loop-bound until its first request;
@@ -209,18 +195,19 @@ class Wire:
         auth = None
         if parts.username is not None:
             auth = (urllib.parse.unquote(parts.username), urllib.parse.unquote(parts.password or ""))
+        # what httpcore is given and what a message shows: never the credentials
         plain = f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
         if parts.scheme in ("socks5", "socks5h"):
             try:
                 import socksio  # noqa: F401 - httpcore's SOCKS support needs it
             except ImportError:
                 raise httpcore.ProxyError(
-                    f"the proxy {_shown(proxy)} (from ALL_PROXY/HTTPS_PROXY/HTTP_PROXY) is a SOCKS "
+                    f"the proxy {plain} (from ALL_PROXY/HTTPS_PROXY/HTTP_PROXY) is a SOCKS "
                     "proxy, which needs the socksio package: pip install socksio") from None
             return httpcore.AsyncSOCKSProxy(proxy_url=plain, proxy_auth=auth, **limits)
         if parts.scheme not in ("http", "https"):
             raise httpcore.ProxyError(
-                f"the proxy {_shown(proxy)} (from ALL_PROXY/HTTPS_PROXY/HTTP_PROXY) has the scheme "
+                f"the proxy {plain} (from ALL_PROXY/HTTPS_PROXY/HTTP_PROXY) has the scheme "
                 f"{parts.scheme!r}: give an http://, https:// or socks5:// proxy URL")
         return httpcore.AsyncHTTPProxy(proxy_url=plain, proxy_auth=auth, **limits)
 
@@ -242,11 +229,11 @@ class Wire:
         ``key``, when given, is sent as a Bearer token."""
         raw = await self._send(url, key, body)
         try:
-            await raw.aread()
+            data = await raw.aread()
         finally:
             await raw.aclose()
         response = Response(raw)
-        _ = response.content  # decoded here: a body that does not decode fails the request
+        response.content = response.decoder.feed(data)
         return response
 
     async def open(self, url: str, key: str | None, body: dict[str, Any]) -> Response:

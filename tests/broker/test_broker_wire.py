@@ -158,7 +158,7 @@ def test_an_environment_proxy_forwards_and_no_proxy_goes_direct(
     assert len(_Proxy.forwarded) == 1 and len(_Upstream.seen) == 2
 
 
-def test_an_unreachable_proxy_is_a_transport_failure_naming_the_error(
+def test_a_proxy_of_an_unknown_scheme_is_a_transport_failure_naming_the_fix(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HTTP_PROXY", "ftp://127.0.0.1:9")
     monkeypatch.delenv("NO_PROXY", raising=False)
