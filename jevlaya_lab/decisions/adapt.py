@@ -19,26 +19,47 @@ Which parameters are free is set by ``method``:
 - ``prototype``: ``a``, ``b`` and one weight ``beta`` with ``W_k = beta * mean_k(s - c)``, the mean
   of the states labelled ``k`` (a nearest-prototype vote mixed with the zero-shot answer);
 - ``linear-<lambda>``: ``a``, ``b`` and a full ``W`` (a logistic/softmax regression on the frozen
-  embedding that starts from the zero-shot answer), L2-penalised with ``lambda`` per element;
-- ``"linear"`` (the default): ``linear-0.003`` from :data:`LINEAR_MIN_LABELS` labels on, else
+  embedding that starts from the zero-shot answer), L2-penalised with ``lambda * 8 / n`` per
+  element for ``n`` labels (:func:`~jevlaya_lab.decisions.adapt_fit.penalty_at`: a prior worth
+  eight labels, so more labels free the correction);
+- ``"linear"`` (the default): ``linear-0.001`` for a yes/no and ``linear-0.003`` for a choice or
+  a score (:data:`DEFAULT_LINEAR`) from :data:`LINEAR_MIN_LABELS` labels on, else
   ``temperature+bias``;
 - ``"auto"``: the candidate with the lowest cross-validated log-loss, the simplest one unless a
   richer one is better by more than :data:`SELECTION_MARGIN`.
 
-The default is fixed rather than chosen per question because choosing on a few labels' folds
-was measured to lose: on the user-question benchmark's dev half (``bench/adapt.py --half dev``,
-mean over 22 yes/no statements / 9 choices, held-out states) ``auto`` reached 0.72 / 0.63 at
-k = 8 against 0.78 / 0.69 for ``linear-0.003``, which was also the best or within 0.01 of the
-best fixed candidate at k = 4 and 16 (``prototype`` 0.76 / 0.70, ``temperature+bias`` 0.68 /
-0.66 at k = 8). Measured again over a head with the unseen-statement fallback (balanced
-accuracy, k = 8, dev): ``linear-0.003`` 0.759 / 0.733, ``auto`` 0.759 / 0.708, ``prototype``
-0.722 / 0.735, ``linear-0.03`` 0.719 / 0.723, zero-shot 0.690 / 0.646.
+Every candidate is fitted by L-BFGS on the mean cross-entropy plus small penalties, so that
+separable labels cannot send a parameter to infinity: ``a - 1`` towards 0, a choice's ``b``
+towards 0, and a yes/no's threshold ``b`` ten times as firmly
+(:data:`~jevlaya_lab.decisions.adapt_fit.THRESHOLD_PENALTY`: ``mini-en``'s 0.5 already separates
+an unseen statement about as well as a threshold a few labels can place). A yes/no's
+loss weighs its "yes" labels as much in all as its "no" labels: users label few "yes" for a
+rare property, and an unweighted fit on 3 "yes" among 16 learns their base rate and answers
+"no" (it is the balanced accuracy at 0.5 that the user sees).
 
-Every candidate is fitted by L-BFGS on the mean cross-entropy plus small penalties (``log a``
-and ``b`` towards 0, so separable labels cannot send them to infinity). The report's
-cross-validated accuracy and ECE come from stratified, seeded folds (``min(5, n)`` of them) of
-the method used; with ``"auto"`` those folds also chose it, which makes them a little
-optimistic. The zero-shot figures beside them, on the same labels, are not fitted at all.
+How the default was chosen: on the user-question benchmark's dev half only (22 yes/no
+statements, 9 choices; the locked half took no part in these decisions), with labels drawn three
+times (seeds 0, 1, 2) at k = 4 / 8 / 16 and scored on each question's other states,
+``bench/adapt_levers.py`` gives (yes/no mean balanced accuracy; choices mean accuracy):
+
+=========================================  =====================  =====================
+setting                                    yes/no k=4 / 8 / 16    choices k=4 / 8 / 16
+=========================================  =====================  =====================
+the default                                0.737 / 0.778 / 0.820  0.731 / 0.738 / 0.820
+``THRESHOLD_PENALTY=0.01`` (a free bias)   0.741 / 0.763 / 0.765  (unchanged)
+``YESNO_BALANCE=0`` (unweighted yes/no)    0.737 / 0.772 / 0.815  (unchanged)
+``linear-0.003`` for yes/no too            0.739 / 0.776 / 0.803  (unchanged)
+``auto``                                   0.708 / 0.768 / 0.792  0.691 / 0.706 / 0.808
+``prototype``                              0.712 / 0.748 / 0.800  0.669 / 0.718 / 0.742
+``temperature+bias``                       0.691 / 0.707 / 0.691  0.706 / 0.708 / 0.774
+``zero-shot`` (no adaptation)              0.677 / 0.689 / 0.676  0.691 / 0.690 / 0.687
+=========================================  =====================  =====================
+
+The default is fixed rather than chosen per question because choosing on a few labels' folds
+loses (``auto`` above). The report's cross-validated accuracy and ECE come from stratified, seeded
+folds (``min(5, n)`` of them) of the method used; with ``"auto"`` those folds also chose it,
+which makes them a little optimistic. The zero-shot figures beside them, on the same labels, are
+not fitted at all.
 
 Which question an adaptation applies to is decided by its content, not its id: the type, the
 instructions and every option's label and rendered text. A question asked with the same id but

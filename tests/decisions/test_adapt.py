@@ -69,7 +69,7 @@ def held_out_accuracy(agent: Agent, examples, qid: str) -> float:
 
 def test_adapt_fits_saves_and_reloads_with_the_same_answers(either: Agent, tmp_path) -> None:
     base = either
-    train, test = task(24, seed=0), task(30, seed=1)
+    train, test = task(24, seed=0), task(90, seed=1)
     before = answers(base, [s for s, _ in test])
     adapted = base.adapt(train, QUESTIONS)
     assert adapted is not base and adapted.decision_model is base.decision_model
@@ -79,10 +79,12 @@ def test_adapt_fits_saves_and_reloads_with_the_same_answers(either: Agent, tmp_p
     assert all(r.n == 24 for r in report.questions)
     assert "cv" in report._repr_html_() and "money" in repr(report)
     assert adapted.adapted_questions == QUESTIONS
-    # held-out states: the fitted answers beat the random checkpoint's zero-shot ones
-    for qid in ("money", "team"):
+    # held-out states: the fitted answers beat the random checkpoint's zero-shot ones (a yes/no's
+    # threshold is held near the checkpoint's, adapt_fit.THRESHOLD_PENALTY, so a random one's
+    # far-off threshold is not wholly undone by 24 labels)
+    for qid, floor in (("money", 0.8), ("team", 0.9)):
         zero, fitted = held_out_accuracy(base, test, qid), held_out_accuracy(adapted, test, qid)
-        assert fitted >= 0.9 and fitted > zero, (qid, zero, fitted)
+        assert fitted >= floor and fitted > zero + 0.3, (qid, zero, fitted)
     saved = adapted.save(tmp_path / "adapted")
     config = json.loads((saved / "rl_agent_config.json").read_text())
     assert config["adaptation"]["version"] == 1
@@ -246,3 +248,41 @@ def test_mini_en_learns_a_users_own_statement_from_sixteen_labels(tmp_path) -> N
     states = [s for s, _ in test[:6]]
     assert ([r["answers"] for r in fresh.predict_batch(states, question)]
             == [r["answers"] for r in adapted.predict_batch(states, question)])
+
+
+def test_the_lever_sweep_replays_what_the_adapted_agent_answers(either: Agent) -> None:
+    """``bench/adapt_levers.py`` chooses adapt_fit's constants by refitting on cached base features;
+    its held-out probabilities must be the adapted Agent's own answers, or the sweep chose for
+    another model."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from bench import adapt_levers
+
+    train, test = task(16, seed=5), task(9, seed=6)
+    for qid in ("money", "team"):
+        items = [(s, gold[qid]) for s, gold in train + test]
+        q, lp, vectors, targets = adapt_levers.features(either, {"id": qid, "question": QUESTIONS[qid], "items": items})
+        replayed = adapt_levers.replay(q, lp, vectors, targets, list(range(16)), list(range(16, 25)), "linear", 0)
+        adapted = either.adapt([(s, {qid: gold[qid]}) for s, gold in train], {qid: QUESTIONS[qid]})
+        got = answers(adapted, [s for s, _ in test], {qid: QUESTIONS[qid]})
+        if qid == "money":
+            expected = torch.tensor([[1 - a[qid]["noul"], a[qid]["noul"]] for a in got], dtype=torch.float64)
+        else:
+            expected = torch.tensor([[a[qid]["probabilities"][label] for label in QUESTIONS[qid]["criteria"]]
+                                     for a in got], dtype=torch.float64)
+        assert torch.allclose(replayed, expected, atol=2e-4), (qid, replayed, expected)
+
+
+def test_separable_labels_without_a_penalty_fit_finite_numbers(either: Agent) -> None:
+    """Labels a linear correction separates perfectly, with no L2 penalty to hold it: the fit's
+    line search once overflowed the temperature (``exp(log a)``) into NaN answers, or a
+    StopIteration where the folds' losses were compared."""
+    train = task(13, seed=7)
+    for method in ("linear-0", "linear-0.0003"):
+        adapted = either.adapt(train, QUESTIONS, method=method)
+        for report in adapted.adaptation_report.questions:
+            assert all(v == v for v in report.cv_log_loss.values()), (method, report.cv_log_loss)
+        for answer in answers(adapted, [s for s, _ in task(6, seed=8)], {"money": QUESTIONS["money"]}):
+            assert 0.0 <= answer["money"]["noul"] <= 1.0, (method, answer)

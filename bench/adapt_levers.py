@@ -1,0 +1,129 @@
+"""How ``agent.adapt``'s constants were chosen: a sweep on the user-question benchmark's dev half.
+
+``bench/adapt.py`` runs the whole ``agent.adapt`` for one setting (minutes per run). Choosing the
+fitting constants of :mod:`jevlaya_lab.decisions.adapt_fit` needs many settings over several
+seeds, so this script computes each question's base features once (the checkpoint's
+log-probabilities and pooled state vectors for every state: :func:`adapt_fit.base_features`, what
+``adapt`` itself reads), and then, per setting, seed and k, draws the labels as ``bench/adapt.py``
+does (:func:`adapt.draw`), fits with :func:`adapt_fit.fit_question` and scores the held-out
+states with the fitted correction applied exactly as the adapted Agent applies it. A test
+(``tests/decisions/test_adapt.py``) checks that this replay gives the adapted Agent's answers.
+
+Each setting is ``NAME=VALUE[,NAME=VALUE...]`` over adapt_fit's float constants, or
+``method=<method>``; ``base`` is the module as it ships. Printed per setting and k: mean
+balanced accuracy of the yes/no statements, mean accuracy of the choices, mean ECE, over the
+seeds; the dev half only (the locked half is read by ``bench/adapt.py --half locked``, once, for
+the figures that are reported).
+
+    .venv/bin/python bench/adapt_levers.py --seeds 0 1 2 \\
+        base THRESHOLD_PENALTY=0.01 YESNO_BALANCE=0 method=auto method=linear-0.003
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+
+def features(agent, task):
+    """``(question, lp [n, k], vectors [n, d], targets [n])`` over all of a task's items."""
+    import torch
+
+    from jevlaya_lab.decisions import adapt_fit
+    from jevlaya_lab.decisions.adapt import answer_index
+    from jevlaya_lab.decisions.questions import parse_questions
+
+    (q,) = parse_questions({task["id"]: task["question"]})
+    texts = [x for x, _ in task["items"]]
+    lps, vectors = adapt_fit.base_features(agent, texts, (q,))
+    targets = torch.tensor([answer_index(q, g, "gold") for _, g in task["items"]])
+    return q, lps[0], vectors, targets
+
+
+def replay(q, lp, vectors, targets, train_rows, test_rows, method, seed):
+    """Held-out probabilities of the fit on ``train_rows`` (as the adapted Agent answers them)."""
+    import torch
+
+    from jevlaya_lab.decisions import adapt_fit
+
+    train, test = torch.tensor(train_rows), torch.tensor(test_rows)
+    fit, center, _ = adapt_fit.fit_question(q, lp[train], vectors[train], targets[train], seed=seed, method=method)
+    return torch.softmax(adapt_fit.apply_fit(fit, center, lp[test], vectors[test]), dim=-1)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("settings", nargs="*", default=["base"])
+    parser.add_argument("--k", type=int, nargs="+", default=[4, 8, 16])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    parser.add_argument("--data-dir", help="the intent datasets' folder (default $JEVLAYA_DATA_DIR)")
+    parser.add_argument("--cache", help="keep the base features in this file (torch.save) and reuse them")
+    args = parser.parse_args(argv)
+
+    import torch
+    from adapt import draw, score, tasks
+
+    from jevlaya_lab import load
+    from jevlaya_lab.decisions import adapt_fit
+
+    warnings.filterwarnings("ignore")
+    shipped = {name: getattr(adapt_fit, name) for name in dir(adapt_fit)
+               if name.isupper() and isinstance(getattr(adapt_fit, name), float)}
+    parsed_settings = []
+    for setting in args.settings:
+        values: dict[str, float | str] = {}
+        for part in ([] if setting == "base" else setting.split(",")):
+            name, _, value = part.partition("=")
+            if name == "method":
+                values[name] = value
+            elif name in shipped:
+                values[name] = float(value)
+            else:
+                parser.error(f"{part!r}: use method=<method> or one of {sorted(shipped)}")
+        parsed_settings.append((setting, values))
+    found, notes = tasks("dev", args.data_dir, 0)
+    for note in notes:
+        print("note:", note)
+    if args.cache and Path(args.cache).is_file():
+        saved = torch.load(args.cache, weights_only=False)
+        cached = [(t, *saved[t["id"]]) for t in found]
+    else:
+        base = load("mini-en", device="cpu")
+        cached = [(t, *features(base, t)) for t in found]
+        if args.cache:
+            torch.save({t["id"]: rest for t, *rest in cached}, args.cache)
+    print(f"{len(found)} dev questions; features cached; torch threads {torch.get_num_threads()}")
+    print(f"{'setting':<60}   k | yes/no choice  ECE   (mean over seeds "
+          f"{' '.join(map(str, args.seeds))})")
+    for setting, values in parsed_settings:
+        for name, value in shipped.items():
+            setattr(adapt_fit, name, values.get(name, value))
+        method = str(values.get("method", "linear"))
+        for k in args.k:
+            yn, ch, ece = [], [], []
+            for seed in args.seeds:
+                for t, q, lp, vectors, targets in cached:
+                    index = {id(item): i for i, item in enumerate(t["items"])}
+                    train, test = draw(t["items"], k, seed + k)
+                    probs = replay(q, lp, vectors, targets, [index[id(x)] for x in train],
+                                   [index[id(x)] for x in test], method, 0)
+                    gold = targets[[index[id(x)] for x in test]]
+                    balanced, accuracy, calibration = score(probs.tolist(), gold.tolist(), list(range(q.n_options)))
+                    (yn if t["kind"] == "yesno" else ch).append(balanced if t["kind"] == "yesno" else accuracy)
+                    ece.append(calibration)
+            mean = lambda xs: sum(xs) / len(xs) if xs else math.nan  # noqa: E731
+            print(f"{setting[:60]:<60} {k:>3} | {mean(yn):.3f}  {mean(ch):.3f}  {mean(ece):.3f}", flush=True)
+    for name, value in shipped.items():
+        setattr(adapt_fit, name, value)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
