@@ -134,9 +134,10 @@ def test_a_rerun_resumes_from_the_journal(server, journal):
     assert not changed["resumed"].iloc[0]  # another prompt is another call
 
 
-# 40 rows at 0.3 s each keep the child busy for 12 s or more, so the signal lands mid-run even
-# when a loaded machine is slow to see the third answered row (with 12 rows it once finished first)
-ROWS = 40
+# 200 rows at 0.3 s each keep the child busy for a minute or more (the peek's own deadline), so the
+# signal lands mid-run even when a loaded machine is slow to see the third answered row: with 12
+# rows, and once with 40 (a full suite beside two benchmarks), the child finished first and exited 0
+ROWS = 200
 CHILD = textwrap.dedent("""
     import sys, pandas as pd
     from jevlaya_lab import Broker, LLMConfig
