@@ -180,9 +180,9 @@ def label_weights(qtype: str, targets: torch.Tensor, k: int) -> torch.Tensor | N
 def _fit(method: str, qtype: str, lp: torch.Tensor, vectors: torch.Tensor, targets: torch.Tensor) -> _Fit:
     """One candidate fitted on ``(lp, vectors, targets)`` by L-BFGS (float64; a few ms)."""
     k = lp.shape[1]
-    weights = label_weights(qtype, targets, k)
     if method == "zero-shot":
         return _Fit(method)
+    weights = label_weights(qtype, targets, k)
     free = _free_mask(qtype, k)
     log_a = torch.zeros((), dtype=torch.float64, requires_grad=True)
     params = [log_a]
