@@ -149,15 +149,11 @@ def apply_fit(fit: _Fit, center: torch.Tensor, lp: torch.Tensor, vectors: torch.
     """``[n, k]`` adapted logits of states with base log-probabilities ``lp`` and pooled
     ``vectors``, for a fit whose labels' mean vector was ``center`` (what the adapted Agent
     computes, in float64)."""
-    return _logits(fit, lp, vectors - center)
-
-
-def _logits(fit: _Fit, lp: torch.Tensor, vectors: torch.Tensor | None) -> torch.Tensor:
     out = math.exp(fit.log_a) * lp
     if fit.bias is not None:
         out = out + fit.bias
-    if fit.weight is not None and vectors is not None:
-        out = out + vectors @ fit.weight.T
+    if fit.weight is not None:
+        out = out + (vectors - center) @ fit.weight.T
     return out
 
 
