@@ -83,8 +83,8 @@ class _Decoder:
 
 class Response:
     """An answer: ``status_code``, ``headers`` (lower-case names; a repeated header's values
-    joined by ", ") and its body, read whole (``content``, filled by :meth:`Wire.post` or
-    ``aread``) or as it arrives (``aiter_lines``, then ``aclose``)."""
+    joined by ", ") and its body, read whole (``aread``, which :meth:`Wire.post` calls; then
+    ``content``) or as it arrives (``aiter_lines``, then ``aclose``)."""
 
     def __init__(self, raw: httpcore.Response) -> None:
         self.status_code = raw.status
@@ -94,17 +94,17 @@ class Response:
             headers[key] = f"{headers[key]}, {text}" if key in headers else text
         self.headers = headers
         self._raw = raw
-        self.decoder = _Decoder(headers.get("content-encoding"))
-        self.content = b""  # the decoded body, once read (Wire.post reads it; a stream, aread)
+        self._decoder = _Decoder(headers.get("content-encoding"))
+        self.content = b""  # the decoded body, once aread has read it
 
     async def aread(self) -> bytes:
-        """Read the rest of a streamed body."""
+        """Read (and decode) the rest of the body."""
         self.content = b"".join([piece async for piece in self._aiter_bytes()])
         return self.content
 
     async def _aiter_bytes(self) -> AsyncIterator[bytes]:
         async for chunk in self._raw.aiter_stream():
-            data = self.decoder.feed(chunk)
+            data = self._decoder.feed(chunk)
             if data:
                 yield data
 
@@ -229,11 +229,10 @@ class Wire:
         ``key``, when given, is sent as a Bearer token."""
         raw = await self._send(url, key, body)
         try:
-            data = await raw.aread()
+            response = Response(raw)
+            await response.aread()  # decoded here: a body that does not decode fails the request
         finally:
             await raw.aclose()
-        response = Response(raw)
-        response.content = response.decoder.feed(data)
         return response
 
     async def open(self, url: str, key: str | None, body: dict[str, Any]) -> Response:
