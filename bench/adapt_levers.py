@@ -68,26 +68,27 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     import torch
-    from adapt import draw, score, tasks
+    from adapt import draw, fit_constant, score, tasks
 
     from jevlaya_lab import load
     from jevlaya_lab.decisions import adapt_fit
 
     warnings.filterwarnings("ignore")
-    shipped = {name: getattr(adapt_fit, name) for name in dir(adapt_fit)
-               if name.isupper() and isinstance(getattr(adapt_fit, name), float)}
     parsed_settings = []
     for setting in args.settings:
         values: dict[str, float | str] = {}
         for part in ([] if setting == "base" else setting.split(",")):
-            name, _, value = part.partition("=")
-            if name == "method":
-                values[name] = value
-            elif name in shipped:
-                values[name] = float(value)
-            else:
-                parser.error(f"{part!r}: use method=<method> or one of {sorted(shipped)}")
+            if part.startswith("method="):
+                values["method"] = part.partition("=")[2]
+                continue
+            try:
+                name, number = fit_constant(part)
+            except ValueError as exc:
+                parser.error(f"{exc}, or method=<method>")
+            values[name] = number
         parsed_settings.append((setting, values))
+    varied = {name for _, values in parsed_settings for name in values if name != "method"}
+    shipped = {name: getattr(adapt_fit, name) for name in varied}  # restored after each setting
     found, notes = tasks("dev", args.data_dir, 0)
     for note in notes:
         print("note:", note)
@@ -99,6 +100,7 @@ def main(argv=None) -> int:
         cached = [(t, *features(base, t)) for t in found]
         if args.cache:
             torch.save({t["id"]: rest for t, *rest in cached}, args.cache)
+    positions = {t["id"]: {id(item): i for i, item in enumerate(t["items"])} for t in found}
     print(f"{len(found)} dev questions; features cached; torch threads {torch.get_num_threads()}")
     print(f"{'setting':<60}   k | yes/no choice  ECE   (mean over seeds "
           f"{' '.join(map(str, args.seeds))})")
@@ -110,11 +112,11 @@ def main(argv=None) -> int:
             yn, ch, ece = [], [], []
             for seed in args.seeds:
                 for t, q, lp, vectors, targets in cached:
-                    index = {id(item): i for i, item in enumerate(t["items"])}
+                    index = positions[t["id"]]
                     train, test = draw(t["items"], k, seed + k)
-                    probs = replay(q, lp, vectors, targets, [index[id(x)] for x in train],
-                                   [index[id(x)] for x in test], method, 0)
-                    gold = targets[[index[id(x)] for x in test]]
+                    test_rows = [index[id(x)] for x in test]
+                    probs = replay(q, lp, vectors, targets, [index[id(x)] for x in train], test_rows, method, 0)
+                    gold = targets[test_rows]
                     balanced, accuracy, calibration = score(probs.tolist(), gold.tolist(), list(range(q.n_options)))
                     (yn if t["kind"] == "yesno" else ch).append(balanced if t["kind"] == "yesno" else accuracy)
                     ece.append(calibration)
