@@ -14,7 +14,7 @@ Recipe, per held-out dataset ``H`` of CLINC150, BANKING77, HWU64 and per variant
 
 - pairs ``(utterance, option text of its intent)`` from the *train* splits of the two other
   datasets only: a capped, seeded sample (``--pairs``), one epoch. The option text is what the prior
-  embeds for a choice option (``prior.option_texts``: ``"label: description"``, underscores read as
+  embeds for a choice option (``prior_inputs.option_texts``: ``"label: description"``, underscores read as
   spaces) with one of the intent's three *training* descriptions, or the bare label for
   ``--bare-share`` of the pairs (users also write bare names). The held-out descriptions
   (``eval_description``) and every text of ``H`` are never trained on;
@@ -113,7 +113,8 @@ class Pooler:
     def __init__(self, encoder, tokenizer) -> None:
         from jevlaya_lab.decisions.encoding import row_tokenizer
         from jevlaya_lab.decisions.model import DecisionModel
-        from jevlaya_lab.decisions.prior import PriorBuilder, PriorConfig
+        from jevlaya_lab.decisions.prior import PriorConfig
+        from jevlaya_lab.decisions.prior_inputs import PriorBuilder
 
         self.tokenizer = tokenizer
         self.rows = row_tokenizer(tokenizer)
@@ -146,7 +147,7 @@ class Pooler:
 
 def _choice_texts(criteria) -> list[str]:
     """The prior's option texts for a choice question with ``criteria`` (dict or list)."""
-    from jevlaya_lab.decisions.prior import option_texts
+    from jevlaya_lab.decisions.prior_inputs import option_texts
     from jevlaya_lab.decisions.questions import parse_questions
 
     return option_texts(parse_questions({"q": {"type": "choice", "instructions": "What does the user want?",

@@ -48,7 +48,7 @@ import torch  # noqa: E402
 from jevlaya_lab._quiet import quiet_loading  # noqa: E402
 from jevlaya_lab.decisions import bundled, presets  # noqa: E402
 from jevlaya_lab.decisions.encoding import row_tokenizer, tokenize_states  # noqa: E402
-from jevlaya_lab.decisions.prior import PriorBuilder, option_texts  # noqa: E402
+from jevlaya_lab.decisions.prior_inputs import PriorBuilder, option_texts  # noqa: E402
 from jevlaya_lab.decisions.questions import parse_questions  # noqa: E402
 from jevlaya_lab.decisions.training import evaluation, metrics  # noqa: E402
 

@@ -57,7 +57,7 @@ from jevlaya_lab.decisions.encoding import (
     tokenize_states,
 )
 from jevlaya_lab.decisions.model import DecisionModel, DecisionOutput
-from jevlaya_lab.decisions.prior import PriorBuilder, PriorInputs
+from jevlaya_lab.decisions.prior_inputs import PriorBuilder, PriorInputs
 from jevlaya_lab.decisions.questions import QUESTION_TYPES, Question, parse_questions
 from jevlaya_lab.decisions.results import AgentResult, ResultList
 from jevlaya_lab.hooks import HookHost, HookRunner, PredictContext

@@ -6,7 +6,9 @@ layout, so their checkpoints load strictly: ``encoder``, ``type_emb``, ``head``
 Only the forward pass lives here; temperatures and answers are applied in
 :mod:`jevlaya_lab.decisions.calibration` and :mod:`jevlaya_lab.decisions.agent`. A checkpoint
 that declares a ``similarity_prior`` also gets a ``prior`` module (:mod:`.prior`) whose logits
-are added to the scorer's; without it the forward pass is the Laya one, unchanged.
+are added to the scorer's (and, when the prior declares a ``reader``, a ``reader`` module,
+:mod:`.statement_reader`, for unseen yes/no statements); without it the forward pass is the Laya
+one, unchanged.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
-from jevlaya_lab.decisions.prior import PriorConfig, PriorInputs, SimilarityPrior, mean_pool
+from jevlaya_lab.decisions.prior import PriorConfig, SimilarityPrior, mean_pool
+from jevlaya_lab.decisions.prior_inputs import PriorInputs
+from jevlaya_lab.decisions.statement_reader import StatementReader
 
 MASKED_LOGIT = -1e4
 N_TYPES = 3
@@ -106,6 +110,8 @@ class DecisionModel(nn.Module):
         )
         self.register_buffer("temperature", torch.ones(N_TYPES))
         self.prior = SimilarityPrior(d, prior) if prior is not None else None
+        self.reader = (StatementReader(encoder, prior.reader)
+                       if prior is not None and prior.reader is not None else None)
 
     @property
     def hidden_size(self) -> int:
@@ -161,8 +167,11 @@ class DecisionModel(nn.Module):
     def _prior_logits(self, batch: Any, prior: PriorInputs) -> torch.Tensor:
         assert self.prior is not None
         states = self.pool(prior.state_ids, prior.state_mask)[prior.row_state]
+        read = None
+        if self.reader is not None and len(prior.pair_row):
+            read = (prior.pair_row, self.reader(self.encoder, prior.pair_ids, prior.pair_types, prior.pair_mask))
         logits: torch.Tensor = self.prior(states, prior.option_vectors, batch.type_ids, prior.true_slot,
-                                          prior.gate, (prior.center, prior.spread))
+                                          prior.gate, (prior.center, prior.spread), read)
         return logits
 
     def _prior_only(self, batch: Any, prior: PriorInputs) -> DecisionOutput:

@@ -61,24 +61,28 @@ v(instructions + text)``, ``g`` read from ``v(text)``. With mini-en's encoder on
 benchmark's dev choices (9 questions, untrained cosine): 0.616 -> 0.667, higher on 8 of 9; on the
 intent datasets' labels under the generic "What does the user want?" 0.706 -> 0.699.
 
-The tensors live in ``model.safetensors`` under ``prior.*``.
+**A reader for unseen statements** (``reader``): a ranking the cosine cannot make (does the message
+*contain* a thank-you, ask for a call?) needs the statement and the state read together; with a
+reader, an unseen statement's fallback becomes a blend of the z-score and the reader's log-odds
+(:mod:`jevlaya_lab.decisions.statement_reader`). The inputs of a forward pass (slot vectors,
+gates, the reader's pairs) are built by :mod:`jevlaya_lab.decisions.prior_inputs`.
+
+The tensors live in ``model.safetensors`` under ``prior.*`` (and ``reader.*``).
 
 A checkpoint without the key (every Laya checkpoint) has no prior and answers exactly as before.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 from torch import nn
 
-from jevlaya_lab._lru import LockedLRU
+from jevlaya_lab.decisions.statement_reader import ReaderConfig
 
-__all__ = ["PRIOR_KEY", "PriorBuilder", "PriorConfig", "PriorInputs", "SimilarityPrior", "context_texts", "mean_pool",
-           "option_texts"]
+__all__ = ["DEFAULT_GATE", "PRIOR_KEY", "PriorConfig", "SimilarityPrior", "mean_pool"]
 
 PRIOR_KEY = "similarity_prior"
 DEFAULT_GATE = (0.85, 40.0)
@@ -103,6 +107,8 @@ class PriorConfig:
     empty: none, the statement gets the trained scale and bias as before."""
     option_context: bool = False
     """Read a choice option far from the training texts with its question (see the module docstring)."""
+    reader: ReaderConfig | None = None
+    """The statement reader of unseen yes/no statements (:mod:`jevlaya_lab.decisions.statement_reader`)."""
 
     @classmethod
     def from_value(cls, value: Any) -> PriorConfig:
@@ -114,7 +120,7 @@ class PriorConfig:
         if not isinstance(value, dict):
             raise bad('use an object like {"pooling": "mean", "prefix": "", "rank": 64}')
         allowed = ("pooling", "prefix", "rank", "anchors", "gate", "joint_head", "reference", "fallback",
-                   "option_context")
+                   "option_context", "reader")
         unknown = set(value) - set(allowed)
         if unknown:
             raise bad(f"unknown keys {sorted(unknown)}; allowed are {', '.join(allowed)}")
@@ -126,8 +132,9 @@ class PriorConfig:
         if (not isinstance(fallback, (list, tuple)) or len(fallback) not in (0, 3)
                 or any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in fallback)):
             raise bad("fallback must be [scale, bias, hubness] (numbers), e.g. [0.4, -0.2, 10.0]")
+        reader = ReaderConfig.from_value(value["reader"]) if "reader" in value else None
         config = cls(**{**value, "gate": (float(gate[0]), float(gate[1])),
-                        "fallback": tuple(float(x) for x in fallback)})
+                        "fallback": tuple(float(x) for x in fallback), "reader": reader})
         if config.pooling != "mean":
             raise bad('pooling must be "mean"')
         if not isinstance(config.prefix, str):
@@ -142,6 +149,9 @@ class PriorConfig:
             raise bad("reference must be an int >= 0 (0: statements are not standardised)")
         if not isinstance(config.option_context, bool):
             raise bad("option_context must be true or false")
+        if reader is not None and not (config.fallback and config.anchors):
+            raise bad("reader answers unseen statements in place of the fallback: it needs a fallback and anchors "
+                      "(fit them with jevlaya-lab train --fallback-only, or drop the reader)")
         return config
 
     def to_value(self) -> dict[str, Any]:
@@ -153,29 +163,9 @@ class PriorConfig:
             value["fallback"] = list(self.fallback)
         if self.option_context:
             value["option_context"] = True
+        if self.reader is not None:
+            value["reader"] = self.reader.to_value()
         return value
-
-
-class PriorInputs(NamedTuple):
-    """What a forward pass needs besides the token rows (slot order, like the option logits)."""
-
-    state_ids: torch.Tensor
-    """``[states, length]`` prefix + state tokens with the tokenizer's cls/sep, padded."""
-    state_mask: torch.Tensor
-    row_state: torch.Tensor
-    """``[rows]`` the state (index into ``state_ids``) of each row."""
-    option_vectors: torch.Tensor
-    """``[rows, max_k, d]`` unit vectors of each slot's text; zero where a slot has no text."""
-    true_slot: torch.Tensor
-    """``[rows, max_k]`` True at a noul question's ``true`` slot (where ``bias`` applies)."""
-    gate: torch.Tensor
-    """``[rows, max_k]`` :meth:`SimilarityPrior.gate` of each slot's text, computed with its vector."""
-    center: torch.Tensor
-    """``[rows, max_k]`` and ``spread``: :meth:`SimilarityPrior.standardiser` of each slot's text."""
-    spread: torch.Tensor
-
-    def to(self, device: torch.device | str) -> PriorInputs:
-        return PriorInputs(*(t.to(device) for t in self))
 
 
 def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -183,24 +173,6 @@ def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     weights = mask[..., None].to(hidden.dtype)
     pooled = (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp_min(1.0)
     return nn.functional.normalize(pooled.float(), dim=-1)
-
-
-def context_texts(question: Any) -> list[str | None]:
-    """A choice's option texts read in its question's context: ``"<instructions> <option text>"``
-    ("How should we respond? ring them"); None for every option of another type (no second vector)."""
-    if question.type != "choice":
-        return [None] * len(question.labels)
-    return [None if t is None else f"{question.instructions} {t}" for t in option_texts(question)]
-
-
-def option_texts(question: Any) -> list[str | None]:
-    """The text pooled for each option of a parsed question, caller order (None: no vector)."""
-    if question.type == "noul":
-        return [None, question.instructions]  # caller order is (false, true)
-    if question.type == "score":
-        return list(question.legend) or list(question.option_texts)
-    return [text if not isinstance(label, str) else text.replace(label, label.replace("_", " "), 1)
-            for label, text in zip(question.labels, question.option_texts)]
 
 
 class SimilarityPrior(nn.Module):
@@ -244,12 +216,15 @@ class SimilarityPrior(nn.Module):
 
     def forward(self, state_vectors: torch.Tensor, option_vectors: torch.Tensor, type_ids: torch.Tensor,
                 true_slot: torch.Tensor, gate: torch.Tensor | None = None,
-                standard: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+                standard: tuple[torch.Tensor, torch.Tensor] | None = None,
+                read: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """``[rows, max_k]`` prior logits from unit state vectors ``[rows, d]`` and option vectors.
 
         ``gate`` is :meth:`gate` of ``option_vectors`` and ``standard`` their :meth:`standardiser`,
         passed in when the caller computed them once per question set (they compare every option
-        with every anchor and reference state)."""
+        with every anchor and reference state). ``read`` is ``(rows, log-odds)`` of the statement
+        reader, which with a ``reader`` config answers those rows' unseen statement in place of the
+        fallback."""
         cosine = torch.einsum("rd,rkd->rk", state_vectors, option_vectors)
         center, spread = self.standardiser(option_vectors, true_slot) if standard is None else standard
         logits = self.scale[type_ids][:, None] * ((cosine - center) / spread)
@@ -263,6 +238,14 @@ class SimilarityPrior(nn.Module):
             scale, bias, hubness = self.config.fallback
             z = (cosine - center) / spread
             unseen = scale * (z - hubness * self.hubness(state_vectors)[:, None]) + bias
+            reader = self.config.reader
+            if reader is not None and read is not None and len(read[0]):
+                rows, said = read
+                by_reader = torch.zeros(len(logits), dtype=logits.dtype, device=logits.device)
+                has = torch.zeros(len(logits), dtype=torch.bool, device=logits.device)
+                by_reader[rows], has[rows] = said.to(logits.dtype), True
+                blended = reader.blend[0] * z + reader.blend[1] * by_reader[:, None] + reader.blend[2]
+                unseen = torch.where(has[:, None], blended, unseen)
             near = self.gate(option_vectors) if gate is None else gate
             logits = torch.where(true_slot, near * logits + (1 - near) * unseen, logits)
         return logits
@@ -278,123 +261,3 @@ class SimilarityPrior(nn.Module):
         anchors: torch.Tensor = self.anchors  # type: ignore[assignment]  # a registered buffer
         sims = state_vectors @ anchors.T.to(state_vectors.dtype)
         return sims.topk(min(self.HUB_TOP, sims.shape[-1]), dim=-1).values.mean(dim=-1)
-
-
-def slot_layout(questions: Sequence[Any], vectors: Sequence[Sequence[torch.Tensor | None]], hidden_size: int,
-                max_k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-question ``[q, max_k, d]`` slot vectors and ``[q, max_k]`` true-slot flags."""
-    out = torch.zeros((len(questions), max_k, hidden_size))
-    true_slot = torch.zeros((len(questions), max_k), dtype=torch.bool)
-    for j, (q, per_option) in enumerate(zip(questions, vectors)):
-        for slot, caller in enumerate(q.option_order):
-            vector = per_option[caller]
-            if vector is not None:
-                out[j, slot] = vector
-            if q.type == "noul" and caller == 1:
-                true_slot[j, slot] = True
-    return out, true_slot
-
-
-class PriorBuilder:
-    """Builds :class:`PriorInputs` for a model with a prior; option vectors cached per question set.
-
-    ``rows`` is the :class:`~jevlaya_lab.decisions.encoding.RowTokenizer` the rows are built
-    with: states reuse their row tokens (cut to the start at ``max_len``), so nothing is
-    tokenised twice.
-    """
-
-    CACHE_SIZE = 64
-
-    def __init__(self, model: Any, rows: Any, memo: dict[tuple[int, ...], torch.Tensor] | None = None) -> None:
-        self.model = model
-        self.rows = rows
-        self.memo = memo
-        """Optional: pooled vectors by exact token row, shared by training runs over one frozen encoder."""
-        prefix = model.prior.config.prefix
-        self._prefix = tuple(rows.encode([prefix])[0].ids) if prefix else ()
-        self._cache: LockedLRU[tuple[Any, ...], tuple[torch.Tensor, ...]] = LockedLRU(self.CACHE_SIZE)
-
-    def _wrap(self, ids: Sequence[int], max_len: int) -> list[int]:
-        room = max(0, max_len - 2 - len(self._prefix))
-        return [self.rows.cls_id, *self._prefix, *ids[:room], self.rows.sep_id]
-
-    def _pad(self, rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
-        length = max(len(r) for r in rows)
-        ids = torch.tensor([r + [self.rows.pad_id] * (length - len(r)) for r in rows], dtype=torch.long)
-        lengths = torch.tensor([len(r) for r in rows])
-        return ids, (torch.arange(length)[None, :] < lengths[:, None]).long()
-
-    def _pooled(self, rows: list[list[int]], chunk: int = 64, progress: str | None = None) -> torch.Tensor:
-        """Pool token rows in length-sorted chunks (little padding); ``[n, d]`` on the CPU.
-
-        ``progress`` names a tqdm bar (training pools tens of thousands of texts)."""
-        device = next(self.model.parameters()).device
-        out = torch.zeros((len(rows), self.model.hidden_size))
-        memo = self.memo
-        todo = [i for i in range(len(rows))] if memo is None else []
-        if memo is not None:
-            for i, row in enumerate(rows):
-                hit = memo.get(tuple(row))
-                if hit is None:
-                    todo.append(i)
-                else:
-                    out[i] = hit
-        order = sorted(todo, key=lambda i: len(rows[i]))
-        starts = range(0, len(order), chunk)
-        if progress:
-            from tqdm.auto import tqdm
-
-            starts = tqdm(starts, desc=progress, unit="chunk", leave=False)
-        with torch.inference_mode():
-            for start in starts:
-                picked = order[start:start + chunk]
-                ids, mask = self._pad([rows[i] for i in picked])
-                out[picked] = self.model.pool(ids.to(device), mask.to(device)).cpu()
-        if memo is not None:
-            for i in todo:
-                memo[tuple(rows[i])] = out[i].clone()
-        return out
-
-    def vectors(self, texts: Sequence[str], max_len: int = 512, progress: str | None = None) -> torch.Tensor:
-        """Unit pooled vectors of ``texts`` (prefix applied), ``[n, d]`` on the CPU."""
-        return self._pooled([self._wrap(e.ids, max_len) for e in self.rows.encode(list(texts))], progress=progress)
-
-    def state_vectors(self, states: Sequence[Any], max_len: int, progress: str | None = None) -> torch.Tensor:
-        """Unit pooled vectors of states given as ``StateTokens`` (what a forward pass computes)."""
-        return self._pooled([self._wrap(s.ids, max_len) for s in states], progress=progress)
-
-    def question_vectors(self, questions: tuple[Any, ...], max_k: int) -> tuple[torch.Tensor, ...]:
-        """``[q, max_k, d]`` slot vectors (options in context mixed in by the gate) and ``[q, max_k]``
-        true-slot flags, gates, centers and spreads of a question set (see :class:`PriorInputs`)."""
-        key = (questions, max_k)
-        hit = self._cache.get(key)
-        if hit is not None:
-            return hit
-        prior = self.model.prior
-        slots, true_slot = self._slots(questions, max_k, option_texts)
-        with torch.inference_mode():
-            on_device = slots.to(prior.anchors.device)
-            gate = prior.gate(on_device).cpu()
-            center, spread = (t.cpu() for t in prior.standardiser(on_device, true_slot.to(on_device.device)))
-        if prior.config.option_context and any(q.type == "choice" for q in questions):
-            in_context, _ = self._slots(questions, max_k, context_texts)
-            has = in_context.abs().sum(-1, keepdim=True) > 0
-            near = gate[..., None]
-            slots = torch.where(has, near * slots + (1 - near) * in_context, slots)
-        return self._cache.put(key, (slots, true_slot, gate, center, spread))
-
-    def _slots(self, questions: tuple[Any, ...], max_k: int,
-               texts_of: Callable[[Any], list[str | None]]) -> tuple[torch.Tensor, torch.Tensor]:
-        per_question = [texts_of(q) for q in questions]
-        flat = [t for texts in per_question for t in texts if t is not None]
-        found = iter(self.vectors(flat)) if flat else iter(())
-        vectors = [[None if t is None else next(found) for t in texts] for texts in per_question]
-        return slot_layout(questions, vectors, self.model.hidden_size, max_k)
-
-    def inputs(self, states: Sequence[Any], questions: tuple[Any, ...], max_len: int, max_k: int) -> PriorInputs:
-        """The prior's inputs for ``states`` (``StateTokens``) x ``questions``, rows state-major."""
-        option_vectors, *per_slot = self.question_vectors(questions, max_k)
-        state_ids, state_mask = self._pad([self._wrap(s.ids, max_len) for s in states])
-        n, q = len(states), len(questions)
-        return PriorInputs(state_ids, state_mask, torch.arange(n).repeat_interleave(q),
-                           option_vectors.repeat(n, 1, 1), *(t.repeat(n, 1) for t in per_slot))

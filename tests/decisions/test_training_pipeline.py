@@ -246,7 +246,7 @@ def test_alias_option_texts_train_but_are_never_anchors(tmp_path):
     """label_aliases: rows naming options as a user might train the correction against options
     whose gate is shut, so the alias texts must stay out of the anchors (and out of the gate's
     placement); every other training text is an anchor, as without aliases."""
-    from jevlaya_lab.decisions.prior import option_texts
+    from jevlaya_lab.decisions.prior_inputs import option_texts
     from jevlaya_lab.decisions.training.trainer import _examples, _parse
     from jevlaya_lab.decisions.training.written import is_alias_text
 

@@ -44,7 +44,8 @@ from torch import nn
 from jevlaya_lab.decisions.checkpoint import CheckpointConfig
 from jevlaya_lab.decisions.encoding import row_tokenizer, tokenize_states
 from jevlaya_lab.decisions.model import DecisionModel
-from jevlaya_lab.decisions.prior import DEFAULT_GATE, PRIOR_KEY, PriorBuilder, PriorConfig, option_texts
+from jevlaya_lab.decisions.prior import DEFAULT_GATE, PRIOR_KEY, PriorConfig
+from jevlaya_lab.decisions.prior_inputs import PriorBuilder, option_texts
 from jevlaya_lab.decisions.questions import Question, parse_questions
 from jevlaya_lab.decisions.training import metrics
 from jevlaya_lab.decisions.training.datasets import DATASETS, load_dataset
@@ -626,21 +627,28 @@ def fit_fallback(model: DecisionModel, tokenizer: Any, rows: Sequence[tuple[str,
         every = torch.ones(len(rows), dtype=torch.bool)
         center, spread = prior.standardiser(vectors, every)
         x = ((states * vectors).sum(-1) - center) / spread - hubness * prior.hubness(states)
-    y = torch.tensor([float(r[2]) for r in rows])
+    (scale,), bias = balanced_logistic(x[:, None], torch.tensor([float(r[2]) for r in rows]))
+    return (round(scale * temperature, 4), round(bias * temperature, 4), hubness)
+
+
+def balanced_logistic(x: torch.Tensor, y: torch.Tensor) -> tuple[list[float], float]:
+    """``(weights, bias)`` of a logistic fit of ``y`` (0/1, ``[n]``) on the features ``x`` ``[n, k]``,
+    yes and no weighted equally (so that 0.5 separates rather than follows the share of yes)."""
     positives = y.sum().clamp_min(1.0)
     weight = torch.where(y > 0, 0.5 / positives, 0.5 / (len(y) - positives).clamp_min(1.0)) * len(y)
-    scale = torch.tensor(1.0, requires_grad=True)
+    scales = torch.ones(x.shape[1], requires_grad=True)
     bias = torch.tensor(0.0, requires_grad=True)
-    opt = torch.optim.LBFGS([scale, bias], max_iter=200)
+    opt = torch.optim.LBFGS([scales, bias], max_iter=200)
 
     def closure() -> torch.Tensor:
         opt.zero_grad()
-        loss = (weight * nn.functional.binary_cross_entropy_with_logits(scale * x + bias, y, reduction="none")).mean()
+        logits = x @ scales + bias
+        loss = (weight * nn.functional.binary_cross_entropy_with_logits(logits, y, reduction="none")).mean()
         loss.backward()
         return loss
 
     opt.step(closure)
-    return (round(float(scale.detach()) * temperature, 4), round(float(bias.detach()) * temperature, 4), hubness)
+    return [float(v) for v in scales.detach()], float(bias.detach())
 
 
 def set_fallback(model: DecisionModel, config: dict[str, Any], fallback: tuple[float, float, float]) -> None:

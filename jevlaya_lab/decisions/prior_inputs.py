@@ -1,0 +1,206 @@
+"""The similarity prior's inputs for a forward pass: slot vectors, gates, references, reader pairs.
+
+:class:`PriorBuilder` turns states and a question set into :class:`PriorInputs` (what
+:mod:`jevlaya_lab.decisions.prior` defines, computed here): each option's text (:func:`option_texts`,
+or with its question in front, :func:`context_texts`) pooled once per question set and cached, the
+states pooled from their row tokens, and the statement reader's ``(statement, state)`` pairs for the
+yes/no statements it answers (:mod:`jevlaya_lab.decisions.statement_reader`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import torch
+
+from jevlaya_lab._lru import LockedLRU
+from jevlaya_lab.decisions.statement_reader import READ_BELOW, pair_rows
+
+__all__ = ["PriorBuilder", "PriorInputs", "context_texts", "option_texts", "slot_layout"]
+
+
+class PriorInputs(NamedTuple):
+    """What a forward pass needs besides the token rows (slot order, like the option logits)."""
+
+    state_ids: torch.Tensor
+    """``[states, length]`` prefix + state tokens with the tokenizer's cls/sep, padded."""
+    state_mask: torch.Tensor
+    row_state: torch.Tensor
+    """``[rows]`` the state (index into ``state_ids``) of each row."""
+    option_vectors: torch.Tensor
+    """``[rows, max_k, d]`` unit vectors of each slot's text; zero where a slot has no text."""
+    true_slot: torch.Tensor
+    """``[rows, max_k]`` True at a noul question's ``true`` slot (where ``bias`` applies)."""
+    gate: torch.Tensor
+    """``[rows, max_k]`` :meth:`SimilarityPrior.gate` of each slot's text, computed with its vector."""
+    center: torch.Tensor
+    """``[rows, max_k]`` and ``spread``: :meth:`SimilarityPrior.standardiser` of each slot's text."""
+    spread: torch.Tensor
+    pair_ids: torch.Tensor
+    """``[pairs, length]`` the statement reader's ``(statement, state)`` rows (no pairs: ``[0, 0]``),
+    with ``pair_types`` and ``pair_mask`` (see :func:`~jevlaya_lab.decisions.statement_reader.pair_rows`)."""
+    pair_types: torch.Tensor
+    pair_mask: torch.Tensor
+    pair_row: torch.Tensor
+    """``[pairs]`` the row each pair answers (its question's true slot)."""
+
+    def to(self, device: torch.device | str) -> PriorInputs:
+        return PriorInputs(*(t.to(device) for t in self))
+
+
+def context_texts(question: Any) -> list[str | None]:
+    """A choice's option texts read in its question's context: ``"<instructions> <option text>"``
+    ("How should we respond? ring them"); None for every option of another type (no second vector)."""
+    if question.type != "choice":
+        return [None] * len(question.labels)
+    return [None if t is None else f"{question.instructions} {t}" for t in option_texts(question)]
+
+
+def option_texts(question: Any) -> list[str | None]:
+    """The text pooled for each option of a parsed question, caller order (None: no vector)."""
+    if question.type == "noul":
+        return [None, question.instructions]  # caller order is (false, true)
+    if question.type == "score":
+        return list(question.legend) or list(question.option_texts)
+    return [text if not isinstance(label, str) else text.replace(label, label.replace("_", " "), 1)
+            for label, text in zip(question.labels, question.option_texts)]
+
+
+def slot_layout(questions: Sequence[Any], vectors: Sequence[Sequence[torch.Tensor | None]], hidden_size: int,
+                max_k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-question ``[q, max_k, d]`` slot vectors and ``[q, max_k]`` true-slot flags."""
+    out = torch.zeros((len(questions), max_k, hidden_size))
+    true_slot = torch.zeros((len(questions), max_k), dtype=torch.bool)
+    for j, (q, per_option) in enumerate(zip(questions, vectors)):
+        for slot, caller in enumerate(q.option_order):
+            vector = per_option[caller]
+            if vector is not None:
+                out[j, slot] = vector
+            if q.type == "noul" and caller == 1:
+                true_slot[j, slot] = True
+    return out, true_slot
+
+
+class PriorBuilder:
+    """Builds :class:`PriorInputs` for a model with a prior; option vectors cached per question set.
+
+    ``rows`` is the :class:`~jevlaya_lab.decisions.encoding.RowTokenizer` the rows are built
+    with: states reuse their row tokens (cut to the start at ``max_len``), so nothing is
+    tokenised twice.
+    """
+
+    CACHE_SIZE = 64
+
+    def __init__(self, model: Any, rows: Any, memo: dict[tuple[int, ...], torch.Tensor] | None = None) -> None:
+        self.model = model
+        self.rows = rows
+        self.memo = memo
+        """Optional: pooled vectors by exact token row, shared by training runs over one frozen encoder."""
+        prefix = model.prior.config.prefix
+        self._prefix = tuple(rows.encode([prefix])[0].ids) if prefix else ()
+        self._cache: LockedLRU[tuple[Any, ...], tuple[torch.Tensor, ...]] = LockedLRU(self.CACHE_SIZE)
+
+    def _wrap(self, ids: Sequence[int], max_len: int) -> list[int]:
+        room = max(0, max_len - 2 - len(self._prefix))
+        return [self.rows.cls_id, *self._prefix, *ids[:room], self.rows.sep_id]
+
+    def _pad(self, rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        length = max(len(r) for r in rows)
+        ids = torch.tensor([r + [self.rows.pad_id] * (length - len(r)) for r in rows], dtype=torch.long)
+        lengths = torch.tensor([len(r) for r in rows])
+        return ids, (torch.arange(length)[None, :] < lengths[:, None]).long()
+
+    def _pooled(self, rows: list[list[int]], chunk: int = 64, progress: str | None = None) -> torch.Tensor:
+        """Pool token rows in length-sorted chunks (little padding); ``[n, d]`` on the CPU.
+
+        ``progress`` names a tqdm bar (training pools tens of thousands of texts)."""
+        device = next(self.model.parameters()).device
+        out = torch.zeros((len(rows), self.model.hidden_size))
+        memo = self.memo
+        todo = [i for i in range(len(rows))] if memo is None else []
+        if memo is not None:
+            for i, row in enumerate(rows):
+                hit = memo.get(tuple(row))
+                if hit is None:
+                    todo.append(i)
+                else:
+                    out[i] = hit
+        order = sorted(todo, key=lambda i: len(rows[i]))
+        starts = range(0, len(order), chunk)
+        if progress:
+            from tqdm.auto import tqdm
+
+            starts = tqdm(starts, desc=progress, unit="chunk", leave=False)
+        with torch.inference_mode():
+            for start in starts:
+                picked = order[start:start + chunk]
+                ids, mask = self._pad([rows[i] for i in picked])
+                out[picked] = self.model.pool(ids.to(device), mask.to(device)).cpu()
+        if memo is not None:
+            for i in todo:
+                memo[tuple(rows[i])] = out[i].clone()
+        return out
+
+    def vectors(self, texts: Sequence[str], max_len: int = 512, progress: str | None = None) -> torch.Tensor:
+        """Unit pooled vectors of ``texts`` (prefix applied), ``[n, d]`` on the CPU."""
+        return self._pooled([self._wrap(e.ids, max_len) for e in self.rows.encode(list(texts))], progress=progress)
+
+    def state_vectors(self, states: Sequence[Any], max_len: int, progress: str | None = None) -> torch.Tensor:
+        """Unit pooled vectors of states given as ``StateTokens`` (what a forward pass computes)."""
+        return self._pooled([self._wrap(s.ids, max_len) for s in states], progress=progress)
+
+    def question_vectors(self, questions: tuple[Any, ...], max_k: int) -> tuple[torch.Tensor, ...]:
+        """``[q, max_k, d]`` slot vectors (options in context mixed in by the gate) and ``[q, max_k]``
+        true-slot flags, gates, centers and spreads of a question set (see :class:`PriorInputs`)."""
+        key = (questions, max_k)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        prior = self.model.prior
+        slots, true_slot = self._slots(questions, max_k, option_texts)
+        with torch.inference_mode():
+            on_device = slots.to(prior.anchors.device)
+            gate = prior.gate(on_device).cpu()
+            center, spread = (t.cpu() for t in prior.standardiser(on_device, true_slot.to(on_device.device)))
+        if prior.config.option_context and any(q.type == "choice" for q in questions):
+            in_context, _ = self._slots(questions, max_k, context_texts)
+            has = in_context.abs().sum(-1, keepdim=True) > 0
+            near = gate[..., None]
+            slots = torch.where(has, near * slots + (1 - near) * in_context, slots)
+        return self._cache.put(key, (slots, true_slot, gate, center, spread))
+
+    def _slots(self, questions: tuple[Any, ...], max_k: int,
+               texts_of: Callable[[Any], list[str | None]]) -> tuple[torch.Tensor, torch.Tensor]:
+        per_question = [texts_of(q) for q in questions]
+        flat = [t for texts in per_question for t in texts if t is not None]
+        found = iter(self.vectors(flat)) if flat else iter(())
+        vectors = [[None if t is None else next(found) for t in texts] for texts in per_question]
+        return slot_layout(questions, vectors, self.model.hidden_size, max_k)
+
+    def inputs(self, states: Sequence[Any], questions: tuple[Any, ...], max_len: int, max_k: int) -> PriorInputs:
+        """The prior's inputs for ``states`` (``StateTokens``) x ``questions``, rows state-major."""
+        option_vectors, true_slot, gate, center, spread = self.question_vectors(questions, max_k)
+        state_ids, state_mask = self._pad([self._wrap(s.ids, max_len) for s in states])
+        n, q = len(states), len(questions)
+        pairs, pair_row = [], []
+        if getattr(self.model, "reader", None) is not None:
+            for j, statement in self._unseen_statements(questions, true_slot, gate):
+                pairs += [(statement, s.ids) for s in states]
+                pair_row += [i * q + j for i in range(n)]
+        pair_ids, pair_types, pair_mask = (pair_rows(self.rows, pairs) if pairs
+                                           else (torch.zeros((0, 0), dtype=torch.long),) * 3)
+        return PriorInputs(state_ids, state_mask, torch.arange(n).repeat_interleave(q),
+                           option_vectors.repeat(n, 1, 1), true_slot.repeat(n, 1), gate.repeat(n, 1),
+                           center.repeat(n, 1), spread.repeat(n, 1), pair_ids, pair_types, pair_mask,
+                           torch.tensor(pair_row, dtype=torch.long))
+
+    def _unseen_statements(self, questions: tuple[Any, ...], true_slot: torch.Tensor,
+                           gate: torch.Tensor) -> list[tuple[int, list[int]]]:
+        """``(question index, statement token ids)`` of each noul question the reader answers: its
+        statement's gate is below :data:`~jevlaya_lab.decisions.statement_reader.READ_BELOW`."""
+        picked = [(j, texts[1]) for j, q in enumerate(questions)
+                  if q.type == "noul" and (texts := option_texts(q))[1] is not None
+                  and float(gate[j][true_slot[j]].max()) < READ_BELOW]
+        found = self.rows.encode([t for _, t in picked]) if picked else []
+        return [(j, list(e.ids)) for (j, _), e in zip(picked, found)]

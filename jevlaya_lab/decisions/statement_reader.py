@@ -1,0 +1,141 @@
+"""The statement reader: a yes/no statement and the state read together, for statements no head saw.
+
+The similarity prior answers a user's own yes/no statement from the cosine of two separate
+encodings, so it can only rank messages as the untrained cosine does; for statements about what a
+message *contains* or how it is written ("the customer thanks us", "they want a phone call") that
+ranking is near chance, because a message with a thank-you is no closer to the statement than one
+without. A reader that sees both texts in one sequence can check the statement against the message.
+
+A checkpoint may declare, inside its ``similarity_prior``::
+
+    "reader": {"layers": 2, "blend": [0.21, 0.83, -0.35]}
+
+and then ``model.safetensors`` holds ``reader.layers.<i>.*`` (``layers`` encoder layers, trained)
+and ``reader.out.*`` (one linear unit). The reader's input is the pair ``[CLS] statement [SEP]
+state [SEP]`` (token types 0 then 1, as the encoder was pre-trained on pairs); the checkpoint's own
+encoder runs its embeddings and every layer but its top ``layers`` (those stay frozen and shared),
+the reader's layers replace the top ones, and the mean-pooled output goes through ``out``: the
+log-odds ``r`` that the statement holds. For an unseen statement the prior's fallback (see
+:mod:`jevlaya_lab.decisions.prior`) then becomes::
+
+    unseen = blend[0] * z + blend[1] * r + blend[2]
+
+``z`` the statement's standardised cosine, so the reader adds to the similarity rather than
+replacing it (the similarity still ranks statements about a topic well, the reader those about a
+property). ``blend`` is one statement-agnostic logistic fit over intents the reader was not
+trained on (their held-out statements on their utterances), yes and no weighted equally, multiplied
+by the noul temperature like the fallback (``training.reader.fit_blend``).
+
+Only statements whose gate is below :data:`READ_BELOW` are read (a statement near the training
+texts keeps the trained answer, and the presets pay nothing): the cost of a user's statement is
+one more pass over ``(statement, state)`` through the encoder per state. A checkpoint without the
+key has no reader and answers exactly as before. Encoders the reader can run are BERT-like ones
+(``embeddings`` and ``encoder.layer``); another raises a ``ValueError`` when the checkpoint loads.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+__all__ = ["READ_BELOW", "READER_MAX_LEN", "STATEMENT_MAX_LEN", "ReaderConfig", "StatementReader", "pair_rows"]
+
+READ_BELOW = 0.5
+"""A noul statement whose gate (nearness to the training texts) is below this is read by the reader."""
+
+READER_MAX_LEN = 128
+"""Tokens of a reader pair, special tokens included; the state is cut to what the statement leaves."""
+
+STATEMENT_MAX_LEN = 48
+"""Tokens of the statement in a pair (a longer one is cut)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReaderConfig:
+    """The ``reader`` entry inside ``similarity_prior``."""
+
+    layers: int
+    blend: tuple[float, float, float]
+
+    @classmethod
+    def from_value(cls, value: Any) -> ReaderConfig:
+        """Validate the parsed JSON value; a ``ValueError`` names the key, the value and the fix."""
+
+        def bad(what: str) -> ValueError:
+            return ValueError(f"similarity_prior.reader = {value!r} is invalid; {what}")
+
+        if not isinstance(value, dict) or set(value) != {"layers", "blend"}:
+            raise bad('use an object with exactly "layers" and "blend", e.g. {"layers": 2, "blend": [0.2, 0.8, -0.3]}')
+        layers, blend = value["layers"], value["blend"]
+        if isinstance(layers, bool) or not isinstance(layers, int) or layers < 1:
+            raise bad("layers must be an int >= 1 (how many top encoder layers the reader replaces)")
+        if (not isinstance(blend, (list, tuple)) or len(blend) != 3
+                or any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in blend)):
+            raise bad("blend must be [similarity scale, reader scale, bias] (numbers)")
+        return cls(layers, (float(blend[0]), float(blend[1]), float(blend[2])))
+
+    def to_value(self) -> dict[str, Any]:
+        return {"layers": self.layers, "blend": list(self.blend)}
+
+
+def _layers_of(encoder: nn.Module) -> nn.ModuleList:
+    layers = getattr(getattr(encoder, "encoder", None), "layer", None)
+    if not isinstance(layers, nn.ModuleList) or not hasattr(encoder, "embeddings"):
+        raise ValueError(f"similarity_prior.reader needs a BERT-like encoder (embeddings and encoder.layer); "
+                         f"{type(encoder).__name__} has none: drop the reader key from the checkpoint config")
+    return layers
+
+
+class StatementReader(nn.Module):
+    """The trained top encoder layers and the output unit; the lower layers are the encoder's own."""
+
+    def __init__(self, encoder: nn.Module, config: ReaderConfig) -> None:
+        super().__init__()
+        own = _layers_of(encoder)
+        if config.layers > len(own):
+            raise ValueError(f"similarity_prior.reader.layers = {config.layers} but the encoder has only "
+                             f"{len(own)} layers: use at most {len(own)}")
+        self.config = config
+        # copies of the encoder's top layers: the architecture, and a start for training
+        self.layers = nn.ModuleList(copy.deepcopy(layer) for layer in own[len(own) - config.layers:])
+        encoder_config: Any = encoder.config  # a transformers config (nn.Module types attributes as tensors)
+        self.out = nn.Linear(int(encoder_config.hidden_size), 1)
+
+    def forward(self, encoder: nn.Module, input_ids: torch.Tensor, token_type_ids: torch.Tensor,
+                attention_mask: torch.Tensor) -> torch.Tensor:
+        """``[pairs]`` the log-odds that each pair's statement holds for its state."""
+        own = _layers_of(encoder)
+        hidden = encoder.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)  # type: ignore[operator]
+        additive = (1.0 - attention_mask[:, None, None, :].to(hidden.dtype)) * torch.finfo(hidden.dtype).min
+        for layer in [*own[:len(own) - len(self.layers)], *self.layers]:
+            output = layer(hidden, attention_mask=additive)
+            hidden = output[0] if isinstance(output, tuple) else output
+        mask = attention_mask[..., None].to(hidden.dtype)
+        pooled = (hidden * mask).sum(1) / mask.sum(1).clamp_min(1.0)
+        logits: torch.Tensor = self.out(pooled).squeeze(-1).float()
+        return logits
+
+
+def pair_rows(rows: Any, pairs: Sequence[tuple[Sequence[int], Sequence[int]]]
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(input_ids, token_type_ids, attention_mask)`` of ``[CLS] statement [SEP] state [SEP]`` for
+    each ``(statement ids, state ids)`` pair, without special tokens (``rows``: the
+    :class:`~jevlaya_lab.decisions.encoding.RowTokenizer`); training and answering build them alike."""
+    built = []
+    for statement, state in pairs:
+        head = [rows.cls_id, *statement[:STATEMENT_MAX_LEN], rows.sep_id]
+        built.append((head + [*state[:READER_MAX_LEN - len(head) - 1], rows.sep_id], len(head)))
+    length = max((len(ids) for ids, _ in built), default=0)
+    input_ids = torch.full((len(built), length), rows.pad_id, dtype=torch.long)
+    types = torch.zeros((len(built), length), dtype=torch.long)
+    mask = torch.zeros((len(built), length), dtype=torch.long)
+    for i, (ids, first) in enumerate(built):
+        input_ids[i, :len(ids)] = torch.tensor(ids)
+        types[i, first:len(ids)] = 1
+        mask[i, :len(ids)] = 1
+    return input_ids, types, mask

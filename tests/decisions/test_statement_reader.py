@@ -1,0 +1,259 @@
+"""The statement reader: unseen yes/no statements read together with the state (tiny models)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+
+import pytest
+import torch
+
+from jevlaya_lab.decisions.agent import Agent
+from jevlaya_lab.decisions.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from jevlaya_lab.decisions.encoding import row_tokenizer, serialize_state, tokenize_states
+from jevlaya_lab.decisions.prior import PRIOR_KEY
+from jevlaya_lab.decisions.questions import parse_questions
+from jevlaya_lab.decisions.statement_reader import ReaderConfig, StatementReader, pair_rows
+from jevlaya_lab.decisions.testing import make_tiny_parts
+from jevlaya_lab.decisions.training.reader import ReaderTraining, fit_blend, reader_logits, train_reader
+
+KNOWN = "The customer asks for money back."
+UNSEEN = "The writer attaches a photograph."
+STATES = ["my invoice is wrong", {"message": "the app crashes at login"}, ["hi", "please refund me"]]
+PRIOR = {"rank": 0, "reference": 3, "anchors": 2, "gate": [0.9, 60.0], "fallback": [1.5, 0.25, 0.0]}
+
+
+def _pooled(encoder, tokenizer, text):
+    ids = [tokenizer.cls_token_id, *tokenizer(text, add_special_tokens=False)["input_ids"], tokenizer.sep_token_id]
+    with torch.no_grad():
+        hidden = encoder(input_ids=torch.tensor([ids])).last_hidden_state
+    return torch.nn.functional.normalize(hidden.mean(dim=1)[0], dim=-1)
+
+
+def _plain_reader_logit(encoder, reader, tokenizer, statement, text):
+    """The reader's log-odds computed the plain way: the encoder with its top layers swapped for
+    the reader's, over [CLS] statement [SEP] text [SEP] (types 0 then 1), mean-pooled, then the
+    output unit."""
+    first = [tokenizer.cls_token_id, *tokenizer(statement, add_special_tokens=False)["input_ids"],
+             tokenizer.sep_token_id]
+    second = [*tokenizer(text, add_special_tokens=False)["input_ids"], tokenizer.sep_token_id]
+    ids = torch.tensor([first + second])
+    types = torch.tensor([[0] * len(first) + [1] * len(second)])
+    layers = encoder.encoder.layer
+    own = list(layers)
+    try:
+        for i, layer in enumerate(reader.layers):
+            layers[len(own) - len(reader.layers) + i] = layer
+        with torch.no_grad():
+            hidden = encoder(input_ids=ids, token_type_ids=types).last_hidden_state
+    finally:
+        for i, layer in enumerate(own):
+            layers[i] = layer
+    return reader.out(hidden.mean(dim=1))[0, 0].item()
+
+
+def _reader_parts(blend=(0.5, 2.0, -0.75)):
+    parts = make_tiny_parts(num_layers=2, similarity_prior={**PRIOR, "reader": {"layers": 1, "blend": list(blend)}})
+    model, tokenizer, encoder = parts.model, parts.tokenizer, parts.model.encoder
+    with torch.no_grad():
+        model.scorer[-1].weight.zero_()
+        model.scorer[-1].bias.zero_()
+        model.prior.scale.copy_(torch.tensor([7.0, 5.0, 9.0]))
+        model.prior.bias.copy_(torch.tensor([0.0, 0.0, -3.0]))
+        model.prior.reference.copy_(torch.stack([_pooled(encoder, tokenizer, t) for t in
+                                                 ["where is my parcel", "thanks for the help", "invoice wrong"]]))
+        model.prior.anchors.copy_(torch.stack([_pooled(encoder, tokenizer, t) for t in [KNOWN, "refund"]]))
+        for p in model.reader.parameters():  # the reader differs from the encoder's own top layer
+            p.add_(torch.randn_like(p) * 0.5)
+        # a random tiny encoder finds every text alike: put the gate between UNSEEN and the anchors
+        near = (model.prior.anchors @ _pooled(encoder, tokenizer, UNSEEN)).max().item()
+    config = dataclasses.replace(model.prior.config, gate=((1 + near) / 2, 20 / (1 - near)))
+    model.prior.config = config
+    parts.config.extra[PRIOR_KEY] = config.to_value()
+    return parts
+
+
+def test_pair_rows_match_the_tokenizers_own_pair_encoding():
+    """mini-en's own tokenizer (the tiny one has no pair template) encodes pairs as the reader does."""
+    from transformers import AutoTokenizer
+
+    from jevlaya_lab.decisions import bundled
+
+    tokenizer = AutoTokenizer.from_pretrained(bundled.verified_encoder("mini-en").tokenizer, local_files_only=True)
+    rows = row_tokenizer(tokenizer)
+    texts = [("refund my order", "hi there, please refund me"), ("the app crashes", "ok")]
+    ids, types, mask = pair_rows(rows, [(rows.encode([a])[0].ids, rows.encode([b])[0].ids) for a, b in texts])
+    want = tokenizer([a for a, _ in texts], [b for _, b in texts], padding=True, return_tensors="pt")
+    assert ids.tolist() == want["input_ids"].tolist()
+    assert types[mask.bool()].tolist() == want["token_type_ids"][want["attention_mask"].bool()].tolist()
+    assert mask.tolist() == want["attention_mask"].tolist()
+
+
+def test_the_reader_runs_the_encoders_lower_layers_and_its_own_top_layers():
+    parts = _reader_parts()
+    encoder, tokenizer, reader = parts.model.encoder, parts.tokenizer, parts.model.reader
+    got = reader_logits(parts.model, reader, tokenizer, [(UNSEEN, "please refund me", True)])[0].item()
+    assert got == pytest.approx(_plain_reader_logit(encoder, reader, tokenizer, UNSEEN, "please refund me"), abs=1e-5)
+
+
+def test_an_unseen_statement_is_the_blend_of_similarity_and_reader_and_a_known_one_is_not_read(tmp_path):
+    """A statement far from every anchor (gate ~0) is answered sigmoid(g * trained + (1 - g) *
+    (a * z + b * r + c)), r the reader's log-odds; a statement equal to an anchor (gate ~1) is not
+    read at all and keeps the trained answer. The reader survives a save and load."""
+    a, b, c = 0.5, 2.0, -0.75
+    parts = _reader_parts((a, b, c))
+    model, tokenizer, encoder = parts.model, parts.tokenizer, parts.model.encoder
+    path = save_checkpoint(tmp_path / "ck", *parts)
+    assert json.loads((path / "rl_agent_config.json").read_text())["similarity_prior"]["reader"] == {
+        "layers": 1, "blend": [a, b, c]}
+    agent = Agent(path)
+    assert agent.decision_model.reader is not None
+    questions = {"known": {"type": "noul", "instructions": KNOWN}, "new": {"type": "noul", "instructions": UNSEEN}}
+    prior = model.prior
+    for state, result in zip(STATES, agent.predict_batch(STATES, questions)):
+        text = serialize_state(state)
+        s = _pooled(encoder, tokenizer, text)
+        for qid, statement in (("known", KNOWN), ("new", UNSEEN)):
+            o = _pooled(encoder, tokenizer, statement)
+            against = prior.reference @ o
+            z = ((s @ o - against.mean()) / against.std()).item()
+            g = prior.gate(o[None])[0].item()
+            trained = 9.0 * z - 3.0
+            if qid == "known":
+                assert g > 0.99
+                unseen = 1.5 * z + 0.25  # not read: the fallback, weighted by 1 - g ~ 0
+            else:
+                assert g < 0.01
+                unseen = a * z + b * _plain_reader_logit(encoder, model.reader, tokenizer, statement, text) + c
+            want = torch.sigmoid(torch.tensor(g * trained + (1 - g) * unseen)).item()
+            assert result["answers"][qid]["noul"] == pytest.approx(want, abs=2e-4)
+    inputs = agent._prior.inputs(tokenize_states(tokenizer, STATES), parse_questions(questions), 64, 2)
+    assert inputs.pair_row.tolist() == [1, 3, 5]  # rows are state-major: only "new" is read
+
+
+@pytest.mark.parametrize("reader, fragment", [
+    ({"layers": 0, "blend": [1, 1, 0]}, "layers must be an int >= 1"),
+    ({"layers": 1, "blend": [1, "x", 0]}, "blend must be"),
+    ({"layers": 1}, 'exactly "layers" and "blend"'),
+    ({"layers": 3, "blend": [1, 1, 0]}, "use at most 2"),
+])
+def test_a_bad_reader_entry_names_the_key_and_the_fix(tmp_path, reader, fragment):
+    path = save_checkpoint(tmp_path / "ck", *_reader_parts())
+    data = json.loads((path / "rl_agent_config.json").read_text())
+    data["similarity_prior"]["reader"] = reader
+    (path / "rl_agent_config.json").write_text(json.dumps(data))
+    with pytest.raises((CheckpointError, ValueError), match=fragment):
+        load_checkpoint(path)
+
+
+def test_a_reader_without_a_fallback_is_refused():
+    with pytest.raises(ValueError, match="reader answers unseen statements in place of the fallback"):
+        make_tiny_parts(num_layers=2, similarity_prior={"rank": 0, "reader": {"layers": 1, "blend": [1, 1, 0]}})
+
+
+def test_a_reader_needs_a_bert_like_encoder():
+    class NoLayers(torch.nn.Module):
+        config = type("C", (), {"hidden_size": 8})()
+
+    with pytest.raises(ValueError, match="needs a BERT-like encoder"):
+        StatementReader(NoLayers(), ReaderConfig(1, (1.0, 1.0, 0.0)))
+
+
+def test_training_the_reader_learns_a_statement_and_the_blend_weights_it():
+    """On a tiny budget the reader learns which of two statements holds for a text (it must read
+    both: each statement is true for half the texts), on pairs it never saw, and the fitted blend
+    puts weight on it; the encoder below the reader is left as it was."""
+    parts = make_tiny_parts(num_layers=2, similarity_prior={**PRIOR})
+    model, tokenizer = parts.model, parts.tokenizer
+    rng = random.Random(0)
+    topics = {"the customer writes about money": ["refund", "invoice"],
+              "the customer writes about the app": ["crash", "login"]}
+    filler = ["hi", "please", "order", "thanks"]
+
+    def pair():
+        statement, truth = rng.choice(list(topics)), rng.random() < 0.5
+        other = [w for s, ws in topics.items() if s != statement for w in ws]
+        words = [*rng.sample(filler, 2), rng.choice(topics[statement] if truth else other)]
+        rng.shuffle(words)
+        return (statement, " ".join(words), truth)
+
+    before = {k: v.clone() for k, v in model.encoder.state_dict().items()}
+    losses = []
+    reader = train_reader(model, tokenizer, [pair() for _ in range(600 * 16)],
+                          ReaderTraining(layers=1, steps=600, batch=16, lr=1e-3, out_lr=3e-3, seed=0), log=losses.append)
+    assert len(losses) == 7 and losses[-1].startswith("reader step 599 loss")
+    held = [pair() for _ in range(300)]
+    r = reader_logits(model, reader, tokenizer, held)
+    accuracy = ((r > 0) == torch.tensor([p[2] for p in held])).float().mean().item()
+    assert accuracy > 0.9
+    assert all(torch.equal(v, before[k]) for k, v in model.encoder.state_dict().items())
+    assert all(p.requires_grad for p in model.encoder.parameters())
+    a, b, c = fit_blend(model, reader, tokenizer, held, temperature=2.0)
+    assert b > 0.5 and all(x == x for x in (a, b, c))
+
+
+def test_emotion_pairs_read_the_folder_and_leave_out_the_benchmarks_properties(tmp_path):
+    """Made-up comments in GoEmotions' layout: every pair's statement is a kept emotion's, a true
+    pair's comment carries it, and a folder without the files is refused by name."""
+    from jevlaya_lab.decisions.training.reader import EMOTION_STATEMENTS, emotion_pairs
+
+    labels = list(EMOTION_STATEMENTS)
+    (tmp_path / "labels.txt").write_text("\n".join(labels) + "\n", encoding="utf-8")
+    lines = [f"comment {i} about things\t{i % len(labels)},{(i * 7) % len(labels)}\tid{i}" for i in range(200)]
+    (tmp_path / "train.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    carried = {f"comment {i} about things": {labels[i % len(labels)], labels[(i * 7) % len(labels)]} for i in range(200)}
+    by_statement = {s: e for e, s in EMOTION_STATEMENTS.items() if s}
+    pairs = emotion_pairs(tmp_path, 300, random.Random(0))
+    assert len(pairs) == 300 and {s for s, _, _ in pairs} <= set(by_statement)
+    assert all((by_statement[s] in carried[t]) == truth for s, t, truth in pairs)
+    assert not {"gratitude", "curiosity", "remorse", "anger", "annoyance"} & {by_statement[s] for s, _, _ in pairs}
+    (tmp_path / "labels.txt").unlink()
+    with pytest.raises(FileNotFoundError, match="has no labels.txt"):
+        emotion_pairs(tmp_path, 1, random.Random(0))
+
+
+@pytest.mark.public_datasets
+def test_the_reader_only_command_writes_a_head_with_the_reader(tmp_path):
+    """``jevlaya-lab train --reader-only`` on a tiny budget: the written head holds the shipped head's
+    tensors unchanged plus ``reader.*`` in fp16, and its config the reader with a fitted blend."""
+    from safetensors.torch import load_file
+
+    from jevlaya_lab.decisions import bundled
+    from jevlaya_lab.decisions.training import cli as train_cli
+
+    out = tmp_path / "head"
+    assert train_cli.main(["--name", "mini-en", "--reader-only", "--reader-layers", "1", "--reader-steps", "2",
+                           "--reader-blend-rows", "64", "--out", str(out)]) == 0
+    shipped = {k: v for k, v in load_file(bundled.head_dir("mini-en") / "head.safetensors").items()
+               if not k.startswith("reader.")}
+    written = load_file(out / "head.safetensors")
+    assert all(torch.equal(written[k], v) for k, v in shipped.items())
+    reader = {k: v for k, v in written.items() if k.startswith("reader.")}
+    assert reader and {v.dtype for v in reader.values()} == {torch.float16}
+    assert {k.split(".")[2] for k in reader if k.startswith("reader.layers.")} == {"0"}
+    config = json.loads((out / "config.json").read_text())["similarity_prior"]["reader"]
+    assert config["layers"] == 1 and len(config["blend"]) == 3 and ReaderConfig.from_value(config)
+
+
+def test_mini_en_reads_a_users_statement_about_what_a_message_contains():
+    """The shipped mini-en carries a reader: a user's statement the cosine ranks near chance (a
+    thank-you: bench/user_questions.py's dev 'thankful', cosine AUC 0.53) is answered yes for the
+    thank-you messages and no for the others; the presets' statements are not read."""
+    from jevlaya_lab import load
+
+    agent = load("mini-en", device="cpu")
+    assert agent.decision_model.reader is not None
+    thanks = ["Thanks a lot, the new card arrived this morning and works fine.",
+              "Just wanted to say thank you to Maria for sorting out my order so quickly!"]
+    others = ["My card was declined twice at the supermarket today.",
+              "Where is my parcel? It was due on Monday."]
+    question = {"thanks": {"type": "noul", "instructions": "The customer says thank you."}}
+    said = [r["answers"]["thanks"]["noul"] for r in agent.predict_batch(thanks + others, question)]
+    assert min(said[:2]) > 0.5 > max(said[2:]), said
+    from jevlaya_lab.decisions import presets
+
+    preset = presets.PRESETS["triage"]()
+    parsed = parse_questions({k: v for k, v in preset.items() if v["type"] == "noul"})
+    inputs = agent._prior.inputs(tokenize_states(agent.tokenizer, others), parsed, 64, 2)
+    assert len(parsed) and not len(inputs.pair_row)
