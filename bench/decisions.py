@@ -384,6 +384,31 @@ def versus_laya(seconds: float, cells: list[tuple[int, int]], repeats: int) -> d
             "load_average": __import__("os").getloadavg()}
 
 
+def reader_cost(repeats: int = 7) -> dict:
+    """A user's own yes/no statement on 64 hand-written messages with ``mini-en``: the statement
+    reader on and off in the same process, interleaved rounds, median seconds per call and their ratio."""
+    from jevlaya_lab import load
+
+    path = ROOT / "tests" / "data" / "user_questions" / "en_states.json"
+    states = [s["text"] for s in json.loads(path.read_text(encoding="utf-8"))["states"]][:64]
+    agent = load("mini-en", device="cpu")
+    question = {"thanks": {"type": "noul", "instructions": "The customer says thank you."}}
+    reader = agent.decision_model.reader
+    times: dict[str, list[float]] = {"without": [], "with": []}
+    for _ in range(repeats):
+        for key, module in (("without", None), ("with", reader)):
+            agent.decision_model.reader = module
+            started = time.perf_counter()
+            agent.predict_batch(states, question)
+            times[key].append(time.perf_counter() - started)
+    agent.decision_model.reader = reader
+    row = {k: statistics.median(v[1:]) for k, v in times.items()}
+    row["ratio"] = row["with"] / row["without"]
+    print(f"mini-en, 64 messages x 1 user statement: without the reader {row['without'] * 1000:.0f} ms, "
+          f"with it {row['with'] * 1000:.0f} ms, ratio {row['ratio']:.2f}")
+    return row
+
+
 def merge_into(out: Path, key: str, value: object) -> int:
     """Write ``value`` under ``key`` into the results file, keeping its other entries."""
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -407,11 +432,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="only laya 0.4.15 against ours on a laya-written MiniLM checkpoint")
     parser.add_argument("--cells", default="all", help="with --vs-laya: STATESxQUESTIONS cells, e.g. 1x5,8x5,64x5")
     parser.add_argument("--repeats", type=int, default=3, help="with --vs-laya: interleaved rounds per cell")
+    parser.add_argument("--reader-cost", action="store_true",
+                        help="only the cost of mini-en's statement reader on a user's statement (on against off)")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.vs_laya:
         return merge_into(Path(args.out), "vs_laya", versus_laya(args.seconds, parse_cells(args.cells), args.repeats))
+    if args.reader_cost:
+        return merge_into(Path(args.out), "reader_cost", reader_cost())
     if args.bundled_only:
         return merge_into(Path(args.out), "bundled", bundled_rows(args.threads))
     load_started = time.perf_counter()
