@@ -8,6 +8,7 @@
     .venv/bin/python bench/quality.py --no-lodo --split dev --quantize int8  # a fast mode (or bf16)
     .venv/bin/python bench/quality.py --no-lodo --no-hand --user-questions  # users' own questions, dev half
     .venv/bin/python bench/quality.py --no-lodo --no-hand --user-questions --locked  # the final read
+    .venv/bin/python bench/quality.py --no-lodo --no-hand --user-questions --also-without-reader  # reader on/off
 
 (a) **Hand-written states** (``tests/data/fresh/``, written for this benchmark, never trained on): per
 question accuracy, balanced accuracy for yes/no, score MAE and ECE (10 bins) of each shipped
@@ -381,6 +382,35 @@ def _print_user(name: str, report: dict) -> None:
         print(f"  mean {key:<26} " + " ".join(f"{k}={v}" for k, v in m.items()))
 
 
+OWN_WORDING = {
+    "urgent": ("The customer needs this resolved right away.", lambda r: int(r[3]) >= 2),
+    "churn": ("The customer is leaving or threatens to stop being a customer.", lambda r: r[1] == "cancellation"),
+    "refund": ("The customer wants their money back.", lambda r: r[1] == "refund"),
+}
+"""A new user's own wording of three triage questions (urgency, churn, refund), with gold derived
+from the fresh triage states' columns (priority >= 2 is urgent, as the preset defines)."""
+
+
+def own_wording(agent) -> dict:
+    """AUC and balanced accuracy at 0.5 of :data:`OWN_WORDING` on every fresh English triage state
+    (dev and locked test, reported only)."""
+    import csv
+
+    with (FRESH / "en_triage.tsv").open(encoding="utf-8") as handle:
+        rows = [r for r in csv.reader(handle, delimiter="\t") if r and r[0] in ("dev", "test")]
+    texts = [r[4] for r in rows]
+    out = {}
+    for qid, (statement, gold_of) in OWN_WORDING.items():
+        truth = [bool(gold_of(r)) for r in rows]
+        said = [a["answers"][qid]["noul"] for a in agent.predict_batch(texts, {qid: {"type": "noul",
+                                                                                 "instructions": statement}})]
+        out[qid] = {"n": len(rows), "yes_gold": sum(truth), "yes_said": sum(p >= 0.5 for p in said),
+                    "auc": round(_auc(said, truth), 4), "balanced": round(_bal_at(said, truth, 0.5), 4)}
+        print(f"  {qid:<8} {out[qid]['yes_gold']:>3} of {len(rows)} true, said yes {out[qid]['yes_said']:>3}: "
+              f"AUC {out[qid]['auc']:.3f}, balanced {out[qid]['balanced']:.3f}")
+    return out
+
+
 def fallback_lodo(agent, name: str, seeds: list[int], data_dir: str | None) -> dict:
     """The unseen-statement fallback (prior.py ``fallback``) left one dataset out: fit on the other
     two datasets' train utterances and the hand-written training messages, scored on the held
@@ -474,6 +504,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--also-without-fallback", action="store_true",
                    help="with --user-questions: also score each checkpoint with its unseen-statement fallback off "
                         "(the answers before it existed), in the same run")
+    p.add_argument("--also-without-reader", action="store_true",
+                   help="with --user-questions: also score each checkpoint with its statement reader off, in the same "
+                        "run, and the own-wording triage statements (own_wording) with it on and off")
     p.add_argument("--locked", action="store_true",
                    help="with --user-questions: read the locked half too (the final run only)")
     p.add_argument("--pool-cache", default=None, help="file prefix of pooled vectors (as for jevlaya-lab train)")
@@ -513,6 +546,18 @@ def main(argv: list[str] | None = None) -> int:
                 results["user_questions"][key] = user_questions(agent, name, args.locked, args.data_dir)
                 _print_user(key, results["user_questions"][key])
                 prior.config = with_fallback
+            reader = agent.decision_model.reader
+            if args.also_without_reader and reader is not None:
+                results.setdefault("own_wording", {})
+                print(f"\n{name}: a user's own wording of three triage questions, with the statement reader")
+                results["own_wording"][name] = own_wording(agent)
+                agent.decision_model.reader = None
+                print(f"{name}: the same without it")
+                results["own_wording"][f"{name} without reader"] = own_wording(agent)
+                key = f"{name} without reader"
+                results["user_questions"][key] = user_questions(agent, name, args.locked, args.data_dir)
+                _print_user(key, results["user_questions"][key])
+                agent.decision_model.reader = reader
         if args.fallback_lodo and agent is not None:
             print(f"\n{name}: unseen-statement fallback, leave one dataset out (seeds {args.seeds})")
             results.setdefault("fallback_lodo", {})[name] = fallback_lodo(agent, name, args.seeds, args.data_dir)
