@@ -100,6 +100,7 @@ class PriorBuilder:
         prefix = model.prior.config.prefix
         self._prefix = tuple(rows.encode([prefix])[0].ids) if prefix else ()
         self._cache: LockedLRU[tuple[Any, ...], tuple[torch.Tensor, ...]] = LockedLRU(self.CACHE_SIZE)
+        self._statements: LockedLRU[tuple[Any, ...], list[tuple[int, list[int]]]] = LockedLRU(self.CACHE_SIZE)
 
     def _wrap(self, ids: Sequence[int], max_len: int) -> list[int]:
         room = max(0, max_len - 2 - len(self._prefix))
@@ -198,9 +199,13 @@ class PriorBuilder:
     def _unseen_statements(self, questions: tuple[Any, ...], true_slot: torch.Tensor,
                            gate: torch.Tensor) -> list[tuple[int, list[int]]]:
         """``(question index, statement token ids)`` of each noul question the reader answers: its
-        statement's gate is below :data:`~jevlaya_lab.decisions.statement_reader.READ_BELOW`."""
+        statement's gate is below :data:`~jevlaya_lab.decisions.statement_reader.READ_BELOW`. Once
+        per question set, like the slot vectors."""
+        hit = self._statements.get(questions)
+        if hit is not None:
+            return hit
         picked = [(j, texts[1]) for j, q in enumerate(questions)
                   if q.type == "noul" and (texts := option_texts(q))[1] is not None
                   and float(gate[j][true_slot[j]].max()) < READ_BELOW]
         found = self.rows.encode([t for _, t in picked]) if picked else []
-        return [(j, list(e.ids)) for (j, _), e in zip(picked, found)]
+        return self._statements.put(questions, [(j, list(e.ids)) for (j, _), e in zip(picked, found)])

@@ -39,12 +39,11 @@ from torch import nn
 
 from jevlaya_lab.decisions.encoding import row_tokenizer, tokenize_states
 from jevlaya_lab.decisions.model import DecisionModel
-from jevlaya_lab.decisions.prior_inputs import PriorBuilder
 from jevlaya_lab.decisions.statement_reader import ReaderConfig, StatementReader, pair_rows
 from jevlaya_lab.decisions.training.datasets import DATASETS, load_dataset
 from jevlaya_lab.decisions.training.intents import Intent, load_intents
 from jevlaya_lab.decisions.training.real_data import zero_shot_noul
-from jevlaya_lab.decisions.training.trainer import balanced_logistic
+from jevlaya_lab.decisions.training.trainer import balanced_logistic, statement_z
 
 __all__ = ["EMOTION_STATEMENTS", "ReaderTraining", "emotion_pairs", "fit_blend", "intent_pairs", "split_intents",
            "train_reader"]
@@ -182,7 +181,8 @@ def train_reader(model: DecisionModel, tokenizer: Any, pairs: Sequence[Pair], cf
     reader.train()
     try:
         for step in range(cfg.steps):
-            part = pairs[(step * cfg.batch) % len(pairs):][:cfg.batch] or pairs[:cfg.batch]
+            start = (step * cfg.batch) % len(pairs)
+            part = pairs[start:start + cfg.batch]
             ids, types, mask = _batch(rows, tokenizer, part)
             ids, types, mask = ids[:, :cfg.max_len], types[:, :cfg.max_len], mask[:, :cfg.max_len]
             loss = loss_fn(reader(encoder, ids, types, mask), torch.tensor([float(p[2]) for p in part]))
@@ -217,17 +217,7 @@ def fit_blend(model: DecisionModel, reader: StatementReader, tokenizer: Any, row
               temperature: float, max_len: int = 256) -> tuple[float, float, float]:
     """The reader config's ``blend``: one logistic fit of truth on ``(z, r)`` over ``rows`` (every
     statement pooled, so statement-agnostic; yes and no weighted equally), times ``temperature``."""
-    prior = model.prior
-    if prior is None:
-        raise ValueError("fit_blend needs a model with a similarity prior; train one with jevlaya-lab train")
-    rt = row_tokenizer(tokenizer)
-    builder = PriorBuilder(model, rt)
-    states = builder.state_vectors(tokenize_states(rt, [r[1] for r in rows]), max_len)
-    statements = sorted({r[0] for r in rows})
-    vectors = builder.vectors(statements)[torch.tensor([statements.index(r[0]) for r in rows])]
-    with torch.no_grad():
-        center, spread = prior.standardiser(vectors, torch.ones(len(rows), dtype=torch.bool))
-        z = ((states * vectors).sum(-1) - center) / spread
+    _, z = statement_z(model, tokenizer, [r[1] for r in rows], [r[0] for r in rows], max_len=max_len)
     r = reader_logits(model, reader, tokenizer, rows)
     (a, b), c = balanced_logistic(torch.stack([z, r], dim=1), torch.tensor([float(x[2]) for x in rows]))
     return (round(a * temperature, 4), round(b * temperature, 4), round(c * temperature, 4))

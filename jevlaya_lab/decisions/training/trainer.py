@@ -615,20 +615,32 @@ def fit_fallback(model: DecisionModel, tokenizer: Any, rows: Sequence[tuple[str,
     and no weighted equally so the 0.5 line separates rather than follows the share of yes. Scale
     and bias are multiplied by ``temperature`` (the checkpoint's noul temperature, which the Agent
     divides every noul logit by)."""
-    prior = model.prior
-    if prior is None:
-        raise ValueError("fit_fallback needs a model with a similarity prior; train one with jevlaya-lab train")
-    rt = row_tokenizer(tokenizer)
-    builder = PriorBuilder(model, rt, memo)
-    states = builder.state_vectors(tokenize_states(rt, [r[0] for r in rows]), max_len)
-    statements = sorted({r[1] for r in rows})
-    vectors = builder.vectors(statements)[torch.tensor([statements.index(r[1]) for r in rows])]
+    states, z = statement_z(model, tokenizer, [r[0] for r in rows], [r[1] for r in rows], max_len=max_len, memo=memo)
+    assert model.prior is not None  # statement_z checked it
     with torch.no_grad():
-        every = torch.ones(len(rows), dtype=torch.bool)
-        center, spread = prior.standardiser(vectors, every)
-        x = ((states * vectors).sum(-1) - center) / spread - hubness * prior.hubness(states)
+        x = z - hubness * model.prior.hubness(states)
     (scale,), bias = balanced_logistic(x[:, None], torch.tensor([float(r[2]) for r in rows]))
     return (round(scale * temperature, 4), round(bias * temperature, 4), hubness)
+
+
+def statement_z(model: DecisionModel, tokenizer: Any, texts: Sequence[str], statements: Sequence[str], *,
+                max_len: int = 256, memo: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(state vectors [n, d], z [n])``: each text's pooled vector and its statement's cosine to it,
+    standardised against the prior's reference states, as the prior reads an unseen statement."""
+    prior = model.prior
+    if prior is None:
+        raise ValueError("fitting an unseen-statement answer needs a model with a similarity prior; "
+                         "train one with jevlaya-lab train")
+    rt = row_tokenizer(tokenizer)
+    builder = PriorBuilder(model, rt, memo)
+    states = builder.state_vectors(tokenize_states(rt, list(texts)), max_len)
+    distinct = sorted(set(statements))
+    index = {s: i for i, s in enumerate(distinct)}
+    vectors = builder.vectors(distinct)[torch.tensor([index[s] for s in statements])]
+    with torch.no_grad():
+        center, spread = prior.standardiser(vectors, torch.ones(len(statements), dtype=torch.bool))
+        z = ((states * vectors).sum(-1) - center) / spread
+    return states, z
 
 
 def balanced_logistic(x: torch.Tensor, y: torch.Tensor) -> tuple[list[float], float]:
