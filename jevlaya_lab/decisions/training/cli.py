@@ -57,7 +57,7 @@ def load_encoder(source: str) -> tuple[Any, Any, str]:
     if source in bundled.BUNDLED:
         files = bundled.verified_encoder(source)
         # the converted e5 encoder has no pooler (the decision model never reads one)
-        no_pooler = {"add_pooling_layer": False} if bundled.ENCODERS[source].converted else {}
+        no_pooler: dict[str, Any] = {"add_pooling_layer": False} if bundled.ENCODERS[source].converted else {}
         with quiet_loading():
             encoder = AutoModel.from_pretrained(files.encoder, local_files_only=True, **no_pooler)
             tokenizer = AutoTokenizer.from_pretrained(files.tokenizer, local_files_only=True)
