@@ -7,7 +7,7 @@ Only the forward pass lives here; temperatures and answers are applied in
 :mod:`jevlaya_lab.decisions.calibration` and :mod:`jevlaya_lab.decisions.agent`. A checkpoint
 that declares a ``similarity_prior`` also gets a ``prior`` module (:mod:`.prior`) whose logits
 are added to the scorer's (and, when the prior declares a ``reader``, a ``reader`` module,
-:mod:`.statement_reader`, for unseen yes/no statements); without it the forward pass is the Laya
+:mod:`.statement_reader`, for unseen yes/no statements and choice options); without it the forward pass is the Laya
 one, unchanged.
 """
 
@@ -169,7 +169,8 @@ class DecisionModel(nn.Module):
         states = self.pool(prior.state_ids, prior.state_mask)[prior.row_state]
         read = None
         if self.reader is not None and len(prior.pair_row):
-            read = (prior.pair_row, self.reader(self.encoder, prior.pair_ids, prior.pair_types, prior.pair_mask))
+            read = (prior.pair_row, prior.pair_slot,
+                    self.reader(self.encoder, prior.pair_ids, prior.pair_types, prior.pair_mask))
         logits: torch.Tensor = self.prior(states, prior.option_vectors, batch.type_ids, prior.true_slot,
                                           prior.gate, (prior.center, prior.spread), read)
         return logits

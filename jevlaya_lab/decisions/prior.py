@@ -63,8 +63,9 @@ intent datasets' labels under the generic "What does the user want?" 0.706 -> 0.
 
 **A reader for unseen statements** (``reader``): a ranking the cosine cannot make (does the message
 *contain* a thank-you, ask for a call?) needs the statement and the state read together; with a
-reader, an unseen statement's fallback becomes a blend of the z-score and the reader's log-odds
-(:mod:`jevlaya_lab.decisions.statement_reader`). The inputs of a forward pass (slot vectors,
+reader, an unseen statement's fallback becomes a blend of the z-score and the reader's log-odds,
+and an unseen choice option's logit may gain the reader's log-odds of the option in its question's
+context (:mod:`jevlaya_lab.decisions.statement_reader`). The inputs of a forward pass (slot vectors,
 gates, the reader's pairs) are built by :mod:`jevlaya_lab.decisions.prior_inputs`.
 
 The tensors live in ``model.safetensors`` under ``prior.*`` (and ``reader.*``).
@@ -217,14 +218,14 @@ class SimilarityPrior(nn.Module):
     def forward(self, state_vectors: torch.Tensor, option_vectors: torch.Tensor, type_ids: torch.Tensor,
                 true_slot: torch.Tensor, gate: torch.Tensor | None = None,
                 standard: tuple[torch.Tensor, torch.Tensor] | None = None,
-                read: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+                read: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """``[rows, max_k]`` prior logits from unit state vectors ``[rows, d]`` and option vectors.
 
         ``gate`` is :meth:`gate` of ``option_vectors`` and ``standard`` their :meth:`standardiser`,
         passed in when the caller computed them once per question set (they compare every option
-        with every anchor and reference state). ``read`` is ``(rows, log-odds)`` of the statement
-        reader, which with a ``reader`` config answers those rows' unseen statement in place of the
-        fallback."""
+        with every anchor and reference state). ``read`` is ``(rows, slots, log-odds)`` of the
+        statement reader: with a ``reader`` config it answers a row's unseen statement (at its true
+        slot) in place of the fallback, and adds ``choices * log-odds`` to a read choice option."""
         cosine = torch.einsum("rd,rkd->rk", state_vectors, option_vectors)
         center, spread = self.standardiser(option_vectors, true_slot) if standard is None else standard
         logits = self.scale[type_ids][:, None] * ((cosine - center) / spread)
@@ -233,19 +234,21 @@ class SimilarityPrior(nn.Module):
             correction = torch.einsum("rq,rkq->rk", projected, option_vectors @ self.option_proj.T)
             logits = logits + (self.gate(option_vectors) if gate is None else gate) * correction
         logits = logits + self.bias[type_ids][:, None] * true_slot.to(logits.dtype)
+        reader = self.config.reader
+        by_reader, has = torch.zeros_like(logits), torch.zeros_like(true_slot)
+        if reader is not None and read is not None and len(read[0]):
+            rows, slots, said = read
+            by_reader[rows, slots], has[rows, slots] = said.to(logits.dtype), True
+            if reader.choices:  # a read choice option: the reader's log-odds, weighted
+                logits = logits + reader.choices * torch.where(has & ~true_slot, by_reader, 0.0)
         anchors: torch.Tensor = self.anchors  # type: ignore[assignment]  # a registered buffer
         if self.config.fallback and len(anchors):
             scale, bias, hubness = self.config.fallback
             z = (cosine - center) / spread
             unseen = scale * (z - hubness * self.hubness(state_vectors)[:, None]) + bias
-            reader = self.config.reader
-            if reader is not None and read is not None and len(read[0]):
-                rows, said = read
-                by_reader = torch.zeros(len(logits), dtype=logits.dtype, device=logits.device)
-                has = torch.zeros(len(logits), dtype=torch.bool, device=logits.device)
-                by_reader[rows], has[rows] = said.to(logits.dtype), True
-                blended = reader.blend[0] * z + reader.blend[1] * by_reader[:, None] + reader.blend[2]
-                unseen = torch.where(has[:, None], blended, unseen)
+            if reader is not None:
+                blended = reader.blend[0] * z + reader.blend[1] * by_reader + reader.blend[2]
+                unseen = torch.where(has, blended, unseen)
             near = self.gate(option_vectors) if gate is None else gate
             logits = torch.where(true_slot, near * logits + (1 - near) * unseen, logits)
         return logits

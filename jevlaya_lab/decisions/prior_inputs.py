@@ -4,7 +4,7 @@
 :mod:`jevlaya_lab.decisions.prior` defines, computed here): each option's text (:func:`option_texts`,
 or with its question in front, :func:`context_texts`) pooled once per question set and cached, the
 states pooled from their row tokens, and the statement reader's ``(statement, state)`` pairs for the
-yes/no statements it answers (:mod:`jevlaya_lab.decisions.statement_reader`).
+yes/no statements and the choice options it answers (:mod:`jevlaya_lab.decisions.statement_reader`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 import torch
 
 from jevlaya_lab._lru import LockedLRU
-from jevlaya_lab.decisions.statement_reader import READ_BELOW, pair_rows
+from jevlaya_lab.decisions.statement_reader import READ_BELOW, READ_MAX_OPTIONS, pair_rows
 
 __all__ = ["PriorBuilder", "PriorInputs", "context_texts", "option_texts", "slot_layout"]
 
@@ -43,7 +43,9 @@ class PriorInputs(NamedTuple):
     pair_types: torch.Tensor
     pair_mask: torch.Tensor
     pair_row: torch.Tensor
-    """``[pairs]`` the row each pair answers (its question's true slot)."""
+    """``[pairs]`` the row each pair answers, and ``pair_slot`` the slot: a yes/no statement's true
+    slot, or the option a choice pair reads."""
+    pair_slot: torch.Tensor
 
     def to(self, device: torch.device | str) -> PriorInputs:
         return PriorInputs(*(t.to(device) for t in self))
@@ -100,7 +102,7 @@ class PriorBuilder:
         prefix = model.prior.config.prefix
         self._prefix = tuple(rows.encode([prefix])[0].ids) if prefix else ()
         self._cache: LockedLRU[tuple[Any, ...], tuple[torch.Tensor, ...]] = LockedLRU(self.CACHE_SIZE)
-        self._statements: LockedLRU[tuple[Any, ...], list[tuple[int, list[int]]]] = LockedLRU(self.CACHE_SIZE)
+        self._statements: LockedLRU[tuple[Any, ...], list[tuple[int, int, list[int]]]] = LockedLRU(self.CACHE_SIZE)
 
     def _wrap(self, ids: Sequence[int], max_len: int) -> list[int]:
         room = max(0, max_len - 2 - len(self._prefix))
@@ -184,28 +186,43 @@ class PriorBuilder:
         option_vectors, true_slot, gate, center, spread = self.question_vectors(questions, max_k)
         state_ids, state_mask = self._pad([self._wrap(s.ids, max_len) for s in states])
         n, q = len(states), len(questions)
-        pairs, pair_row = [], []
+        pairs, pair_row, pair_slot = [], [], []
         if getattr(self.model, "reader", None) is not None:
-            for j, statement in self._unseen_statements(questions, true_slot, gate):
+            for j, slot, statement in self._read_texts(questions, true_slot, gate):
                 pairs += [(statement, s.ids) for s in states]
                 pair_row += [i * q + j for i in range(n)]
+                pair_slot += [slot] * n
         pair_ids, pair_types, pair_mask = (pair_rows(self.rows, pairs) if pairs
                                            else (torch.zeros((0, 0), dtype=torch.long),) * 3)
         return PriorInputs(state_ids, state_mask, torch.arange(n).repeat_interleave(q),
                            option_vectors.repeat(n, 1, 1), true_slot.repeat(n, 1), gate.repeat(n, 1),
                            center.repeat(n, 1), spread.repeat(n, 1), pair_ids, pair_types, pair_mask,
-                           torch.tensor(pair_row, dtype=torch.long))
+                           torch.tensor(pair_row, dtype=torch.long), torch.tensor(pair_slot, dtype=torch.long))
 
-    def _unseen_statements(self, questions: tuple[Any, ...], true_slot: torch.Tensor,
-                           gate: torch.Tensor) -> list[tuple[int, list[int]]]:
-        """``(question index, statement token ids)`` of each noul question the reader answers: its
-        statement's gate is below :data:`~jevlaya_lab.decisions.statement_reader.READ_BELOW`. Once
-        per question set, like the slot vectors."""
-        hit = self._statements.get(questions)
+    def _read_texts(self, questions: tuple[Any, ...], true_slot: torch.Tensor,
+                    gate: torch.Tensor) -> list[tuple[int, int, list[int]]]:
+        """``(question index, slot, token ids)`` of each text the reader reads with every state: a noul
+        question's statement (at its true slot) when its gate is below
+        :data:`~jevlaya_lab.decisions.statement_reader.READ_BELOW`, and, when the reader reads
+        choices, every option of a choice question with an option below it, in its question's
+        context (:func:`context_texts`), if it has at most
+        :data:`~jevlaya_lab.decisions.statement_reader.READ_MAX_OPTIONS` options. Once per question
+        set, like the slot vectors."""
+        choices = bool(self.model.prior.config.reader.choices)
+        hit = self._statements.get((questions, choices))
         if hit is not None:
             return hit
-        picked = [(j, texts[1]) for j, q in enumerate(questions)
-                  if q.type == "noul" and (texts := option_texts(q))[1] is not None
-                  and float(gate[j][true_slot[j]].max()) < READ_BELOW]
-        found = self.rows.encode([t for _, t in picked]) if picked else []
-        return self._statements.put(questions, [(j, list(e.ids)) for (j, _), e in zip(picked, found)])
+        picked: list[tuple[int, int, str]] = []
+        for j, q in enumerate(questions):
+            if q.type == "noul":
+                statement = option_texts(q)[1]
+                if statement is not None and float(gate[j][true_slot[j]].max()) < READ_BELOW:
+                    picked.append((j, int(true_slot[j].nonzero()[0]), statement))
+            elif (q.type == "choice" and choices and q.n_options <= READ_MAX_OPTIONS
+                  and float(gate[j][:q.n_options].min()) < READ_BELOW):
+                texts = context_texts(q)
+                picked += [(j, slot, text) for slot, caller in enumerate(q.option_order)
+                           if (text := texts[caller]) is not None]
+        found = self.rows.encode([t for _, _, t in picked]) if picked else []
+        return self._statements.put((questions, choices),
+                                    [(j, slot, list(e.ids)) for (j, slot, _), e in zip(picked, found)])

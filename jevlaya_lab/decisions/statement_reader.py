@@ -10,11 +10,12 @@ A checkpoint may declare, inside its ``similarity_prior``::
 
     "reader": {"layers": 2, "blend": [0.21, 0.83, -0.35]}
 
-and then ``model.safetensors`` holds ``reader.layers.<i>.*`` (``layers`` encoder layers, trained)
-and ``reader.out.*`` (one linear unit). The reader's input is the pair ``[CLS] statement [SEP]
-state [SEP]`` (token types 0 then 1, as the encoder was pre-trained on pairs); the checkpoint's own
-encoder runs its embeddings and every layer but its top ``layers`` (those stay frozen and shared),
-the reader's layers replace the top ones, and the mean-pooled output goes through ``out``: the
+(and optionally ``"choices": w``, below), and then ``model.safetensors`` holds
+``reader.layers.<i>.*`` (``layers`` encoder layers, trained) and ``reader.out.*`` (one linear
+unit). The reader's input is the pair ``[CLS] statement [SEP] state [SEP]`` (token types 0 then
+1, as the encoder was pre-trained on pairs); the checkpoint's own encoder runs its embeddings
+and every layer but its top ``layers`` (those stay frozen and shared), the reader's layers
+replace the top ones, and the mean-pooled output goes through ``out``: the
 log-odds ``r`` that the statement holds. For an unseen statement the prior's fallback (see
 :mod:`jevlaya_lab.decisions.prior`) then becomes::
 
@@ -22,13 +23,27 @@ log-odds ``r`` that the statement holds. For an unseen statement the prior's fal
 
 ``z`` the statement's standardised cosine, so the reader adds to the similarity rather than
 replacing it (the similarity still ranks statements about a topic well, the reader those about a
-property). ``blend`` is one statement-agnostic logistic fit over intents the reader was not
-trained on (their held-out statements on their utterances), yes and no weighted equally, multiplied
-by the noul temperature like the fallback (``training.reader.fit_blend``).
+property). ``blend`` is one statement-agnostic logistic fit, multiplied by the noul temperature
+like the fallback (``training.reader.fit_blend``), over two sources of equal weight, yes and no
+weighted equally within each: intents the reader was not trained on (their held-out statements on
+their utterances) and the hand-written training messages with the presets' statements (how users
+word a property of a message, which intents alone do not show).
+
+**Choices** (``choices``, a weight ``w`` > 0): a choice question with an option far from the
+training texts (gate below :data:`READ_BELOW`) gets every one of its options read as the pair
+``[CLS] <instructions> <option text> [SEP] state [SEP]``, the same text the prior pools for an
+option in context, and ``w * r`` is added to each option's logit. The cosine of two separate
+encodings picks an unseen label no better than an untrained encoder does; the reader sees the
+option and the message together. ``w`` is one fit over choice questions built from the intents the
+reader never saw (``training.reader.fit_choice_weight``), multiplied by the choice temperature.
+Every option of a read question is read, so the softmax compares like with like; a question
+with more than :data:`READ_MAX_OPTIONS` options is not read (each option costs a pass per state:
+a 150-label question would cost 150), and without the key (or at 0) no choice is read.
 
 Only statements whose gate is below :data:`READ_BELOW` are read (a statement near the training
 texts keeps the trained answer, and the presets pay nothing): the cost of a user's statement is
-one more pass over ``(statement, state)`` through the encoder per state. A checkpoint without the
+one more pass over ``(statement, state)`` through the encoder per state, and of a read choice
+question one such pass per option. A checkpoint without the
 key has no reader and answers exactly as before. Encoders the reader can run are BERT-like ones
 (``embeddings`` and ``encoder.layer``); another raises a ``ValueError`` when the checkpoint loads.
 """
@@ -43,10 +58,15 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["READ_BELOW", "READER_MAX_LEN", "STATEMENT_MAX_LEN", "ReaderConfig", "StatementReader", "pair_rows"]
+__all__ = ["READ_BELOW", "READ_MAX_OPTIONS", "READER_MAX_LEN", "STATEMENT_MAX_LEN", "ReaderConfig", "StatementReader",
+           "pair_rows"]
 
 READ_BELOW = 0.5
 """A noul statement whose gate (nearness to the training texts) is below this is read by the reader."""
+
+READ_MAX_OPTIONS = 12
+"""A choice question with more options than this is answered without the reader (its cost grows with
+the options; at 12 a call costs about as much as twelve yes/no statements)."""
 
 READER_MAX_LEN = 128
 """Tokens of a reader pair, special tokens included; the state is cut to what the statement leaves."""
@@ -61,6 +81,8 @@ class ReaderConfig:
 
     layers: int
     blend: tuple[float, float, float]
+    choices: float = 0.0
+    """Weight of the reader's log-odds in an unseen choice option's logit (0: choices are not read)."""
 
     @classmethod
     def from_value(cls, value: Any) -> ReaderConfig:
@@ -69,18 +91,25 @@ class ReaderConfig:
         def bad(what: str) -> ValueError:
             return ValueError(f"similarity_prior.reader = {value!r} is invalid; {what}")
 
-        if not isinstance(value, dict) or set(value) != {"layers", "blend"}:
-            raise bad('use an object with exactly "layers" and "blend", e.g. {"layers": 2, "blend": [0.2, 0.8, -0.3]}')
-        layers, blend = value["layers"], value["blend"]
+        if not isinstance(value, dict) or not {"layers", "blend"} <= set(value) <= {"layers", "blend", "choices"}:
+            raise bad('use an object with "layers" and "blend" (and optionally "choices"), '
+                      'e.g. {"layers": 2, "blend": [0.2, 0.8, -0.3], "choices": 1.0}')
+        layers, blend, choices = value["layers"], value["blend"], value.get("choices", 0.0)
         if isinstance(layers, bool) or not isinstance(layers, int) or layers < 1:
             raise bad("layers must be an int >= 1 (how many top encoder layers the reader replaces)")
         if (not isinstance(blend, (list, tuple)) or len(blend) != 3
                 or any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in blend)):
             raise bad("blend must be [similarity scale, reader scale, bias] (numbers)")
-        return cls(layers, (float(blend[0]), float(blend[1]), float(blend[2])))
+        if isinstance(choices, bool) or not isinstance(choices, (int, float)) or not 0 <= choices < float("inf"):
+            raise bad("choices must be a number >= 0 (the weight of the reader in an unseen option's logit; "
+                      "0 or no key: choices are not read)")
+        return cls(layers, (float(blend[0]), float(blend[1]), float(blend[2])), float(choices))
 
     def to_value(self) -> dict[str, Any]:
-        return {"layers": self.layers, "blend": list(self.blend)}
+        value: dict[str, Any] = {"layers": self.layers, "blend": list(self.blend)}
+        if self.choices:
+            value["choices"] = self.choices
+        return value
 
 
 def _layers_of(encoder: nn.Module) -> nn.ModuleList:

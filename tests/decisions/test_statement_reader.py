@@ -14,13 +14,14 @@ from jevlaya_lab.decisions.checkpoint import CheckpointError, load_checkpoint, s
 from jevlaya_lab.decisions.encoding import row_tokenizer, serialize_state, tokenize_states
 from jevlaya_lab.decisions.prior import PRIOR_KEY
 from jevlaya_lab.decisions.questions import parse_questions
-from jevlaya_lab.decisions.statement_reader import ReaderConfig, StatementReader, pair_rows
+from jevlaya_lab.decisions.statement_reader import READ_MAX_OPTIONS, ReaderConfig, StatementReader, pair_rows
 from jevlaya_lab.decisions.testing import make_tiny_parts
 from jevlaya_lab.decisions.training.reader import ReaderTraining, fit_blend, reader_logits, train_reader
 
 KNOWN = "The customer asks for money back."
 UNSEEN = "The writer attaches a photograph."
 STATES = ["my invoice is wrong", {"message": "the app crashes at login"}, ["hi", "please refund me"]]
+CHOICE = {"type": "choice", "instructions": "Which desk takes it?", "criteria": ["zebra crossing", "quantum flux", "tax"]}
 PRIOR = {"rank": 0, "reference": 3, "anchors": 2, "gate": [0.9, 60.0], "fallback": [1.5, 0.25, 0.0]}
 
 
@@ -53,8 +54,9 @@ def _plain_reader_logit(encoder, reader, tokenizer, statement, text):
     return reader.out(hidden.mean(dim=1))[0, 0].item()
 
 
-def _reader_parts(blend=(0.5, 2.0, -0.75)):
-    parts = make_tiny_parts(num_layers=2, similarity_prior={**PRIOR, "reader": {"layers": 1, "blend": list(blend)}})
+def _reader_parts(blend=(0.5, 2.0, -0.75), choices=0.0):
+    reader = {"layers": 1, "blend": list(blend), **({"choices": choices} if choices else {})}
+    parts = make_tiny_parts(num_layers=2, similarity_prior={**PRIOR, "reader": reader})
     model, tokenizer, encoder = parts.model, parts.tokenizer, parts.model.encoder
     with torch.no_grad():
         model.scorer[-1].weight.zero_()
@@ -66,8 +68,9 @@ def _reader_parts(blend=(0.5, 2.0, -0.75)):
         model.prior.anchors.copy_(torch.stack([_pooled(encoder, tokenizer, t) for t in [KNOWN, "refund"]]))
         for p in model.reader.parameters():  # the reader differs from the encoder's own top layer
             p.add_(torch.randn_like(p) * 0.5)
-        # a random tiny encoder finds every text alike: put the gate between UNSEEN and the anchors
-        near = (model.prior.anchors @ _pooled(encoder, tokenizer, UNSEEN)).max().item()
+        # a random tiny encoder finds every text alike: put the gate between the unseen texts and the anchors
+        near = max((model.prior.anchors @ _pooled(encoder, tokenizer, t)).max().item()
+                   for t in [UNSEEN, *(f"{CHOICE['instructions']} {o}" for o in CHOICE["criteria"])])
     config = dataclasses.replace(model.prior.config, gate=((1 + near) / 2, 20 / (1 - near)))
     model.prior.config = config
     parts.config.extra[PRIOR_KEY] = config.to_value()
@@ -132,10 +135,50 @@ def test_an_unseen_statement_is_the_blend_of_similarity_and_reader_and_a_known_o
     assert inputs.pair_row.tolist() == [1, 3, 5]  # rows are state-major: only "new" is read
 
 
+def test_a_choice_with_unseen_options_adds_the_readers_log_odds_of_each_option_in_context(tmp_path):
+    """With ``choices: w``, every option of a choice whose options are far from the training texts is
+    read as ``<instructions> <option>`` with the state: its probability, against the same checkpoint
+    without choice reading, is multiplied by exp(w * r / T) (r the reader's log-odds, T the choice
+    temperature) and renormalised; a yes/no statement is read as before, and at w = 0 no option is
+    read."""
+    w = 1.7
+    parts = _reader_parts(choices=w)
+    model, tokenizer, encoder = parts.model, parts.tokenizer, parts.model.encoder
+    reading = Agent(save_checkpoint(tmp_path / "reads", *parts))
+    plain_config = dataclasses.replace(model.prior.config, reader=dataclasses.replace(model.prior.config.reader,
+                                                                                       choices=0.0))
+    model.prior.config = plain_config
+    parts.config.extra[PRIOR_KEY] = plain_config.to_value()
+    plain = Agent(save_checkpoint(tmp_path / "plain", *parts))
+    questions = {"desk": CHOICE, "new": {"type": "noul", "instructions": UNSEEN}}
+    labels = CHOICE["criteria"]
+    temperature = reading.temperatures.get("choice", len(labels))
+    for state, read, base in zip(STATES, reading.predict_batch(STATES, questions), plain.predict_batch(STATES, questions)):
+        text = serialize_state(state)
+        r = torch.tensor([_plain_reader_logit(encoder, model.reader, tokenizer, f"{CHOICE['instructions']} {o}", text)
+                          for o in labels])
+        base_p = torch.tensor([base["answers"]["desk"]["probabilities"][o] for o in labels])
+        want = torch.softmax(base_p.log() + w * r / temperature, dim=0)
+        got = torch.tensor([read["answers"]["desk"]["probabilities"][o] for o in labels])
+        assert torch.allclose(got, want, atol=2e-4), (got, want)
+        assert read["answers"]["new"]["noul"] == pytest.approx(base["answers"]["new"]["noul"], abs=1e-6)
+    parsed = parse_questions(questions)
+    tokens = tokenize_states(tokenizer, STATES)
+    assert reading._prior.inputs(tokens, parsed, 64, 3).pair_row.tolist() == [0, 2, 4] * 3 + [1, 3, 5]
+    assert plain._prior.inputs(tokens, parsed, 64, 3).pair_row.tolist() == [1, 3, 5]
+    names = [f"{o} {i}" for i in range(5) for o in CHOICE["criteria"]]
+    for size, read in ((READ_MAX_OPTIONS, READ_MAX_OPTIONS * len(STATES)), (READ_MAX_OPTIONS + 1, 0)):
+        many = parse_questions({"desk": {**CHOICE, "criteria": names[:size]}})
+        assert len(reading._prior.inputs(tokens, many, 64, size).pair_row) == read  # too many options: not read
+
+
 @pytest.mark.parametrize("reader, fragment", [
     ({"layers": 0, "blend": [1, 1, 0]}, "layers must be an int >= 1"),
     ({"layers": 1, "blend": [1, "x", 0]}, "blend must be"),
-    ({"layers": 1}, 'exactly "layers" and "blend"'),
+    ({"layers": 1}, '"layers" and "blend"'),
+    ({"layers": 1, "blend": [1, 1, 0], "choices": -1}, "choices must be a number >= 0"),
+    ({"layers": 1, "blend": [1, 1, 0], "choices": True}, "choices must be a number >= 0"),
+    ({"layers": 1, "blend": [1, 1, 0], "extra": 1}, '"layers" and "blend"'),
     ({"layers": 3, "blend": [1, 1, 0]}, "use at most 2"),
 ])
 def test_a_bad_reader_entry_names_the_key_and_the_fix(tmp_path, reader, fragment):
@@ -193,6 +236,62 @@ def test_training_the_reader_learns_a_statement_and_the_blend_weights_it():
     assert b > 0.5 and all(x == x for x in (a, b, c))
 
 
+def test_the_choice_weight_follows_a_reader_that_picks_the_right_option(tmp_path):
+    """``fit_choice_weight`` on an Agent that answers a choice from the cosine alone: a reader trained
+    (tiny budget) to say which topic a text is about gets a clearly positive weight, and the
+    answers with it pick the right option for texts it never saw."""
+    from jevlaya_lab.decisions.training.reader import fit_choice_weight
+
+    rng = random.Random(0)
+    topics = {"money": ["refund", "invoice"], "app": ["crash", "login"], "parcel": ["courier", "delivery"]}
+    filler = ["hi", "please", "order", "thanks"]
+    instructions = "What is it about?"
+
+    def text(topic):
+        words = [*rng.sample(filler, 2), rng.choice(topics[topic])]
+        rng.shuffle(words)
+        return " ".join(words)
+
+    def pair():
+        topic, truth = rng.choice(list(topics)), rng.random() < 0.5
+        other = rng.choice([t for t in topics if t != topic])
+        return (f"{instructions} {topic}", text(topic if truth else other), truth)
+
+    parts = _reader_parts()
+    model, tokenizer = parts.model, parts.tokenizer
+    reader = train_reader(model, tokenizer, [pair() for _ in range(500 * 16)],
+                          ReaderTraining(layers=1, steps=500, batch=16, lr=1e-3, out_lr=3e-3, seed=0), log=lambda _: None)
+    golds = [rng.choice(list(topics)) for _ in range(120)]
+    rows = [(text(g), list(topics).index(g)) for g in golds]
+    question = {"type": "choice", "instructions": instructions, "criteria": list(topics)}
+    weight = fit_choice_weight(Agent(save_checkpoint(tmp_path / "ck", *parts)), reader, [(question, rows)])
+    assert weight > 1.0
+    model.reader = reader
+    model.prior.config = dataclasses.replace(model.prior.config,
+                                             reader=dataclasses.replace(model.prior.config.reader, choices=weight))
+    parts.config.extra[PRIOR_KEY] = model.prior.config.to_value()
+    agent = Agent(save_checkpoint(tmp_path / "reads", *parts))
+    answers = agent.predict_batch([t for t, _ in rows], {"q": question})
+    picked = [list(topics).index(a["answers"]["q"]["choice"]) for a in answers]
+    assert sum(p == g for p, (_, g) in zip(picked, rows)) / len(rows) > 0.9
+
+
+def test_a_grouped_balanced_fit_weighs_every_group_alike():
+    """``balanced_logistic`` with groups (a statement each): a statement with ten times the rows of
+    another does not set the 0.5 line alone. Statement A's line is at x = 0, B's at x = 1; pooled,
+    A's 1000 rows put the line near 0, grouped it sits between the two."""
+    from jevlaya_lab.decisions.training.trainer import balanced_logistic
+
+    g = torch.Generator().manual_seed(0)
+    xa, xb = torch.rand(1000, generator=g) * 2 - 1, torch.rand(100, generator=g) * 2
+    ya = (xa + 0.3 * torch.randn(1000, generator=g) > 0).float()
+    yb = (xb + 0.3 * torch.randn(100, generator=g) > 1).float()
+    x, y = torch.cat([xa, xb])[:, None], torch.cat([ya, yb])
+    (w, ), b = balanced_logistic(x, y)
+    (wg, ), bg = balanced_logistic(x, y, ["a"] * 1000 + ["b"] * 100)
+    assert -b / w < 0.25 < 0.35 < -bg / wg < 0.65
+
+
 def test_emotion_pairs_read_the_folder_and_leave_out_the_benchmarks_properties(tmp_path):
     """Made-up comments in GoEmotions' layout: every pair's statement is a kept emotion's, a true
     pair's comment carries it, and a folder without the files is refused by name."""
@@ -216,7 +315,8 @@ def test_emotion_pairs_read_the_folder_and_leave_out_the_benchmarks_properties(t
 @pytest.mark.public_datasets
 def test_the_reader_only_command_writes_a_head_with_the_reader(tmp_path):
     """``jevlaya-lab train --reader-only`` on a tiny budget: the written head holds the shipped head's
-    tensors unchanged plus ``reader.*`` in fp16, and its config the reader with a fitted blend."""
+    tensors unchanged plus ``reader.*`` in fp16, and its config the reader with a fitted blend and
+    choice weight. ``--reader-refit`` keeps the shipped reader's tensors and refits only those."""
     from safetensors.torch import load_file
 
     from jevlaya_lab.decisions import bundled
@@ -233,7 +333,15 @@ def test_the_reader_only_command_writes_a_head_with_the_reader(tmp_path):
     assert reader and {v.dtype for v in reader.values()} == {torch.float16}
     assert {k.split(".")[2] for k in reader if k.startswith("reader.layers.")} == {"0"}
     config = json.loads((out / "config.json").read_text())["similarity_prior"]["reader"]
-    assert config["layers"] == 1 and len(config["blend"]) == 3 and ReaderConfig.from_value(config)
+    assert config["layers"] == 1 and len(config["blend"]) == 3  # an untrained reader's choice weight may round to 0
+    assert ReaderConfig.from_value(config).choices == config.get("choices", 0.0) >= 0
+    refit = tmp_path / "refit"
+    assert train_cli.main(["--name", "mini-en", "--reader-refit", "--reader-blend-rows", "256", "--out", str(refit)]) == 0
+    shipped_all = load_file(bundled.head_dir("mini-en") / "head.safetensors")
+    rewritten = load_file(refit / "head.safetensors")
+    assert rewritten.keys() == shipped_all.keys() and all(torch.equal(rewritten[k], v) for k, v in shipped_all.items())
+    config = json.loads((refit / "config.json").read_text())["similarity_prior"]["reader"]
+    assert config["layers"] == 3 and config["choices"] > 0 and len(config["blend"]) == 3
 
 
 def test_mini_en_reads_a_users_statement_about_what_a_message_contains():
@@ -257,3 +365,26 @@ def test_mini_en_reads_a_users_statement_about_what_a_message_contains():
     parsed = parse_questions({k: v for k, v in preset.items() if v["type"] == "noul"})
     inputs = agent._prior.inputs(tokenize_states(agent.tokenizer, others), parsed, 64, 2)
     assert len(parsed) and not len(inputs.pair_row)
+
+
+def test_mini_en_reads_a_users_own_options_and_not_the_presets():
+    """The shipped mini-en reads the options of a user's own choice with the message (``reader.choices``)
+    and picks the desk each message belongs to; a preset's choice, whose options it was trained on,
+    is not read."""
+    from jevlaya_lab import load
+    from jevlaya_lab.decisions import presets
+
+    agent = load("mini-en", device="cpu")
+    assert agent.decision_model.prior.config.reader.choices > 0
+    question = {"desk": {"type": "choice", "instructions": "Which desk should take this?",
+                         "criteria": ["payments", "deliveries", "passwords and sign-in"]}}
+    messages = {"I was charged twice for the same invoice, please sort out the money.": "payments",
+                "The courier never brought my parcel and tracking has not moved in a week.": "deliveries",
+                "I forgot my password and the reset email never arrives, so I cannot log in.": "passwords and sign-in"}
+    answers = agent.predict_batch(list(messages), question)
+    assert [a["answers"]["desk"]["choice"] for a in answers] == list(messages.values())
+    tokens = tokenize_states(agent.tokenizer, list(messages))
+    assert len(agent._prior.inputs(tokens, parse_questions(question), 64, 3).pair_row) == 3 * 3
+    preset = presets.PRESETS["triage"]()
+    parsed = parse_questions({k: v for k, v in preset.items() if v["type"] == "choice"})
+    assert len(parsed) and not len(agent._prior.inputs(tokens, parsed, 64, 10).pair_row)

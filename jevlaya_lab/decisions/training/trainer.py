@@ -591,7 +591,6 @@ def fallback_rows(datasets: Sequence[str], data_dir: str | None, groups: Sequenc
     utterances with held-out statements (``eval_statement``: its own intent's or a near intent's,
     half each), and the hand-written training messages of ``groups`` with the presets' yes/no
     statements. Only training data: the test splits and the evaluation states stay unread."""
-    from jevlaya_lab.decisions import presets
     from jevlaya_lab.decisions.training.real_data import zero_shot_noul
 
     intents = load_intents()
@@ -600,6 +599,15 @@ def fallback_rows(datasets: Sequence[str], data_dir: str | None, groups: Sequenc
         train_split = load_dataset(name, data_dir)["train"]
         drawn = random.Random(seed).sample(train_split, min(per_dataset, len(train_split)))
         rows += zero_shot_noul(drawn, intents, seed=seed)
+    return rows + written_statement_rows(groups)
+
+
+def written_statement_rows(groups: Sequence[str]) -> list[tuple[str, str, bool]]:
+    """``(text, statement, truth)``: the hand-written training messages of ``groups`` with the
+    presets' yes/no statements (the messages as users send them; gold from their labels)."""
+    from jevlaya_lab.decisions import presets
+
+    rows: list[tuple[str, str, bool]] = []
     for w in load_written(tuple(groups)):
         questions = presets.PRESETS[w.preset]()
         rows += [(w.text, questions[qid]["instructions"], bool(gold)) for qid, gold in w.golds.items()
@@ -643,11 +651,21 @@ def statement_z(model: DecisionModel, tokenizer: Any, texts: Sequence[str], stat
     return states, z
 
 
-def balanced_logistic(x: torch.Tensor, y: torch.Tensor) -> tuple[list[float], float]:
+def balanced_logistic(x: torch.Tensor, y: torch.Tensor, groups: Sequence[str] | None = None) -> tuple[list[float], float]:
     """``(weights, bias)`` of a logistic fit of ``y`` (0/1, ``[n]``) on the features ``x`` ``[n, k]``,
-    yes and no weighted equally (so that 0.5 separates rather than follows the share of yes)."""
-    positives = y.sum().clamp_min(1.0)
-    weight = torch.where(y > 0, 0.5 / positives, 0.5 / (len(y) - positives).clamp_min(1.0)) * len(y)
+    yes and no weighted equally (so that 0.5 separates rather than follows the share of yes); with
+    ``groups`` (one name per row, e.g. its statement) each group weighs the same in all and yes and
+    no weigh equally inside it, so a statement with many rows does not set the line for the others."""
+    weight = torch.zeros(len(y))
+    names = list(groups) if groups is not None else [""] * len(y)
+    members: dict[str, list[int]] = {}
+    for i, name in enumerate(names):
+        members.setdefault(name, []).append(i)
+    for rows in members.values():
+        index = torch.tensor(rows)
+        positives = y[index].sum().clamp_min(1.0)
+        weight[index] = torch.where(y[index] > 0, 0.5 / positives, 0.5 / (len(rows) - positives).clamp_min(1.0))
+    weight = weight * len(y) / len(members)
     scales = torch.ones(x.shape[1], requires_grad=True)
     bias = torch.tensor(0.0, requires_grad=True)
     opt = torch.optim.LBFGS([scales, bias], max_iter=200)
