@@ -385,27 +385,38 @@ def versus_laya(seconds: float, cells: list[tuple[int, int]], repeats: int) -> d
 
 
 def reader_cost(repeats: int = 7) -> dict:
-    """A user's own yes/no statement on 64 hand-written messages with ``mini-en``: the statement
-    reader on and off in the same process, interleaved rounds, median seconds per call and their ratio."""
+    """What mini-en's statement reader costs a user's own questions on 64 hand-written messages: a
+    yes/no statement with the reader on and off, and a 4-option choice with the options read and
+    not read (``reader.choices`` at 0), in the same process, interleaved rounds; median seconds per
+    call and their ratios."""
+    import dataclasses
+
     from jevlaya_lab import load
 
     path = ROOT / "tests" / "data" / "user_questions" / "en_states.json"
     states = [s["text"] for s in json.loads(path.read_text(encoding="utf-8"))["states"]][:64]
     agent = load("mini-en", device="cpu")
-    question = {"thanks": {"type": "noul", "instructions": "The customer says thank you."}}
-    reader = agent.decision_model.reader
-    times: dict[str, list[float]] = {"without": [], "with": []}
+    model = agent.decision_model
+    statement = {"thanks": {"type": "noul", "instructions": "The customer says thank you."}}
+    choice = {"desk": {"type": "choice", "instructions": "Which desk handles this?",
+                       "criteria": ["payments", "shipping", "accounts", "product"]}}
+    reader, config = model.reader, model.prior.config
+    unread = dataclasses.replace(config, reader=dataclasses.replace(config.reader, choices=0.0))
+    settings = {"statement without": (statement, None, config), "statement with": (statement, reader, config),
+                "choice without": (choice, reader, unread), "choice with": (choice, reader, config)}
+    times: dict[str, list[float]] = {k: [] for k in settings}
     for _ in range(repeats):
-        for key, module in (("without", None), ("with", reader)):
-            agent.decision_model.reader = module
+        for key, (question, module, prior_config) in settings.items():
+            model.reader, model.prior.config = module, prior_config
             started = time.perf_counter()
             agent.predict_batch(states, question)
             times[key].append(time.perf_counter() - started)
-    agent.decision_model.reader = reader
+    model.reader, model.prior.config = reader, config
     row = {k: statistics.median(v[1:]) for k, v in times.items()}
-    row["ratio"] = row["with"] / row["without"]
-    print(f"mini-en, 64 messages x 1 user statement: without the reader {row['without'] * 1000:.0f} ms, "
-          f"with it {row['with'] * 1000:.0f} ms, ratio {row['ratio']:.2f}")
+    for kind in ("statement", "choice"):
+        row[f"{kind} ratio"] = row[f"{kind} with"] / row[f"{kind} without"]
+        print(f"mini-en, 64 messages x 1 user {kind}: reader off {row[f'{kind} without'] * 1000:.0f} ms, "
+              f"on {row[f'{kind} with'] * 1000:.0f} ms, ratio {row[f'{kind} ratio']:.2f}")
     return row
 
 
@@ -433,7 +444,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cells", default="all", help="with --vs-laya: STATESxQUESTIONS cells, e.g. 1x5,8x5,64x5")
     parser.add_argument("--repeats", type=int, default=3, help="with --vs-laya: interleaved rounds per cell")
     parser.add_argument("--reader-cost", action="store_true",
-                        help="only the cost of mini-en's statement reader on a user's statement (on against off)")
+                        help="only the cost of mini-en's statement reader on a user's statement and choice (on against off)")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -218,6 +218,50 @@ def bandwidth_gb_s() -> float:
     return 2 * src.nbytes / best / 1e9
 
 
+def prefill_gflop(prompt_tokens: int) -> float:
+    """Multiply-adds of reading a prompt, x2: every weight but the token embeddings once per prompt
+    token (the output layer runs for the last token only; attention adds under 2 % at 100 tokens)."""
+    import gguf
+    import numpy as np
+
+    from jevlaya_lab.local.loading import smollm2_gguf
+
+    reader = gguf.GGUFReader(str(smollm2_gguf()))
+    weights = sum(int(np.prod(t.shape)) for t in reader.tensors if t.name != "token_embd.weight")
+    return 2 * weights * prompt_tokens / 1e9
+
+
+def matmul_gflops(prompt_tokens: int) -> dict[str, float]:
+    """This CPU's best matrix throughput for the prefill's own shapes (``[tokens, 576] @ [576, 1536]``
+    and back, SmolLM2's MLP), float32 through torch (oneDNN/MKL, what the transformers server runs)
+    on 1 and 2 threads, and int8 (``torch._int_mm``, the densest arithmetic a CPU kernel could use
+    for 8-bit weights) where torch offers it: best of 30, so an upper bound of what a prefill of
+    these products can reach on this machine."""
+    import torch
+
+    out: dict[str, float] = {}
+    threads = torch.get_num_threads()
+    for n in (1, 2):
+        torch.set_num_threads(n)
+        a, b, c = torch.randn(prompt_tokens, 576), torch.randn(576, 1536), torch.randn(1536, 576)
+        ai = torch.randint(-128, 127, (max(prompt_tokens, 17), 576), dtype=torch.int8)
+        bi = torch.randint(-128, 127, (576, 1536), dtype=torch.int8)
+        for name, fn, flop in (("float32", lambda: (a @ b) @ c, 4 * prompt_tokens * 576 * 1536),
+                               ("int8", lambda: torch._int_mm(ai, bi), 2 * ai.shape[0] * 576 * 1536)):
+            try:
+                fn()
+            except RuntimeError:
+                continue
+            best = float("inf")
+            for _ in range(30):
+                started = time.perf_counter()
+                fn()
+                best = min(best, time.perf_counter() - started)
+            out[f"{name}_{n}_threads"] = flop / best / 1e9
+    torch.set_num_threads(threads)
+    return out
+
+
 def main(rounds: int = 3) -> dict[str, Any]:
     from jevlaya_lab.local.loading import smollm2_gguf
 
@@ -271,6 +315,12 @@ def main(rounds: int = 3) -> dict[str, Any]:
         "bandwidth": {"copy_gb_s": gb_s, "gguf_mb": weights_mb, "bound_tok_s": bound,
                       "llama_share_of_bound": table["llama.cpp"]["decode_tok_s"] / bound},
     }
+    gflop = prefill_gflop(table["llama.cpp"]["prompt_tokens"])
+    target_ms = table["transformers"]["ttft_ms"] / 3
+    results["prefill"] = {"gflop": gflop, "target_ttft_ms": target_ms, "needed_gflops": gflop / (target_ms / 1e3),
+                          "llama_gflops": gflop / (table["llama.cpp"]["ttft_ms"] / 1e3),
+                          "transformers_gflops": gflop / (table["transformers"]["ttft_ms"] / 1e3),
+                          "cpu_matmul_gflops": matmul_gflops(table["llama.cpp"]["prompt_tokens"])}
     print(f"SmolLM2-135M-Instruct, greedy, up to {NEW_TOKENS} new tokens, {table['llama.cpp']['prompt_tokens']}-token "
           f"prompt, {rounds} rounds (load average at start {load:.1f} on {os.cpu_count()} CPUs; medians); "
           f"llama.cpp reads {quantization} weights")
@@ -288,6 +338,11 @@ def main(rounds: int = 3) -> dict[str, Any]:
     b = results["bandwidth"]
     print(f"\nmemory bandwidth (1-thread copy) {b['copy_gb_s']:.1f} GB/s over {b['gguf_mb']:.0f} MB of weights: "
           f"bound {b['bound_tok_s']:.0f} tok/s; llama.cpp reaches {100 * b['llama_share_of_bound']:.0f} %")
+    f = results["prefill"]
+    print(f"\nprefill: {f['gflop']:.1f} GFLOP; TTFT <= 1/3 of the transformers server's ({f['target_ttft_ms']:.0f} ms, "
+          f"before any HTTP time) needs {f['needed_gflops']:.0f} GFLOP/s; llama.cpp reaches {f['llama_gflops']:.0f}, "
+          f"the transformers server {f['transformers_gflops']:.0f}; this CPU's best matrix products of these shapes: "
+          + ", ".join(f"{k.replace('_', ' ')} {v:.0f}" for k, v in f["cpu_matmul_gflops"].items()))
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(results, indent=2))
     print(f"wrote {RESULTS}")
