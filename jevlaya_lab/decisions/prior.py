@@ -109,7 +109,8 @@ class PriorConfig:
     option_context: bool = False
     """Read a choice option far from the training texts with its question (see the module docstring)."""
     reader: ReaderConfig | None = None
-    """The statement reader of unseen yes/no statements (:mod:`jevlaya_lab.decisions.statement_reader`)."""
+    """The statement reader of unseen yes/no statements and choice options
+    (:mod:`jevlaya_lab.decisions.statement_reader`)."""
 
     @classmethod
     def from_value(cls, value: Any) -> PriorConfig:

@@ -1,4 +1,5 @@
-"""The statement reader: a yes/no statement and the state read together, for statements no head saw.
+"""The statement reader: a yes/no statement (or a choice option) and the state read together, for
+texts no head saw.
 
 The similarity prior answers a user's own yes/no statement from the cosine of two separate
 encodings, so it can only rank messages as the untrained cosine does; for statements about what a
