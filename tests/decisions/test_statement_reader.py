@@ -21,7 +21,8 @@ from jevlaya_lab.decisions.training.reader import ReaderTraining, fit_blend, rea
 KNOWN = "The customer asks for money back."
 UNSEEN = "The writer attaches a photograph."
 STATES = ["my invoice is wrong", {"message": "the app crashes at login"}, ["hi", "please refund me"]]
-CHOICE = {"type": "choice", "instructions": "Which desk takes it?", "criteria": ["zebra crossing", "quantum flux", "tax"]}
+CHOICE = {"type": "choice", "instructions": "Which desk takes it?",
+          "criteria": ["zebra crossing", "quantum flux", "tax"]}
 PRIOR = {"rank": 0, "reference": 3, "anchors": 2, "gate": [0.9, 60.0], "fallback": [1.5, 0.25, 0.0]}
 
 
@@ -153,7 +154,8 @@ def test_a_choice_with_unseen_options_adds_the_readers_log_odds_of_each_option_i
     questions = {"desk": CHOICE, "new": {"type": "noul", "instructions": UNSEEN}}
     labels = CHOICE["criteria"]
     temperature = reading.temperatures.get("choice", len(labels))
-    for state, read, base in zip(STATES, reading.predict_batch(STATES, questions), plain.predict_batch(STATES, questions)):
+    answers = zip(STATES, reading.predict_batch(STATES, questions), plain.predict_batch(STATES, questions))
+    for state, read, base in answers:
         text = serialize_state(state)
         r = torch.tensor([_plain_reader_logit(encoder, model.reader, tokenizer, f"{CHOICE['instructions']} {o}", text)
                           for o in labels])
@@ -259,8 +261,8 @@ def test_the_choice_weight_follows_a_reader_that_picks_the_right_option(tmp_path
 
     parts = _reader_parts()
     model, tokenizer = parts.model, parts.tokenizer
-    reader = train_reader(model, tokenizer, [pair() for _ in range(500 * 16)],
-                          ReaderTraining(layers=1, steps=500, batch=16, lr=1e-3, out_lr=3e-3, seed=0), log=lambda _: None)
+    training = ReaderTraining(layers=1, steps=500, batch=16, lr=1e-3, out_lr=3e-3, seed=0)
+    reader = train_reader(model, tokenizer, [pair() for _ in range(500 * 16)], training, log=lambda _: None)
     golds = [rng.choice(list(topics)) for _ in range(120)]
     rows = [(text(g), list(topics).index(g)) for g in golds]
     question = {"type": "choice", "instructions": instructions, "criteria": list(topics)}
@@ -290,6 +292,20 @@ def test_a_grouped_balanced_fit_weighs_every_group_alike():
     (w, ), b = balanced_logistic(x, y)
     (wg, ), bg = balanced_logistic(x, y, ["a"] * 1000 + ["b"] * 100)
     assert -b / w < 0.25 < 0.35 < -bg / wg < 0.65
+
+
+def test_a_leave_one_dataset_out_split_keeps_the_same_held_out_intents():
+    """``split_intents(..., datasets)`` (``bench/reader_lodo.py``) keeps only those datasets' intents,
+    and holds out exactly the ones the full split holds out among them: a run without a dataset
+    never trains on an intent that the shipped reader's blend was fit on, nor the other way round."""
+    from jevlaya_lab.decisions.training.reader import split_intents
+
+    trained, held = split_intents(0.15, 0)
+    some = ("clinc150", "hwu64")
+    trained_some, held_some = split_intents(0.15, 0, some)
+    assert {v.dataset for v in (trained_some | held_some).values()} == set(some)
+    assert held_some == {k: v for k, v in held.items() if v.dataset in some} and held_some
+    assert trained_some == {k: v for k, v in trained.items() if v.dataset in some}
 
 
 def test_emotion_pairs_read_the_folder_and_leave_out_the_benchmarks_properties(tmp_path):
@@ -336,7 +352,8 @@ def test_the_reader_only_command_writes_a_head_with_the_reader(tmp_path):
     assert config["layers"] == 1 and len(config["blend"]) == 3  # an untrained reader's choice weight may round to 0
     assert ReaderConfig.from_value(config).choices == config.get("choices", 0.0) >= 0
     refit = tmp_path / "refit"
-    assert train_cli.main(["--name", "mini-en", "--reader-refit", "--reader-blend-rows", "256", "--out", str(refit)]) == 0
+    argv = ["--name", "mini-en", "--reader-refit", "--reader-blend-rows", "256", "--out", str(refit)]
+    assert train_cli.main(argv) == 0
     shipped_all = load_file(bundled.head_dir("mini-en") / "head.safetensors")
     rewritten = load_file(refit / "head.safetensors")
     assert rewritten.keys() == shipped_all.keys() and all(torch.equal(rewritten[k], v) for k, v in shipped_all.items())

@@ -104,11 +104,15 @@ class ReaderTraining:
     seed: int = 0
 
 
-def split_intents(share: float, seed: int) -> tuple[dict[str, Intent], dict[str, Intent]]:
-    """``(trained, held out)`` intents: a seeded ``share`` of them held out."""
+def split_intents(share: float, seed: int, datasets: Sequence[str] | None = None
+                  ) -> tuple[dict[str, Intent], dict[str, Intent]]:
+    """``(trained, held out)`` intents: a seeded ``share`` of them held out; ``datasets`` keeps only
+    those datasets' intents (a leave-one-dataset-out run; default: all)."""
     intents = load_intents()
     keys = sorted(intents)
     held = set(random.Random(seed + 1).sample(keys, round(share * len(keys))))
+    if datasets is not None:
+        intents = {k: v for k, v in intents.items() if v.dataset in datasets}
     return ({k: v for k, v in intents.items() if k not in held}, {k: v for k, v in intents.items() if k in held})
 
 
@@ -315,14 +319,14 @@ halves, 0.739 (ECE 0.116); on the dev statements themselves (a reference no fit 
 
 
 def fit_reader_config(agent: Any, reader: StatementReader, training: ReaderTraining, *, data_dir: str | None,
-                      written: Sequence[str] = ("en",)) -> ReaderConfig:
+                      datasets: Sequence[str] | None = None, written: Sequence[str] = ("en",)) -> ReaderConfig:
     """How ``reader`` is blended into ``agent``'s answers: its ``blend`` (yes/no, on up to
     ``blend_rows`` rows of each of :data:`BLEND_SOURCES`) and its ``choices`` weight (on
     ``blend_rows / 32`` choice questions over the held-out intents), both fit on data the reader was
     not trained on."""
     from jevlaya_lab.decisions.training.trainer import written_statement_rows
 
-    _, held = split_intents(training.hold_out, training.seed)
+    _, held = split_intents(training.hold_out, training.seed, datasets)
     by_intents = blend_rows(held, data_dir, training.blend_rows, training.seed)
     written_rows = written_statement_rows(written)
     written_rows = random.Random(training.seed).sample(written_rows, min(training.blend_rows, len(written_rows)))
@@ -335,12 +339,14 @@ def fit_reader_config(agent: Any, reader: StatementReader, training: ReaderTrain
 
 
 def build_reader(agent: Any, training: ReaderTraining, *, data_dir: str | None, emotions: str | Path | None = None,
+                 datasets: Sequence[str] | None = None,
                  log: Callable[[str], None] = print) -> tuple[StatementReader, ReaderConfig]:
     """Train a reader for ``agent``'s checkpoint (the recipe of ``jevlaya-lab train --reader-only``):
     ``training.steps * training.batch`` pairs, half intents and half emotions when their folder is
-    given (else all intents), then :func:`fit_reader_config`."""
+    given (else all intents), then :func:`fit_reader_config`. ``datasets`` limits the intents to
+    those datasets (a leave-one-dataset-out run)."""
     rng = random.Random(training.seed)
-    trained, held = split_intents(training.hold_out, training.seed)
+    trained, held = split_intents(training.hold_out, training.seed, datasets)
     n = training.steps * training.batch
     pairs = intent_pairs(trained, data_dir, n if emotions is None else n // 2, rng)
     if emotions is not None:
@@ -349,4 +355,4 @@ def build_reader(agent: Any, training: ReaderTraining, *, data_dir: str | None, 
     log(f"reader: {len(pairs)} pairs ({len(trained)} intents{', emotions' if emotions else ''}); "
         f"{len(held)} intents held out for the blend and the choice weight")
     reader = train_reader(agent.decision_model, agent.tokenizer, pairs, training, log=log)
-    return reader, fit_reader_config(agent, reader, training, data_dir=data_dir)
+    return reader, fit_reader_config(agent, reader, training, data_dir=data_dir, datasets=datasets)
