@@ -252,12 +252,22 @@ class LabPage:
 
     def start(self, theme: str) -> None:
         """Load JupyterLab and switch to ``theme``."""
-        self.page.goto(self.lab.url())
-        self.page.wait_for_function("window.jupyterapp && window.jupyterapp.started !== undefined"
-                                    " && document.querySelector('#jp-main-dock-panel')",
-                                    timeout=60_000)
-        self.page.evaluate("async () => { await window.jupyterapp.started; await "
-                           "window.jupyterapp.restored; }")
+        from playwright.sync_api import Error as PlaywrightError
+
+        for attempt in range(2):
+            try:
+                self.page.goto(self.lab.url())
+                self.page.wait_for_function("window.jupyterapp && window.jupyterapp.started !== undefined"
+                                            " && document.querySelector('#jp-main-dock-panel')",
+                                            timeout=60_000)
+                self.page.evaluate("async () => { await window.jupyterapp.started; await "
+                                   "window.jupyterapp.restored; }")
+                break
+            except PlaywrightError as exc:
+                # a fresh JupyterLab may reload its page while it starts ("Resulting promise was
+                # garbage collected"): load it once more; any other failure is raised at once
+                if attempt or "garbage collected" not in str(exc):
+                    raise
         self.set_theme(theme)
 
     def set_theme(self, theme: str) -> None:
