@@ -224,10 +224,10 @@ def _reader_only(args: argparse.Namespace, cfg: Any, started: float) -> int:
     training = ReaderTraining(layers=layers, steps=args.reader_steps, blend_rows=args.reader_blend_rows, seed=cfg.seed)
     try:
         if args.reader_refit and reader is not None:
-            reader_config = fit_reader_config(agent, reader, training, data_dir=cfg.data_dir)
+            reader_config = fit_reader_config(agent, reader, training, data_dir=cfg.data_dir, max_len=cfg.max_len)
         else:
             reader, reader_config = build_reader(agent, training, data_dir=cfg.data_dir, emotions=args.emotions,
-                                                 log=lambda m: print(m, flush=True))
+                                                 max_len=cfg.max_len, log=lambda m: print(m, flush=True))
     except (DatasetError, FileNotFoundError) as exc:
         print(f"jevlaya-lab train: {exc}", file=sys.stderr)
         return 1

@@ -319,11 +319,12 @@ halves, 0.739 (ECE 0.116); on the dev statements themselves (a reference no fit 
 
 
 def fit_reader_config(agent: Any, reader: StatementReader, training: ReaderTraining, *, data_dir: str | None,
-                      datasets: Sequence[str] | None = None, written: Sequence[str] = ("en",)) -> ReaderConfig:
+                      datasets: Sequence[str] | None = None, written: Sequence[str] = ("en",),
+                      max_len: int = 256) -> ReaderConfig:
     """How ``reader`` is blended into ``agent``'s answers: its ``blend`` (yes/no, on up to
     ``blend_rows`` rows of each of :data:`BLEND_SOURCES`) and its ``choices`` weight (on
     ``blend_rows / 32`` choice questions over the held-out intents), both fit on data the reader was
-    not trained on."""
+    not trained on; ``max_len`` tokens of a state for the similarity the blend reads."""
     from jevlaya_lab.decisions.training.trainer import written_statement_rows
 
     _, held = split_intents(training.hold_out, training.seed, datasets)
@@ -333,18 +334,20 @@ def fit_reader_config(agent: Any, reader: StatementReader, training: ReaderTrain
     by_written = [(statement, text, truth) for text, statement, truth in written_rows]
     rows = by_written + by_intents
     blend = fit_blend(agent.decision_model, reader, agent.tokenizer, rows, temperature=agent.temperatures.get("noul", 2),
+                      max_len=max_len,
                       groups=[BLEND_SOURCES[0]] * len(by_written) + [BLEND_SOURCES[1]] * len(by_intents))
     questions = held_choice_questions(held, data_dir, max(1, training.blend_rows // 32), 12, training.seed)
     return ReaderConfig(training.layers, blend, fit_choice_weight(agent, reader, questions))
 
 
 def build_reader(agent: Any, training: ReaderTraining, *, data_dir: str | None, emotions: str | Path | None = None,
-                 datasets: Sequence[str] | None = None,
+                 datasets: Sequence[str] | None = None, max_len: int = 256,
                  log: Callable[[str], None] = print) -> tuple[StatementReader, ReaderConfig]:
     """Train a reader for ``agent``'s checkpoint (the recipe of ``jevlaya-lab train --reader-only``):
     ``training.steps * training.batch`` pairs, half intents and half emotions when their folder is
-    given (else all intents), then :func:`fit_reader_config`. ``datasets`` limits the intents to
-    those datasets (a leave-one-dataset-out run)."""
+    given (else all intents), then :func:`fit_reader_config` (``max_len``: the states' tokens for
+    the similarity it blends). ``datasets`` limits the intents to those datasets (a
+    leave-one-dataset-out run)."""
     rng = random.Random(training.seed)
     trained, held = split_intents(training.hold_out, training.seed, datasets)
     n = training.steps * training.batch
@@ -355,4 +358,5 @@ def build_reader(agent: Any, training: ReaderTraining, *, data_dir: str | None, 
     log(f"reader: {len(pairs)} pairs ({len(trained)} intents{', emotions' if emotions else ''}); "
         f"{len(held)} intents held out for the blend and the choice weight")
     reader = train_reader(agent.decision_model, agent.tokenizer, pairs, training, log=log)
-    return reader, fit_reader_config(agent, reader, training, data_dir=data_dir, datasets=datasets)
+    return reader, fit_reader_config(agent, reader, training, data_dir=data_dir, datasets=datasets,
+                                     max_len=max_len)
