@@ -38,24 +38,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
+from quality import _auc, _bal_at, _cosine_probs  # noqa: E402  (bench/quality.py's scoring)
+
 RESULTS = ROOT / "bench" / "results" / "reader_lodo.json"
 USER_INSTRUCTIONS = ("Which one is it?", "Sort this message.", "Where does this go?", "What fits?",
                      "Pick the matching topic for this one.")
 """Instructions a user might write, used by no training row (checked against ``real_data.INSTRUCTIONS``)."""
-
-
-def _auc(scores: list[float], truth: list[bool]) -> float:
-    pos = [s for s, t in zip(scores, truth) if t]
-    neg = [s for s, t in zip(scores, truth) if not t]
-    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
-    return wins / max(1, len(pos) * len(neg))
-
-
-def _balanced(scores: list[float], truth: list[bool], threshold: float) -> float:
-    yes = [s > threshold for s in scores]
-    rec = [sum(y for y, t in zip(yes, truth) if t) / max(1, sum(truth)),
-           sum((not y) for y, t in zip(yes, truth) if not t) / max(1, len(truth) - sum(truth))]
-    return sum(rec) / 2
 
 
 def user_choices(intents: dict, held: str, test: list, n: int, per_option: int, seed: int) -> list[tuple[dict, list]]:
@@ -88,16 +76,13 @@ def _choice_accuracy(agent, questions) -> float:
 
 
 def _cosine_accuracy(agent, questions) -> float:
-    from jevlaya_lab.decisions.encoding import row_tokenizer, tokenize_states
-    from jevlaya_lab.decisions.prior_inputs import PriorBuilder, option_texts
-    from jevlaya_lab.decisions.questions import parse_questions
+    from jevlaya_lab.decisions.encoding import row_tokenizer
+    from jevlaya_lab.decisions.prior_inputs import PriorBuilder
 
     builder = PriorBuilder(agent.decision_model, row_tokenizer(agent.tokenizer))
     hits = total = 0
     for question, rows in questions:
-        q = parse_questions({"q": question})[0]
-        states = builder.state_vectors(tokenize_states(row_tokenizer(agent.tokenizer), [t for t, _ in rows]), 512)
-        top = (states @ builder.vectors([t for t in option_texts(q) if t is not None]).T).argmax(1).tolist()
+        top = [p.index(1.0) for p in _cosine_probs(builder, agent.tokenizer, [t for t, _ in rows], question)]
         hits += sum(t == g for t, (_, g) in zip(top, rows))
         total += len(rows)
     return hits / max(1, total)
@@ -158,16 +143,16 @@ def run_held(held: str, args: argparse.Namespace) -> dict:
     model.reader, model.prior.config = reader, reading
     result["choices_with_reader"] = _choice_accuracy(agent, questions)
     scores, truth = _yes_no(agent, noul)
-    result["yesno_with_reader"] = {"balanced": _balanced(scores, truth, 0.5), "auc": _auc(scores, truth)}
+    result["yesno_with_reader"] = {"balanced": _bal_at(scores, truth, 0.5), "auc": _auc(scores, truth)}
     model.prior.config = unread_choices
     result["choices_without_reader"] = _choice_accuracy(agent, questions)
     model.reader, model.prior.config = None, plain
     scores, truth = _yes_no(agent, noul)
-    result["yesno_without_reader"] = {"balanced": _balanced(scores, truth, 0.5), "auc": _auc(scores, truth)}
+    result["yesno_without_reader"] = {"balanced": _bal_at(scores, truth, 0.5), "auc": _auc(scores, truth)}
     result["choices_cosine"] = _cosine_accuracy(agent, questions)
     _, z = statement_z(model, agent.tokenizer, [r[0] for r in noul], [r[1] for r in noul])
     cos, gold = z.tolist(), [r[2] for r in noul]  # z: each statement's cosine, standardised (same ranking)
-    result["yesno_cosine"] = {"balanced_at_median": _balanced(cos, gold, statistics.median(cos)),
+    result["yesno_cosine"] = {"balanced_at_median": _bal_at(cos, gold, statistics.median(cos)),
                               "auc": _auc(cos, gold)}
     result = {k: (round(v, 4) if isinstance(v, float) else
                   {kk: round(vv, 4) for kk, vv in v.items()} if isinstance(v, dict) and k != "reader" else v)
