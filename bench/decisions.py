@@ -389,8 +389,6 @@ def reader_cost(repeats: int = 7) -> dict:
     yes/no statement with the reader on and off, and a 4-option choice with the options read and
     not read (``reader.choices`` at 0), in the same process, interleaved rounds; median seconds per
     call and their ratios."""
-    import dataclasses
-
     from jevlaya_lab import load
 
     path = ROOT / "tests" / "data" / "user_questions" / "en_states.json"
@@ -401,7 +399,7 @@ def reader_cost(repeats: int = 7) -> dict:
     choice = {"desk": {"type": "choice", "instructions": "Which desk handles this?",
                        "criteria": ["payments", "shipping", "accounts", "product"]}}
     reader, config = model.reader, model.prior.config
-    unread = dataclasses.replace(config, reader=dataclasses.replace(config.reader, choices=0.0))
+    unread = config.with_choice_weight(0.0)
     settings = {"statement without": (statement, None, config), "statement with": (statement, reader, config),
                 "choice without": (choice, reader, unread), "choice with": (choice, reader, config)}
     times: dict[str, list[float]] = {k: [] for k in settings}
@@ -444,7 +442,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cells", default="all", help="with --vs-laya: STATESxQUESTIONS cells, e.g. 1x5,8x5,64x5")
     parser.add_argument("--repeats", type=int, default=3, help="with --vs-laya: interleaved rounds per cell")
     parser.add_argument("--reader-cost", action="store_true",
-                        help="only the cost of mini-en's statement reader on a user's statement and choice (on against off)")
+                        help="only the cost of mini-en's statement reader on a user's statement and choice "
+                             "(on against off)")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)

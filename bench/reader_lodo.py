@@ -135,7 +135,7 @@ def run_held(held: str, args: argparse.Namespace) -> dict:
     model = agent.decision_model
     plain = model.prior.config
     reading = dataclasses.replace(plain, reader=config)
-    unread_choices = dataclasses.replace(plain, reader=dataclasses.replace(config, choices=0.0))
+    unread_choices = reading.with_choice_weight(0.0)
     questions = user_choices(intents, held, test, args.questions, args.per_option, args.seed)
     noul = zero_shot_noul(random.Random(args.seed + 1).sample(test, min(args.noul_rows, len(test))), intents,
                           seed=args.seed)

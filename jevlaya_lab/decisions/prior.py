@@ -75,7 +75,7 @@ A checkpoint without the key (every Laya checkpoint) has no prior and answers ex
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -155,6 +155,13 @@ class PriorConfig:
             raise bad("reader answers unseen statements in place of the fallback: it needs a fallback and anchors "
                       "(fit them with jevlaya-lab train --fallback-only, or drop the reader)")
         return config
+
+    def with_choice_weight(self, weight: float) -> PriorConfig:
+        """This config with its reader's ``choices`` weight set to ``weight`` (0: no choice is read),
+        e.g. to answer with and without reading the options in one process."""
+        if self.reader is None:
+            raise ValueError("similarity_prior has no reader, so it has no choice weight to set")
+        return replace(self, reader=replace(self.reader, choices=weight))
 
     def to_value(self) -> dict[str, Any]:
         value = {"pooling": self.pooling, "prefix": self.prefix, "rank": self.rank, "anchors": self.anchors,

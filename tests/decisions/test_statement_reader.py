@@ -192,6 +192,19 @@ def test_a_bad_reader_entry_names_the_key_and_the_fix(tmp_path, reader, fragment
         load_checkpoint(path)
 
 
+def test_the_choice_weight_is_set_on_a_copy_and_needs_a_reader():
+    """``PriorConfig.with_choice_weight`` (answers with and without reading the options in one
+    process) changes only the reader's ``choices`` of a copy; a prior without a reader says so."""
+    from jevlaya_lab.decisions.prior import PriorConfig
+
+    config = PriorConfig.from_value({**PRIOR, "reader": {"layers": 1, "blend": [1, 1, 0], "choices": 0.5}})
+    unread = config.with_choice_weight(0.0)
+    assert unread.reader is not None and unread.reader.choices == 0.0 and config.reader.choices == 0.5
+    assert unread.to_value() == {**config.to_value(), "reader": {"layers": 1, "blend": [1.0, 1.0, 0.0]}}
+    with pytest.raises(ValueError, match="has no reader"):
+        PriorConfig.from_value(PRIOR).with_choice_weight(1.0)
+
+
 def test_a_reader_without_a_fallback_is_refused():
     with pytest.raises(ValueError, match="reader answers unseen statements in place of the fallback"):
         make_tiny_parts(num_layers=2, similarity_prior={"rank": 0, "reader": {"layers": 1, "blend": [1, 1, 0]}})

@@ -267,15 +267,13 @@ def fit_choice_weight(agent: Any, reader: StatementReader,
     option's logit that maximises the likelihood of the right options of ``questions`` (one fit
     over all of them), given ``agent``'s own answers without the reader on choices; in logit units
     before the choice temperature, as the prior adds it."""
-    import dataclasses
-
     from jevlaya_lab.decisions.prior_inputs import context_texts
     from jevlaya_lab.decisions.questions import parse_questions
 
     model = agent.decision_model
     prior_config = model.prior.config
     if prior_config.reader is not None:  # the agent's own answers, without reading the options
-        model.prior.config = dataclasses.replace(prior_config, reader=dataclasses.replace(prior_config.reader, choices=0.0))
+        model.prior.config = prior_config.with_choice_weight(0.0)
     base, said, gold = [], [], []
     try:
         for question, rows in questions:
