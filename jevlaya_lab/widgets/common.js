@@ -37,7 +37,12 @@ function bars(items, cls = "") {
 // when the view is removed (so listeners do not pile up across views of one model).
 function live(model, el, names, draw) {
   el.classList.add("jevlaya");
-  const redraw = () => el.replaceChildren(draw());
+  const redraw = () => {
+    // a field that has the cursor and a data-key gets it back in the new drawing
+    const key = el.contains(document.activeElement) ? document.activeElement.dataset.key : undefined;
+    el.replaceChildren(draw());
+    if (key !== undefined) [...el.querySelectorAll("[data-key]")].find((e) => e.dataset.key === key)?.focus();
+  };
   for (const name of names) model.on(`change:${name}`, redraw);
   redraw();
   return () => { for (const name of names) model.off(`change:${name}`, redraw); };

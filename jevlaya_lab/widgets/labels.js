@@ -18,6 +18,9 @@ function reliability(stat) {
 
 function render({ model, el }) {
   const send = (msg) => model.send(msg);
+  // a level typed but not yet sent, per "row|question": every label's answer redraws the table, and
+  // a redraw must not drop what the user is typing (live() gives the cursor back to its data-key)
+  const typed = new Map();
   return live(model, el, ["rows", "questions_info", "stats", "status"], () => {
     const root = h("div", { class: "jv-labels" });
     const status = model.get("status");
@@ -54,12 +57,20 @@ function render({ model, el }) {
             right == null ? null : h("small", { class: right ? "jv-ok" : "jv-flag" }, right ? " ✓" : " ✗"),
             r.fitted[q.id] ? h("small", { class: "jv-muted" }, " (fitted)") : null));
         if (q.type === "score") {
+          const key = `${r.i}|${q.id}`;
           const input = h("input", { class: "jv-score-input", type: "number", min: 0, max: q.options.length - 1,
-            step: 1, placeholder: "level", "aria-label": `level of ${q.id} for state ${r.i}` });
-          if (given != null) input.value = String(given);
-          input.addEventListener("change", () => {
-            send({ action: "label", row: r.i, question: q.id, value: input.value === "" ? null : input.value });
-          });
+            step: 1, placeholder: "level", "data-key": key, "aria-label": `level of ${q.id} for state ${r.i}` });
+          if (typed.has(key)) input.value = typed.get(key);
+          else if (given != null) input.value = String(given);
+          const commit = () => {  // on Enter or on leaving the field; once per typed value
+            if (!typed.has(key)) return;
+            const value = typed.get(key);
+            typed.delete(key);
+            send({ action: "label", row: r.i, question: q.id, value: value === "" ? null : value });
+          };
+          input.addEventListener("input", () => typed.set(key, input.value));
+          input.addEventListener("keydown", (e) => { if (e.key === "Enter") commit(); });
+          input.addEventListener("change", commit);
           cell.append(input);
         } else {
           const buttons = h("div", { class: "jv-options" });

@@ -187,13 +187,15 @@ class LabelView(anywidget.AnyWidget):
             ece = sum(abs(x["confidence"] - x["accuracy"]) * x["n"] for x in bins if x["n"]) / n if n else None
             stats[str(qid)] = {"n": n, "accuracy": sum(r for r, _ in pairs) / n if n else None,
                                "ece": None if ece is None or math.isnan(ece) else ece, "bins": bins}
-        self.stats = stats
-        self.rows = [
-            {"i": i, "state": state_preview(state, 160),
-             "answers": {str(qid): {"value": _wire(v), "p": round(p, 3)} for qid, (v, p) in self._answers[i].items()},
-             "labels": {str(qid): _wire(v) for qid, v in self.labels.get(i, {}).items()},
-             "fitted": {str(qid): (i, qid) in self._fitted for qid in self._parsed}}
-            for i, state in enumerate(self.states)]
+        with self.hold_sync():  # one message: a front end never draws new stats beside old rows
+            self.stats = stats
+            self.rows = [
+                {"i": i, "state": state_preview(state, 160),
+                 "answers": {str(qid): {"value": _wire(v), "p": round(p, 3)}
+                             for qid, (v, p) in self._answers[i].items()},
+                 "labels": {str(qid): _wire(v) for qid, v in self.labels.get(i, {}).items()},
+                 "fitted": {str(qid): (i, qid) in self._fitted for qid in self._parsed}}
+                for i, state in enumerate(self.states)]
 
     def __repr__(self) -> str:
         n = sum(len(a) for a in self.labels.values())

@@ -113,3 +113,26 @@ def test_clicks_in_chromium_reach_python(page: Any, agent: Agent) -> None:
         assert f"{view.status['changed']} answers changed" in page.inner_text("#w0 .jv-changed")
         assert "cross-validated" in page.inner_text("#w0 .jv-q-stats[data-question='money']")
         assert page.locator("#w0 img").count() == 0 and page.evaluate("window.__xss") is None
+
+
+@needs_chromium
+@pytest.mark.timeout(90)
+def test_a_level_being_typed_survives_a_redraw(page: Any, agent: Agent) -> None:
+    view = LabelView(agent, [s for s, _ in states(4)], QUESTIONS)
+    with WidgetHost([view]) as host:
+        page.goto(host.url)
+        page.wait_for_selector("body[data-ready='1']", timeout=20_000)
+        page.fill("#w0 tr[data-row='1'] .jv-score-input", "1")
+        old = page.query_selector("#w0 tr[data-row='1'] .jv-score-input")
+        view.label(2, "money", "yes")  # another label's answer redraws the whole table meanwhile
+        page.wait_for_selector("#w0 tr[data-row='2'] td[data-question='money'] button[data-value='yes']"
+                               "[aria-pressed='true']", timeout=10_000)
+        assert not old.evaluate("e => e.isConnected")  # the input typed into was replaced ...
+        new = "#w0 tr[data-row='1'] .jv-score-input"
+        assert page.input_value(new) == "1"  # ... and the new one holds what was typed, with the cursor
+        assert page.evaluate("document.activeElement.dataset.key") == "1|level"
+        page.keyboard.press("Enter")
+        deadline = time.monotonic() + 10
+        while "level" not in view.labels.get(1, {}) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert view.labels[1] == {"level": 1}
