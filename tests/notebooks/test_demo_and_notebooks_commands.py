@@ -30,7 +30,8 @@ def test_demo_writes_an_html_report_with_the_views_drawn_offline(tmp_path: Path)
                              "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
                                             "PYTHONUNBUFFERED": ""})
-    arrived = [(time.monotonic(), line.rstrip("\n")) for line in proc.stdout]  # type: ignore[union-attr]
+    with proc.stdout:  # type: ignore[union-attr]  # closed here, not left to the collector
+        arrived = [(time.monotonic(), line.rstrip("\n")) for line in proc.stdout]  # type: ignore[union-attr]
     assert proc.wait(timeout=30) == 0, "\n".join(line for _, line in arrived)
     steps = [(t, line) for t, line in arrived if re.match(r"\s+\[\s*\d+/\d+\] ", line)]
     total = int(re.search(r"/(\d+)\]", steps[0][1]).group(1))
