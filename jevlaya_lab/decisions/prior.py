@@ -243,11 +243,12 @@ class SimilarityPrior(nn.Module):
             logits = logits + (self.gate(option_vectors) if gate is None else gate) * correction
         logits = logits + self.bias[type_ids][:, None] * true_slot.to(logits.dtype)
         reader = self.config.reader
-        by_reader = has = None  # the reader's log-odds at the read (row, slot)s, when it read any
+        read_at = None  # (the reader's log-odds, where it read) over [rows, max_k], when it read any
         if reader is not None and read is not None and len(read[0]):
             rows, slots, said = read
             by_reader, has = torch.zeros_like(logits), torch.zeros_like(true_slot)
             by_reader[rows, slots], has[rows, slots] = said.to(logits.dtype), True
+            read_at = by_reader, has
             if reader.choices:  # a read choice option: the reader's log-odds, weighted
                 logits = logits + reader.choices * torch.where(has & ~true_slot, by_reader, 0.0)
         anchors: torch.Tensor = self.anchors  # type: ignore[assignment]  # a registered buffer
@@ -255,7 +256,8 @@ class SimilarityPrior(nn.Module):
             scale, bias, hubness = self.config.fallback
             z = (cosine - center) / spread
             unseen = scale * (z - hubness * self.hubness(state_vectors)[:, None]) + bias
-            if reader is not None and by_reader is not None and has is not None:
+            if reader is not None and read_at is not None:
+                by_reader, has = read_at
                 blended = reader.blend[0] * z + reader.blend[1] * by_reader + reader.blend[2]
                 unseen = torch.where(has, blended, unseen)
             near = self.gate(option_vectors) if gate is None else gate
