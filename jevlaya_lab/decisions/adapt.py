@@ -70,8 +70,11 @@ definitions as they were adapted.
 The fitted numbers live in ``rl_agent_config.json`` under ``"adaptation"`` (version 1), so
 :meth:`Agent.save <jevlaya_lab.decisions.agent.Agent.save>` writes an ordinary checkpoint: Laya and
 older versions ignore the key and answer zero-shot, and :func:`~jevlaya_lab.load` reads it back
-with the corrections. A question with a ``prototype`` or ``linear`` correction costs one more
-pooled encoder pass over the states of a call; the others cost nothing measurable.
+with the corrections. A question with a ``prototype`` or ``linear`` correction reads the states'
+pooled vectors: on a checkpoint with a similarity prior (``mini-en``, ``mini-multi``) those the
+prior already pooled in the same forward pass, at fit time and at answer time alike; without a
+prior, one more pooled encoder pass over the states of a call. The other corrections cost nothing
+measurable.
 """
 
 

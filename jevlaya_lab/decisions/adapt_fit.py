@@ -72,19 +72,25 @@ def base_features(agent: Agent, states: Sequence[Any], parsed: tuple[Question, .
     tokens = tokenize_states(agent._rows, list(states))
     chunk = max(1, ROWS_PER_CHUNK // len(heads))  # the Agent's chunking
     per_question: list[list[torch.Tensor]] = [[] for _ in parsed]
+    pooled: list[torch.Tensor] = []
     for start in range(0, len(tokens), chunk):
         chunk_tokens = tokens[start:start + chunk]
         batch = build_batch(agent._rows, chunk_tokens, heads, max_len=max_len)
         prior = None if agent._prior is None else agent._prior.inputs(
             chunk_tokens, batch.questions, max_len, batch.option_mask.shape[1])
-        logits = agent._forward(batch, prior).option_logits.float().cpu()
+        out = agent._forward(batch, prior)
+        if out.state_vectors is not None:  # the prior's own pooled states: no second pass
+            pooled.append(out.state_vectors.float().cpu())
+        logits = out.option_logits.float().cpu()
         for j, q in enumerate(parsed):
             rows = logits[j::len(parsed), :q.n_options]
             temperature = agent.temperatures.get(q.type, q.n_options)
             lp = torch.log_softmax(rows / temperature, dim=-1).clamp_min(_LOG_FLOOR)
             per_question[j].append(_caller_order(q, lp))
     lps = [torch.cat(parts).double() for parts in per_question]
-    return lps, (state_vectors(agent, tokens, max_len).double() if vectors else None)
+    if not vectors:
+        return lps, None
+    return lps, (torch.cat(pooled) if pooled else state_vectors(agent, tokens, max_len)).double()
 
 
 def _caller_order(q: Question, slot_values: torch.Tensor) -> torch.Tensor:

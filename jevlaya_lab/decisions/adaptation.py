@@ -97,9 +97,11 @@ class Adaptation:
         return {e.id: json.loads(json.dumps(e.definition)) for e in self.entries.values()}
 
     def adjust(self, agent: Agent, batch: Any, tokens: Sequence[Any], logits: torch.Tensor,
-               max_len: int) -> torch.Tensor:
+               max_len: int, pooled: torch.Tensor | None = None) -> torch.Tensor:
         """``logits`` (slot order, ``[states x questions, max_k]``) with the adapted questions' rows
-        replaced, in the units ``Agent._decode`` divides by the current temperature."""
+        replaced, in the units ``Agent._decode`` divides by the current temperature. ``pooled``: the
+        states' vectors the forward pass already pooled (a checkpoint with a similarity prior), so
+        a correction reads them without a second encoder pass; None pools them here."""
         questions = batch.questions
         found = [(j, q, e) for j, q in enumerate(questions)
                  if (e := self.entries.get(question_key(q))) is not None]
@@ -107,7 +109,7 @@ class Adaptation:
             return logits
         vectors = None
         if any(e.weight is not None for _, _, e in found):
-            vectors = state_vectors(agent, tokens, max_len).to(logits.device)
+            vectors = (state_vectors(agent, tokens, max_len) if pooled is None else pooled.float()).to(logits.device)
         out = logits.clone()
         for j, q, e in found:
             k = q.n_options

@@ -337,7 +337,7 @@ class Agent(HookHost):
             out = self._forward(batch, prior)
             if self._adaptation is not None:  # the user's few-shot corrections (decisions.adapt)
                 out = DecisionOutput(self._adaptation.adjust(self, batch, chunk_tokens, out.option_logits,
-                                                             max_len), out.act_logits)
+                                                             max_len, out.state_vectors), out.act_logits)
             for index, result in zip(picked, self._decode(batch, out)):
                 results[index] = result
         return results

@@ -35,6 +35,10 @@ class DecisionOutput(NamedTuple):
     """``[rows, max_k]`` one logit per option slot; padded slots are ``-1e4``."""
     act_logits: torch.Tensor
     """``[rows, n_act]``; ``softmax(...)[:, 0]`` is the act probability."""
+    state_vectors: torch.Tensor | None = None
+    """``[states, d]`` the unit pooled state vectors the similarity prior read, in the order of
+    :attr:`PriorInputs.state_ids <jevlaya_lab.decisions.prior_inputs.PriorInputs.state_ids>`; None
+    for a model without a prior. Few-shot corrections read them instead of pooling again."""
 
 
 def option_features(option_logits: torch.Tensor, option_mask: torch.Tensor) -> torch.Tensor:
@@ -157,30 +161,35 @@ class DecisionModel(nn.Module):
             hidden = torch.gather(hidden, 1, read[:, :, None].expand(-1, -1, hidden.shape[-1]))
         markers = hidden[:, 1:]
         logits = self.scorer(markers).squeeze(-1).float()
+        pooled = None
         if self.prior is not None and prior is not None:
-            logits = logits + self._prior_logits(batch, prior)
+            prior_logits, pooled = self._prior_logits(batch, prior)
+            logits = logits + prior_logits
         logits = logits.masked_fill(~batch.option_mask, MASKED_LOGIT)
         features = option_features(logits, batch.option_mask).to(hidden.dtype)
         act_logits = self.act_head(torch.cat([hidden[:, 0], features], dim=-1)).float()
-        return DecisionOutput(logits, act_logits)
+        return DecisionOutput(logits, act_logits, pooled)
 
-    def _prior_logits(self, batch: Any, prior: PriorInputs) -> torch.Tensor:
+    def _prior_logits(self, batch: Any, prior: PriorInputs) -> tuple[torch.Tensor, torch.Tensor]:
+        """The prior's ``[rows, max_k]`` logits and the ``[states, d]`` pooled states it read."""
         assert self.prior is not None
-        states = self.pool(prior.state_ids, prior.state_mask)[prior.row_state]
+        pooled = self.pool(prior.state_ids, prior.state_mask)
+        states = pooled[prior.row_state]
         read = None
         if self.reader is not None and len(prior.pair_row):
             read = (prior.pair_row, prior.pair_slot,
                     self.reader(self.encoder, prior.pair_ids, prior.pair_types, prior.pair_mask))
         logits: torch.Tensor = self.prior(states, prior.option_vectors, batch.type_ids, prior.true_slot,
                                           prior.gate, (prior.center, prior.spread), read)
-        return logits
+        return logits, pooled
 
     def _prior_only(self, batch: Any, prior: PriorInputs) -> DecisionOutput:
         """``joint_head: false``: the prior's logits, the act head on a zero first-position vector."""
-        logits = self._prior_logits(batch, prior).masked_fill(~batch.option_mask, MASKED_LOGIT)
+        logits, pooled = self._prior_logits(batch, prior)
+        logits = logits.masked_fill(~batch.option_mask, MASKED_LOGIT)
         features = option_features(logits, batch.option_mask)
         first = torch.zeros((logits.shape[0], self.hidden_size), dtype=features.dtype, device=features.device)
-        return DecisionOutput(logits, self.act_head(torch.cat([first, features], dim=-1)).float())
+        return DecisionOutput(logits, self.act_head(torch.cat([first, features], dim=-1)).float(), pooled)
 
 
 def parameter_count(model: nn.Module) -> int:
