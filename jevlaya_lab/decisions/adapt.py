@@ -28,14 +28,16 @@ Which parameters are free is set by ``method``:
 - ``"auto"``: the candidate with the lowest cross-validated log-loss, the simplest one unless a
   richer one is better by more than :data:`SELECTION_MARGIN`.
 
-Every candidate is fitted by L-BFGS on the mean cross-entropy plus small penalties, so that
-separable labels cannot send a parameter to infinity: ``a - 1`` towards 0, a choice's ``b``
-towards 0, and a yes/no's threshold ``b`` ten times as firmly
+Every candidate minimises the mean cross-entropy plus small penalties, so that separable labels
+cannot send a parameter to infinity: ``a - 1`` towards 0, a choice's ``b`` towards 0, and a
+yes/no's threshold ``b`` ten times as firmly
 (:data:`~jevlaya_lab.decisions.adapt_fit.THRESHOLD_PENALTY`: ``mini-en``'s 0.5 already separates
 an unseen statement about as well as a threshold a few labels can place). A yes/no's
 loss weighs its "yes" labels as much in all as its "no" labels: users label few "yes" for a
 rare property, and an unweighted fit on 3 "yes" among 16 learns their base rate and answers
-"no" (it is the balanced accuracy at 0.5 that the user sees).
+"no" (it is the balanced accuracy at 0.5 that the user sees). Where every parameter is penalised
+the minimum is found by Newton's method (a few ms per fit), otherwise (``prototype``, ``linear-0``,
+very large label sets) by L-BFGS.
 
 How the default was chosen: on the user-question benchmark's dev half only (22 yes/no
 statements, 9 choices; the locked half took no part in these decisions), with labels drawn three

@@ -57,14 +57,14 @@ def answers(agent: Agent, states, questions=QUESTIONS) -> list[dict]:
 
 
 def held_out_accuracy(agent: Agent, examples, qid: str) -> float:
+    """A choice's accuracy; a yes/no's balanced accuracy at 0.5 (what a yes/no fit weighs alike)."""
     got = answers(agent, [s for s, _ in examples])
-    hits = 0
-    for (_, gold), answer in zip(examples, got):
-        if qid == "money":
-            hits += (answer[qid]["noul"] >= 0.5) == gold[qid]
-        else:
-            hits += answer[qid]["choice"] == gold[qid]
-    return hits / len(examples)
+    if qid == "money":
+        said = [(answer[qid]["noul"] >= 0.5, gold[qid]) for (_, gold), answer in zip(examples, got)]
+        recalls = [sum(s == g for s, g in said if g == value) / sum(g == value for _, g in said)
+                   for value in (True, False)]
+        return sum(recalls) / 2
+    return sum(answer[qid]["choice"] == gold[qid] for (_, gold), answer in zip(examples, got)) / len(examples)
 
 
 def test_adapt_fits_saves_and_reloads_with_the_same_answers(either: Agent, tmp_path) -> None:
@@ -287,3 +287,56 @@ def test_separable_labels_without_a_penalty_fit_finite_numbers(either: Agent) ->
             assert all(v == v for v in report.cv_log_loss.values()), (method, report.cv_log_loss)
         for answer in answers(adapted, [s for s, _ in task(6, seed=8)], {"money": QUESTIONS["money"]}):
             assert 0.0 <= answer["money"]["noul"] <= 1.0, (method, answer)
+
+
+def _penalised_objective(fit, qtype: str, lp, vectors, targets) -> float:
+    """The objective every penalised candidate minimises, written out here on its own: weighted
+    cross-entropy (a yes/no's answers weighed alike) plus the L2 penalties of adapt_fit."""
+    from jevlaya_lab.decisions import adapt_fit
+
+    k = lp.shape[1]
+    a = torch.tensor(fit.log_a, dtype=torch.float64).exp()
+    logits, loss = a * lp, adapt_fit.TEMPERATURE_PENALTY * (a - 1.0) ** 2
+    if fit.bias is not None:
+        logits = logits + fit.bias
+        held = adapt_fit.THRESHOLD_PENALTY if qtype == "noul" else adapt_fit.BIAS_PENALTY
+        loss = loss + held * fit.bias.pow(2).sum()
+    if fit.weight is not None:
+        logits = logits + vectors @ fit.weight.T
+        loss = loss + adapt_fit.penalty_at(fit.method, len(targets)) * fit.weight.pow(2).sum()
+    counts = torch.bincount(targets, minlength=k).double()
+    weight = (len(targets) / (k * counts.clamp_min(1))) if qtype == "noul" else None
+    return float(loss + torch.nn.functional.cross_entropy(logits, targets, weight=weight))
+
+
+@pytest.mark.parametrize("qtype,k,sign", [("noul", 2, 1.0), ("choice", 5, 1.0), ("choice", 3, -1.0)])
+def test_newton_and_lbfgs_reach_the_same_fit(qtype: str, k: int, sign: float) -> None:
+    """A penalised candidate is fitted by Newton's method (a few exact steps instead of L-BFGS's
+    many cheap ones). Both minimise the same strictly convex objective, so they must reach the
+    same answers, Newton's never at a higher objective; a zero-shot answer that points away from
+    the labels (``sign`` -1) holds the temperature at its bound in both, where nothing but the
+    temperature and a bias are fitted."""
+    from jevlaya_lab.decisions import adapt_fit
+
+    generator = torch.Generator().manual_seed(k)
+    n, d = 12, 384
+    targets = torch.arange(n) % k
+    lp = torch.log_softmax(torch.randn(n, k, generator=generator, dtype=torch.float64)
+                           + sign * 2.0 * torch.nn.functional.one_hot(targets, k), dim=-1)
+    vectors = torch.randn(n, d, generator=generator, dtype=torch.float64)
+    vectors = torch.nn.functional.normalize(vectors + torch.randn(k, d, generator=generator,
+                                                                  dtype=torch.float64)[targets], dim=-1)
+    vectors = vectors - vectors.mean(dim=0)
+    for method in ("temperature", "temperature+bias", "linear-0.003", "linear-0.03"):
+        newton = adapt_fit._fit_newton(method, qtype, lp, vectors, targets)
+        lbfgs = adapt_fit._fit_lbfgs(method, qtype, lp, vectors, targets)
+        assert newton.method == lbfgs.method == method
+        center = torch.zeros(d, dtype=torch.float64)
+        p_newton = torch.softmax(adapt_fit.apply_fit(newton, center, lp, vectors), dim=-1)
+        p_lbfgs = torch.softmax(adapt_fit.apply_fit(lbfgs, center, lp, vectors), dim=-1)
+        assert float((p_newton - p_lbfgs).abs().max()) < 2e-3, method
+        assert (_penalised_objective(newton, qtype, lp, vectors, targets)
+                <= _penalised_objective(lbfgs, qtype, lp, vectors, targets) + 1e-9), method
+        if sign < 0 and not method.startswith("linear-"):  # a correction could explain the labels instead
+            assert newton.log_a == pytest.approx(-adapt_fit.LOG_A_BOUND), (method, newton.log_a)
+            assert lbfgs.log_a == pytest.approx(-adapt_fit.LOG_A_BOUND, abs=1e-3), (method, lbfgs.log_a)
