@@ -47,7 +47,7 @@ from jevlaya_lab.decisions.statement_reader import ReaderConfig, StatementReader
 from jevlaya_lab.decisions.training.datasets import DATASETS, load_dataset
 from jevlaya_lab.decisions.training.intents import Intent, load_intents
 from jevlaya_lab.decisions.training.real_data import INSTRUCTIONS, zero_shot_noul
-from jevlaya_lab.decisions.training.trainer import balanced_logistic, statement_z
+from jevlaya_lab.decisions.training.trainer import TRAIN_MAX_LEN, balanced_logistic, statement_z
 
 __all__ = ["BLEND_SOURCES", "EMOTION_STATEMENTS", "ReaderTraining", "build_reader", "emotion_pairs", "fit_blend",
            "fit_choice_weight", "fit_reader_config", "held_choice_questions", "intent_pairs", "split_intents",
@@ -223,7 +223,7 @@ def blend_rows(held: dict[str, Intent], data_dir: str | None, n: int, seed: int)
 
 
 def fit_blend(model: DecisionModel, reader: StatementReader, tokenizer: Any, rows: Sequence[Pair], *,
-              temperature: float, max_len: int = 256, groups: Sequence[str] | None = None) -> tuple[float, float, float]:
+              temperature: float, max_len: int = TRAIN_MAX_LEN, groups: Sequence[str] | None = None) -> tuple[float, float, float]:
     """The reader config's ``blend``: one logistic fit of truth on ``(z, r)`` over ``rows`` (every
     statement pooled, so statement-agnostic; yes and no weighted equally), times ``temperature``.
     ``groups`` (one name per row, e.g. where the row comes from) weighs each group the same in all,
@@ -318,7 +318,7 @@ halves, 0.739 (ECE 0.116); on the dev statements themselves (a reference no fit 
 
 def fit_reader_config(agent: Any, reader: StatementReader, training: ReaderTraining, *, data_dir: str | None,
                       datasets: Sequence[str] | None = None, written: Sequence[str] = ("en",),
-                      max_len: int = 256) -> ReaderConfig:
+                      max_len: int = TRAIN_MAX_LEN) -> ReaderConfig:
     """How ``reader`` is blended into ``agent``'s answers: its ``blend`` (yes/no, on up to
     ``blend_rows`` rows of each of :data:`BLEND_SOURCES`) and its ``choices`` weight (on
     ``blend_rows / 32`` choice questions over the held-out intents), both fit on data the reader was
@@ -339,7 +339,7 @@ def fit_reader_config(agent: Any, reader: StatementReader, training: ReaderTrain
 
 
 def build_reader(agent: Any, training: ReaderTraining, *, data_dir: str | None, emotions: str | Path | None = None,
-                 datasets: Sequence[str] | None = None, max_len: int = 256,
+                 datasets: Sequence[str] | None = None, max_len: int = TRAIN_MAX_LEN,
                  log: Callable[[str], None] = print) -> tuple[StatementReader, ReaderConfig]:
     """Train a reader for ``agent``'s checkpoint (the recipe of ``jevlaya-lab train --reader-only``):
     ``training.steps * training.batch`` pairs, half intents and half emotions when their folder is

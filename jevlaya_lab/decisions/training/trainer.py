@@ -78,6 +78,10 @@ GATE_SPREAD_SHARPNESS = 4.84
 """The gate's sharpness is this over the interquartile range of those cosines (MiniLM: 40 over 0.121)."""
 
 
+TRAIN_MAX_LEN = 256
+"""Tokens of a text that training and the fits after it read (the trained checkpoints' ``max_len``)."""
+
+
 @dataclass
 class TrainConfig:
     """Everything that decides a training run; stored next to the trained head."""
@@ -105,7 +109,7 @@ class TrainConfig:
     gate_quantile: float = GATE_QUANTILE  # where the gate opens (see GATE_QUANTILE)
     prefix: str = ""  # text before every pooled text ("query: " for e5 encoders)
     option_context: int = 1  # 1: a choice option far from the training texts is read with its question (prior.py)
-    max_len: int = 256
+    max_len: int = TRAIN_MAX_LEN
     head_max_len: int = 192
     threads: int = 2
     time_budget: float | None = None  # seconds of optimisation; None = all steps
@@ -616,7 +620,7 @@ def written_statement_rows(groups: Sequence[str]) -> list[tuple[str, str, bool]]
 
 
 def fit_fallback(model: DecisionModel, tokenizer: Any, rows: Sequence[tuple[str, str, bool]], *,
-                 temperature: float, hubness: float = FALLBACK_HUBNESS, max_len: int = 256,
+                 temperature: float, hubness: float = FALLBACK_HUBNESS, max_len: int = TRAIN_MAX_LEN,
                  memo: dict | None = None) -> tuple[float, float, float]:
     """The prior's ``fallback`` ``(scale, bias, hubness)``: one logistic fit of truth on
     ``z - hubness * h(s)`` over ``rows`` (every statement pooled, so it is statement-agnostic), yes
@@ -632,7 +636,7 @@ def fit_fallback(model: DecisionModel, tokenizer: Any, rows: Sequence[tuple[str,
 
 
 def statement_z(model: DecisionModel, tokenizer: Any, texts: Sequence[str], statements: Sequence[str], *,
-                max_len: int = 256, memo: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                max_len: int = TRAIN_MAX_LEN, memo: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``(state vectors [n, d], z [n])``: each text's pooled vector and its statement's cosine to it,
     standardised against the prior's reference states, as the prior reads an unseen statement."""
     prior = model.prior
