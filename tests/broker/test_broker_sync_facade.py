@@ -170,12 +170,19 @@ def test_concurrent_threads_see_one_loop(broker) -> None:
 
 
 def test_an_async_broker_refuses_a_second_event_loop(abroker) -> None:
+    """Its connections live on the loop of its first call; it is closed there too (closing it
+    after that loop ended would leave their sockets to the garbage collector)."""
     import asyncio
 
     b = abroker("a")
-    assert asyncio.run(b.ask("x")).text
-    with pytest.raises(RuntimeError, match="another event loop"):
-        asyncio.run(b.ask("x"))
+    first = asyncio.new_event_loop()
+    try:
+        assert first.run_until_complete(b.ask("x")).text
+        with pytest.raises(RuntimeError, match="another event loop"):
+            asyncio.run(b.ask("x"))
+        first.run_until_complete(b.aclose())
+    finally:
+        first.close()
 
 
 def test_labels_and_provider_params_are_checked(broker) -> None:
