@@ -1,8 +1,9 @@
 """Fitting few-shot corrections: the base answers' features, the candidates, their folds.
 
 See :mod:`jevlaya_lab.decisions.adapt` for what is fitted and why; this module holds the numbers
-(Newton and L-BFGS fits on float64 tensors, stratified seeded folds, accuracy and ECE) and reads the frozen
-checkpoint's log-probabilities and pooled state vectors through the Agent's own forward pass.
+(Newton and L-BFGS fits on float64 tensors, stratified seeded folds, accuracy and ECE) and reads
+the frozen checkpoint's log-probabilities and pooled state vectors through the Agent's own
+forward pass.
 """
 
 from __future__ import annotations
@@ -246,7 +247,8 @@ def _fit_newton(method: str, qtype: str, lp: torch.Tensor, vectors: torch.Tensor
     low, high = math.exp(-LOG_A_BOUND), math.exp(LOG_A_BOUND)
     if not low <= float(theta[0]) <= high:
         a = min(max(float(theta[0]), low), high)
-        rest = _newton(jac[..., 1:], quad[1:, 1:], linear[1:], row_weight, targets, theta[1:] * 0, a * lp)
+        rest = _newton(jac[..., 1:], quad[1:, 1:], linear[1:], row_weight, targets, torch.zeros_like(theta[1:]),
+                       a * lp)
         theta = torch.cat([torch.tensor([a], dtype=torch.float64), rest])
     fitted = _Fit(method, math.log(float(theta[0])))
     if method != "temperature":
