@@ -309,17 +309,18 @@ def _penalised_objective(fit, qtype: str, lp, vectors, targets) -> float:
     return float(loss + torch.nn.functional.cross_entropy(logits, targets, weight=weight))
 
 
-@pytest.mark.parametrize("qtype,k,sign", [("noul", 2, 1.0), ("choice", 5, 1.0), ("choice", 3, -1.0)])
-def test_newton_and_lbfgs_reach_the_same_fit(qtype: str, k: int, sign: float) -> None:
+@pytest.mark.parametrize("qtype,k,sign,n,d", [("noul", 2, 1.0, 12, 384), ("choice", 5, 1.0, 12, 384),
+                                               ("choice", 3, -1.0, 12, 384), ("choice", 3, 1.0, 40, 16)])
+def test_newton_and_lbfgs_reach_the_same_fit(qtype: str, k: int, sign: float, n: int, d: int) -> None:
     """A penalised candidate is fitted by Newton's method (a few exact steps instead of L-BFGS's
     many cheap ones). Both minimise the same strictly convex objective, so they must reach the
     same answers, Newton's never at a higher objective; a zero-shot answer that points away from
     the labels (``sign`` -1) holds the temperature at its bound in both, where nothing but the
-    temperature and a bias are fitted."""
+    temperature and a bias are fitted. With more labels than dimensions (``n`` 40, ``d`` 16)
+    Newton writes ``W`` in the identity basis instead of the labelled vectors'."""
     from jevlaya_lab.decisions import adapt_fit
 
     generator = torch.Generator().manual_seed(k)
-    n, d = 12, 384
     targets = torch.arange(n) % k
     lp = torch.log_softmax(torch.randn(n, k, generator=generator, dtype=torch.float64)
                            + sign * 2.0 * torch.nn.functional.one_hot(targets, k), dim=-1)
