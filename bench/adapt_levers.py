@@ -3,7 +3,7 @@
 ``bench/adapt.py`` runs the whole ``agent.adapt`` for one setting (minutes per run). Choosing the
 fitting constants of :mod:`jevlaya_lab.decisions.adapt_fit` needs many settings over several
 seeds, so this script computes each question's base features once (the checkpoint's
-log-probabilities and pooled state vectors for every state: :func:`adapt_fit.base_features`, what
+log-probabilities and pooled state vectors for every state: :func:`adapt_features.base_features`, what
 ``adapt`` itself reads), and then, per setting, seed and k, draws the labels as ``bench/adapt.py``
 does (:func:`adapt.draw`), fits with :func:`adapt_fit.fit_question` and scores the held-out
 states with the fitted correction applied exactly as the adapted Agent applies it. A test
@@ -36,13 +36,13 @@ def features(agent, task):
     """``(question, lp [n, k], vectors [n, d], targets [n])`` over all of a task's items."""
     import torch
 
-    from jevlaya_lab.decisions import adapt_fit
+    from jevlaya_lab.decisions import adapt_features
     from jevlaya_lab.decisions.adapt import answer_index
     from jevlaya_lab.decisions.questions import parse_questions
 
     (q,) = parse_questions({task["id"]: task["question"]})
     texts = [x for x, _ in task["items"]]
-    lps, vectors = adapt_fit.base_features(agent, texts, (q,))
+    lps, vectors = adapt_features.base_features(agent, texts, (q,))
     targets = torch.tensor([answer_index(q, g, "gold") for _, g in task["items"]])
     return q, lps[0], vectors, targets
 

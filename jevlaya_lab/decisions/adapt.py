@@ -95,6 +95,7 @@ from typing import Any
 
 import torch
 
+from jevlaya_lab.decisions.adapt_features import Agent, base_features
 from jevlaya_lab.decisions.adapt_fit import (
     DEFAULT_LINEAR as DEFAULT_LINEAR,
 )
@@ -104,7 +105,7 @@ from jevlaya_lab.decisions.adapt_fit import (
 from jevlaya_lab.decisions.adapt_fit import (
     SELECTION_MARGIN as SELECTION_MARGIN,
 )
-from jevlaya_lab.decisions.adapt_fit import Agent, base_features, fit_question
+from jevlaya_lab.decisions.adapt_fit import fit_question
 from jevlaya_lab.decisions.adaptation import (
     ADAPTATION_KEY,
     Adaptation,

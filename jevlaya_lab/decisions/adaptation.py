@@ -16,7 +16,8 @@ from typing import Any
 
 import torch
 
-from jevlaya_lab.decisions.adapt_fit import _LOG_FLOOR, Agent, QuestionReport, _caller_order, state_vectors
+from jevlaya_lab.decisions.adapt_features import LOG_FLOOR, Agent, caller_order, state_vectors
+from jevlaya_lab.decisions.adapt_fit import QuestionReport
 from jevlaya_lab.decisions.questions import Question, parse_questions
 
 ADAPTATION_KEY = "adaptation"
@@ -114,8 +115,8 @@ class Adaptation:
         for j, q, e in found:
             k = q.n_options
             rows = out[j::len(questions)]
-            lp = torch.log_softmax(rows[:, :k].float() / e.temperature, dim=-1).clamp_min(_LOG_FLOOR)
-            caller_lp = _caller_order(q, lp)
+            lp = torch.log_softmax(rows[:, :k].float() / e.temperature, dim=-1).clamp_min(LOG_FLOOR)
+            caller_lp = caller_order(q, lp)
             bias, weight, center = self._tensors[e.key]
             adapted = math.exp(e.log_a) * caller_lp
             if bias is not None:

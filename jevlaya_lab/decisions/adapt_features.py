@@ -1,0 +1,90 @@
+"""What a frozen checkpoint says about labelled states: the features a few-shot fit reads.
+
+:func:`base_features` runs the Agent's own forward pass (its chunking, prior and reader, without
+any adaptation) and returns each question's log-probabilities in caller order with the states'
+pooled vectors; :func:`state_vectors` pools states for a checkpoint whose forward pass does not
+(no similarity prior). :mod:`jevlaya_lab.decisions.adapt_fit` fits on these, and
+:class:`~jevlaya_lab.decisions.adaptation.Adaptation` reads them again when it answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from jevlaya_lab.decisions.questions import Question
+
+Agent = Any
+"""An :class:`~jevlaya_lab.decisions.agent.Agent` (not imported: the Agent imports the adapt modules)."""
+
+LOG_FLOOR = -30.0
+"""Base log-probabilities are floored here, so a saturated zero-shot answer stays finite to fit."""
+
+
+def base_features(agent: Agent, states: Sequence[Any], parsed: tuple[Question, ...],
+                  *, vectors: bool = True) -> tuple[list[torch.Tensor], torch.Tensor | None]:
+    """Per question ``[n, k]`` log-probabilities (caller order, at the agent's temperatures) that
+    the agent's checkpoint gives ``states`` without any adaptation, and the ``[n, d]`` pooled state
+    vectors (None unless ``vectors``)."""
+    from jevlaya_lab.decisions.budget import check_budget, check_positions
+    from jevlaya_lab.decisions.encoding import ROWS_PER_CHUNK, build_batch, tokenize_states
+
+    max_len = check_positions(
+        check_budget("max_len", agent.config.max_len),
+        getattr(getattr(agent.decision_model.encoder, "config", None), "max_position_embeddings", None),
+        agent.model_id)
+    heads = agent._question_heads(parsed, agent.config.head_max_len)
+    tokens = tokenize_states(agent._rows, list(states))
+    chunk = max(1, ROWS_PER_CHUNK // len(heads))  # the Agent's chunking
+    per_question: list[list[torch.Tensor]] = [[] for _ in parsed]
+    pooled: list[torch.Tensor] = []
+    for start in range(0, len(tokens), chunk):
+        chunk_tokens = tokens[start:start + chunk]
+        batch = build_batch(agent._rows, chunk_tokens, heads, max_len=max_len)
+        prior = None if agent._prior is None else agent._prior.inputs(
+            chunk_tokens, batch.questions, max_len, batch.option_mask.shape[1])
+        out = agent._forward(batch, prior)
+        if out.state_vectors is not None:  # the prior's own pooled states: no second pass
+            pooled.append(out.state_vectors.float().cpu())
+        logits = out.option_logits.float().cpu()
+        for j, q in enumerate(parsed):
+            rows = logits[j::len(parsed), :q.n_options]
+            temperature = agent.temperatures.get(q.type, q.n_options)
+            lp = torch.log_softmax(rows / temperature, dim=-1).clamp_min(LOG_FLOOR)
+            per_question[j].append(caller_order(q, lp))
+    lps = [torch.cat(parts).double() for parts in per_question]
+    if not vectors:
+        return lps, None
+    return lps, (torch.cat(pooled) if pooled else state_vectors(agent, tokens, max_len)).double()
+
+
+def caller_order(q: Question, slot_values: torch.Tensor) -> torch.Tensor:
+    """``[n, k]`` slot-order values -> caller order (``option_order[slot]`` is the caller index)."""
+    out = torch.empty_like(slot_values)
+    out[:, list(q.option_order)] = slot_values
+    return out
+
+
+def state_vectors(agent: Agent, tokens: Sequence[Any], max_len: int) -> torch.Tensor:
+    """``[n, d]`` unit mean-pooled encoder vectors of tokenised states (the prior's own vectors
+    when the checkpoint has a similarity prior; the plain ``[CLS] state [SEP]`` mean otherwise)."""
+    if agent._prior is not None:
+        pooled: torch.Tensor = agent._prior.state_vectors(list(tokens), max_len)
+        return pooled
+    rows = agent._rows
+    wrapped = [[rows.cls_id, *s.ids[:max(0, max_len - 2)], rows.sep_id] for s in tokens]
+    device = next(agent.decision_model.parameters()).device
+    out = torch.zeros((len(wrapped), agent.decision_model.hidden_size))
+    order = sorted(range(len(wrapped)), key=lambda i: len(wrapped[i]))
+    with torch.inference_mode():
+        for start in range(0, len(order), 64):
+            picked = order[start:start + 64]
+            length = max(len(wrapped[i]) for i in picked)
+            ids = torch.tensor([wrapped[i] + [rows.pad_id] * (length - len(wrapped[i])) for i in picked])
+            mask = (ids != -1).long()
+            for r, i in enumerate(picked):
+                mask[r, len(wrapped[i]):] = 0
+            out[picked] = agent.decision_model.pool(ids.to(device), mask.to(device)).float().cpu()
+    return out
