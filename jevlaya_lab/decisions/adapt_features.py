@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from jevlaya_lab.decisions.prior_inputs import pool_rows
 from jevlaya_lab.decisions.questions import Question
 
 Agent = Any
@@ -68,23 +69,10 @@ def caller_order(q: Question, slot_values: torch.Tensor) -> torch.Tensor:
 
 
 def state_vectors(agent: Agent, tokens: Sequence[Any], max_len: int) -> torch.Tensor:
-    """``[n, d]`` unit mean-pooled encoder vectors of tokenised states (the prior's own vectors
-    when the checkpoint has a similarity prior; the plain ``[CLS] state [SEP]`` mean otherwise)."""
-    if agent._prior is not None:
-        pooled: torch.Tensor = agent._prior.state_vectors(list(tokens), max_len)
-        return pooled
+    """``[n, d]`` unit mean-pooled ``[CLS] state [SEP]`` vectors of tokenised states, for a
+    checkpoint without a similarity prior (with one, the forward pass returns the prior's own:
+    :attr:`DecisionOutput.state_vectors <jevlaya_lab.decisions.model.DecisionOutput.state_vectors>`)."""
+    assert agent._prior is None, "a checkpoint with a prior pools its states in its forward pass"
     rows = agent._rows
     wrapped = [[rows.cls_id, *s.ids[:max(0, max_len - 2)], rows.sep_id] for s in tokens]
-    device = next(agent.decision_model.parameters()).device
-    out = torch.zeros((len(wrapped), agent.decision_model.hidden_size))
-    order = sorted(range(len(wrapped)), key=lambda i: len(wrapped[i]))
-    with torch.inference_mode():
-        for start in range(0, len(order), 64):
-            picked = order[start:start + 64]
-            length = max(len(wrapped[i]) for i in picked)
-            ids = torch.tensor([wrapped[i] + [rows.pad_id] * (length - len(wrapped[i])) for i in picked])
-            mask = (ids != -1).long()
-            for r, i in enumerate(picked):
-                mask[r, len(wrapped[i]):] = 0
-            out[picked] = agent.decision_model.pool(ids.to(device), mask.to(device)).float().cpu()
-    return out
+    return pool_rows(agent.decision_model, wrapped, rows.pad_id)

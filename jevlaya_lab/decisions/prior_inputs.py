@@ -17,7 +17,7 @@ import torch
 from jevlaya_lab._lru import LockedLRU
 from jevlaya_lab.decisions.statement_reader import READ_BELOW, READ_MAX_OPTIONS, pair_rows
 
-__all__ = ["PriorBuilder", "PriorInputs", "context_texts", "option_texts", "slot_layout"]
+__all__ = ["PriorBuilder", "PriorInputs", "context_texts", "option_texts", "pad_rows", "pool_rows", "slot_layout"]
 
 
 class PriorInputs(NamedTuple):
@@ -84,6 +84,34 @@ def slot_layout(questions: Sequence[Any], vectors: Sequence[Sequence[torch.Tenso
     return out, true_slot
 
 
+def pad_rows(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(ids, attention mask)`` of token rows padded to the longest with ``pad_id``."""
+    length = max(len(r) for r in rows)
+    ids = torch.tensor([[*r, *[pad_id] * (length - len(r))] for r in rows], dtype=torch.long)
+    lengths = torch.tensor([len(r) for r in rows])
+    return ids, (torch.arange(length)[None, :] < lengths[:, None]).long()
+
+
+def pool_rows(model: Any, rows: Sequence[Sequence[int]], pad_id: int, *, chunk: int = 64,
+              progress: str | None = None) -> torch.Tensor:
+    """``model.pool`` of whole token rows in length-sorted chunks (little padding); ``[n, d]`` on
+    the CPU. ``progress`` names a tqdm bar (training pools tens of thousands of texts)."""
+    device = next(model.parameters()).device
+    out = torch.zeros((len(rows), model.hidden_size))
+    order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
+    starts = range(0, len(order), chunk)
+    if progress:
+        from tqdm.auto import tqdm
+
+        starts = tqdm(starts, desc=progress, unit="chunk", leave=False)
+    with torch.inference_mode():
+        for start in starts:
+            picked = order[start:start + chunk]
+            ids, mask = pad_rows([rows[i] for i in picked], pad_id)
+            out[picked] = model.pool(ids.to(device), mask.to(device)).float().cpu()
+    return out
+
+
 class PriorBuilder:
     """Builds :class:`PriorInputs` for a model with a prior; option vectors cached per question set.
 
@@ -109,16 +137,10 @@ class PriorBuilder:
         return [self.rows.cls_id, *self._prefix, *ids[:room], self.rows.sep_id]
 
     def _pad(self, rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
-        length = max(len(r) for r in rows)
-        ids = torch.tensor([r + [self.rows.pad_id] * (length - len(r)) for r in rows], dtype=torch.long)
-        lengths = torch.tensor([len(r) for r in rows])
-        return ids, (torch.arange(length)[None, :] < lengths[:, None]).long()
+        return pad_rows(rows, self.rows.pad_id)
 
     def _pooled(self, rows: list[list[int]], chunk: int = 64, progress: str | None = None) -> torch.Tensor:
-        """Pool token rows in length-sorted chunks (little padding); ``[n, d]`` on the CPU.
-
-        ``progress`` names a tqdm bar (training pools tens of thousands of texts)."""
-        device = next(self.model.parameters()).device
+        """:func:`pool_rows` of the rows that :attr:`memo` does not hold yet; ``[n, d]`` on the CPU."""
         out = torch.zeros((len(rows), self.model.hidden_size))
         memo = self.memo
         todo = [i for i in range(len(rows))] if memo is None else []
@@ -129,17 +151,9 @@ class PriorBuilder:
                     todo.append(i)
                 else:
                     out[i] = hit
-        order = sorted(todo, key=lambda i: len(rows[i]))
-        starts = range(0, len(order), chunk)
-        if progress:
-            from tqdm.auto import tqdm
-
-            starts = tqdm(starts, desc=progress, unit="chunk", leave=False)
-        with torch.inference_mode():
-            for start in starts:
-                picked = order[start:start + chunk]
-                ids, mask = self._pad([rows[i] for i in picked])
-                out[picked] = self.model.pool(ids.to(device), mask.to(device)).cpu()
+        if todo:
+            out[todo] = pool_rows(self.model, [rows[i] for i in todo], self.rows.pad_id, chunk=chunk,
+                                  progress=progress)
         if memo is not None:
             for i in todo:
                 memo[tuple(rows[i])] = out[i].clone()
