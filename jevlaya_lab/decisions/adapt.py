@@ -59,8 +59,8 @@ the default                                0.737 / 0.778 / 0.820  0.731 / 0.738 
 
 These figures were measured on the checkpoint of that time. With today's ``mini-en`` (its
 statement reader, blend refit and read options) the same sweep gives the default 0.778 / 0.807 /
-0.830 for yes/no and 0.742 / 0.745 / 0.826 for choices, and ``auto`` 0.760 / 0.779 / 0.789 and
-0.723 / 0.715 / 0.810: the default still wins.
+0.830 for yes/no and 0.742 / 0.745 / 0.826 for choices, and ``auto`` 0.765 / 0.781 / 0.790 and
+0.723 / 0.720 / 0.811: the default still wins.
 
 The default is fixed rather than chosen per question because choosing on a few labels' folds
 loses (``auto`` above). The report's cross-validated accuracy and ECE come from stratified, seeded
