@@ -19,7 +19,7 @@ Printed per setting and k: mean balanced accuracy at 0.5 over the dev half's yes
 the checkpoint reads, over the seeds, and the mean seconds per statement of ``adapt``'s fit and of
 the tuning. The dev half only; nothing here touches the locked half.
 
-    .venv/bin/python bench/adapt_reader_tuning.py --seeds 0 1 2 --settings 3e-5:20 1e-4:10
+    .venv/bin/python bench/adapt_reader_tuning.py --seeds 0 1 2 --settings 3e-5:20 1e-4:10 1e-3:10:bias
 """
 
 from __future__ import annotations
@@ -69,11 +69,15 @@ def reader_logits(reader, hidden, mask):
     return reader.out((hidden * weights).sum(1) / weights.sum(1).clamp_min(1.0)).squeeze(-1)
 
 
-def tune(reader, hidden, mask, yes, lr, steps, seed):
-    """A copy of ``reader`` trained on labelled pairs (``yes`` 1/0), yes and no weighing the same."""
+def tune(reader, hidden, mask, yes, lr, steps, seed, part="all"):
+    """A copy of ``reader`` trained on labelled pairs (``yes`` 1/0), yes and no weighing the same:
+    every parameter (``part="all"``), or only the biases, the layer norms and the output unit
+    (``"bias"``: a few thousand numbers per statement to store instead of the layers)."""
     torch.manual_seed(seed)
     tuned = copy.deepcopy(reader).train()
-    optimiser = torch.optim.AdamW(tuned.parameters(), lr=lr, weight_decay=0.0)
+    trained = [p for name, p in tuned.named_parameters()
+               if part == "all" or name.startswith("out.") or name.endswith("bias") or "LayerNorm" in name]
+    optimiser = torch.optim.AdamW(trained, lr=lr, weight_decay=0.0)
     weights = torch.where(yes > 0.5, 0.5 / yes.mean(), 0.5 / (1 - yes).mean())
     length = int(mask.sum(1).max())  # the labelled pairs' own padding only
     hidden, mask = hidden[:, :length], mask[:, :length]
@@ -88,7 +92,8 @@ def tune(reader, hidden, mask, yes, lr, steps, seed):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--settings", nargs="+", default=["3e-5:20"], help="LR:STEPS of the tuning")
+    parser.add_argument("--settings", nargs="+", default=["3e-5:20"],
+                        help="LR:STEPS[:bias] of the tuning (bias: only biases, layer norms and the output unit)")
     parser.add_argument("--k", type=int, nargs="+", default=[4, 8, 16])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--data-dir", help="the intent datasets' folder (default $JEVLAYA_DATA_DIR)")
@@ -127,9 +132,9 @@ def main(argv=None) -> int:
             hidden = run_layers(lower, model.encoder.embeddings(input_ids=ids, token_type_ids=types), mask)
         prepared.append((t, q, lp, vectors, targets, texts, hidden, mask))
     print(f"{len(prepared)} dev yes/no statements read by mini-en; torch threads {torch.get_num_threads()}")
-    print(f"{'LR:STEPS':<10} {'k':>3} | adapt  tuned  mean  | s/fit adapt  tuning")
+    print(f"{'setting':<10} {'k':>3} | adapt  tuned  mean  | s/fit adapt  tuning")
     for setting in args.settings:
-        lr, steps = float(setting.split(":")[0]), int(setting.split(":")[1])
+        lr, steps, *part = setting.split(":")
         for k in args.k:
             found_scores = {"adapt": [], "tuned": [], "mean": []}
             fit_time, tune_time = [], []
@@ -144,7 +149,8 @@ def main(argv=None) -> int:
                     fit_time.append(time.perf_counter() - started)
                     started = time.perf_counter()
                     rows = torch.tensor(train_rows)
-                    tuned = tune(shipped, hidden[rows], mask[rows], targets[rows].float(), lr, steps, seed)
+                    tuned = tune(shipped, hidden[rows], mask[rows], targets[rows].float(), float(lr), int(steps), seed,
+                                 *part)
                     tune_time.append(time.perf_counter() - started)
                     model.reader = tuned
                     try:

@@ -452,3 +452,7 @@ def test_the_reader_tuning_bench_reads_the_agents_own_pairs_and_its_split_forwar
         after = bench.reader_logits(tuned, hidden, mask)
     assert ((after > 0).float() == yes).all(), after
     assert torch.equal(split, bench.reader_logits(model.reader, hidden, mask).detach())  # the copy was tuned
+    biases = bench.tune(model.reader, hidden, mask, yes, lr=3e-2, steps=30, seed=0, part="bias")
+    moved = {name for (name, p), q in zip(biases.named_parameters(), model.reader.parameters()) if not torch.equal(p, q)}
+    assert moved and all(n.startswith("out.") or n.endswith("bias") or "LayerNorm" in n for n in moved), moved
+    assert any(n.endswith("dense.bias") for n in moved), moved
