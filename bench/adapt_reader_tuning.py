@@ -99,6 +99,16 @@ def main(argv=None) -> int:
     parser.add_argument("--data-dir", help="the intent datasets' folder (default $JEVLAYA_DATA_DIR)")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
+    settings = []
+    for setting in args.settings:
+        parts = setting.split(":")
+        try:
+            lr, steps = float(parts[0]), int(parts[1])
+        except (ValueError, IndexError):
+            parts = []
+        if len(parts) not in (2, 3) or parts[2:] not in ([], ["bias"]):
+            parser.error(f"--settings {setting!r}: write LR:STEPS or LR:STEPS:bias, e.g. 1e-4:10 or 3e-3:10:bias")
+        settings.append((setting, lr, steps, *parts[2:]))
 
     from adapt import draw, score, tasks
     from adapt_levers import features, replay
@@ -133,8 +143,7 @@ def main(argv=None) -> int:
         prepared.append((t, q, lp, vectors, targets, texts, hidden, mask))
     print(f"{len(prepared)} dev yes/no statements read by mini-en; torch threads {torch.get_num_threads()}")
     print(f"{'setting':<10} {'k':>3} | adapt  tuned  mean  | s/fit adapt  tuning")
-    for setting in args.settings:
-        lr, steps, *part = setting.split(":")
+    for setting, lr, steps, *part in settings:
         for k in args.k:
             found_scores = {"adapt": [], "tuned": [], "mean": []}
             fit_time, tune_time = [], []
@@ -149,8 +158,7 @@ def main(argv=None) -> int:
                     fit_time.append(time.perf_counter() - started)
                     started = time.perf_counter()
                     rows = torch.tensor(train_rows)
-                    tuned = tune(shipped, hidden[rows], mask[rows], targets[rows].float(), float(lr), int(steps), seed,
-                                 *part)
+                    tuned = tune(shipped, hidden[rows], mask[rows], targets[rows].float(), lr, steps, seed, *part)
                     tune_time.append(time.perf_counter() - started)
                     model.reader = tuned
                     try:
