@@ -54,36 +54,23 @@ def read_pairs(agent, q, texts):
     return prior.pair_ids[order], prior.pair_types[order], prior.pair_mask[order]
 
 
-def run_layers(layers, hidden, mask):
-    additive = (1.0 - mask[:, None, None, :].to(hidden.dtype)) * torch.finfo(hidden.dtype).min
-    for layer in layers:
-        output = layer(hidden, attention_mask=additive)
-        hidden = output[0] if isinstance(output, tuple) else output
-    return hidden
-
-
-def reader_logits(reader, hidden, mask):
-    """The reader's log-odds from the frozen lower layers' output (its forward pass, split)."""
-    hidden = run_layers(reader.layers, hidden, mask)
-    weights = mask[..., None].to(hidden.dtype)
-    return reader.out((hidden * weights).sum(1) / weights.sum(1).clamp_min(1.0)).squeeze(-1)
-
-
 def tune(reader, hidden, mask, yes, lr, steps, seed, part="all"):
     """A copy of ``reader`` trained on labelled pairs (``yes`` 1/0), yes and no weighing the same:
     every parameter (``part="all"``), or only the biases, the layer norms and the output unit
     (``"bias"``: a few thousand numbers per statement to store instead of the layers)."""
+    from jevlaya_lab.decisions.adapt_fit import row_weights
+
     torch.manual_seed(seed)
     tuned = copy.deepcopy(reader).train()
     trained = [p for name, p in tuned.named_parameters()
                if part == "all" or name.startswith("out.") or name.endswith("bias") or "LayerNorm" in name]
     optimiser = torch.optim.AdamW(trained, lr=lr, weight_decay=0.0)
-    weights = torch.where(yes > 0.5, 0.5 / yes.mean(), 0.5 / (1 - yes).mean())
+    weights = row_weights("noul", yes.long(), 2).float()  # adapt's own: yes and no weigh alike
     length = int(mask.sum(1).max())  # the labelled pairs' own padding only
     hidden, mask = hidden[:, :length], mask[:, :length]
     for _ in range(steps):
         loss = (torch.nn.functional.binary_cross_entropy_with_logits(
-            reader_logits(tuned, hidden, mask), yes, reduction="none") * weights).mean()
+            tuned.read_from(hidden, mask), yes, reduction="none") * weights).sum()
         optimiser.zero_grad()
         loss.backward()
         optimiser.step()
@@ -115,15 +102,11 @@ def main(argv=None) -> int:
 
     from jevlaya_lab import load
     from jevlaya_lab.decisions.adapt_features import base_features
-    from jevlaya_lab.decisions.statement_reader import _layers_of
-
     warnings.filterwarnings("ignore")
     torch.set_num_threads(args.threads)
     agent = load("mini-en", device="cpu")
     model = agent.decision_model
     shipped = model.reader
-    own = _layers_of(model.encoder)
-    lower = own[:len(own) - len(shipped.layers)]
     found, notes = tasks("dev", args.data_dir, 0)
     for note in notes:
         print("note:", note)
@@ -139,7 +122,7 @@ def main(argv=None) -> int:
             continue
         ids, types, mask = pairs
         with torch.no_grad():
-            hidden = run_layers(lower, model.encoder.embeddings(input_ids=ids, token_type_ids=types), mask)
+            hidden = shipped.lower(model.encoder, ids, types, mask)
         prepared.append((t, q, lp, vectors, targets, texts, hidden, mask))
     print(f"{len(prepared)} dev yes/no statements read by mini-en; torch threads {torch.get_num_threads()}")
     print(f"{'setting':<10} {'k':>3} | adapt  tuned  mean  | s/fit adapt  tuning")

@@ -1,4 +1,4 @@
-"""Fitting few-shot corrections: the base answers' features, the candidates, their folds.
+"""Fitting few-shot corrections: the candidates, their fits, their folds.
 
 See :mod:`jevlaya_lab.decisions.adapt` for what is fitted and why; this module holds the numbers
 (Newton and L-BFGS fits on float64 tensors, stratified seeded folds, accuracy and ECE) on the

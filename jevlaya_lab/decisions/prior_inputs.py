@@ -136,9 +136,6 @@ class PriorBuilder:
         room = max(0, max_len - 2 - len(self._prefix))
         return [self.rows.cls_id, *self._prefix, *ids[:room], self.rows.sep_id]
 
-    def _pad(self, rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
-        return pad_rows(rows, self.rows.pad_id)
-
     def _pooled(self, rows: list[list[int]], chunk: int = 64, progress: str | None = None) -> torch.Tensor:
         """:func:`pool_rows` of the rows that :attr:`memo` does not hold yet; ``[n, d]`` on the CPU."""
         out = torch.zeros((len(rows), self.model.hidden_size))
@@ -198,7 +195,7 @@ class PriorBuilder:
     def inputs(self, states: Sequence[Any], questions: tuple[Any, ...], max_len: int, max_k: int) -> PriorInputs:
         """The prior's inputs for ``states`` (``StateTokens``) x ``questions``, rows state-major."""
         option_vectors, true_slot, gate, center, spread = self.question_vectors(questions, max_k)
-        state_ids, state_mask = self._pad([self._wrap(s.ids, max_len) for s in states])
+        state_ids, state_mask = pad_rows([self._wrap(s.ids, max_len) for s in states], self.rows.pad_id)
         n, q = len(states), len(questions)
         pairs, pair_row, pair_slot = [], [], []
         if getattr(self.model, "reader", None) is not None:

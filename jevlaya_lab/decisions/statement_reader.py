@@ -52,7 +52,7 @@ key has no reader and answers exactly as before. Encoders the reader can run are
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -139,16 +139,31 @@ class StatementReader(nn.Module):
     def forward(self, encoder: nn.Module, input_ids: torch.Tensor, token_type_ids: torch.Tensor,
                 attention_mask: torch.Tensor) -> torch.Tensor:
         """``[pairs]`` the log-odds that each pair's statement holds for its state."""
+        return self.read_from(self.lower(encoder, input_ids, token_type_ids, attention_mask), attention_mask)
+
+    def lower(self, encoder: nn.Module, input_ids: torch.Tensor, token_type_ids: torch.Tensor,
+              attention_mask: torch.Tensor) -> torch.Tensor:
+        """``[pairs, length, hidden]`` the encoder's own layers below the reader's (frozen and shared)."""
         own = _layers_of(encoder)
         hidden = encoder.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)  # type: ignore[operator]
-        additive = (1.0 - attention_mask[:, None, None, :].to(hidden.dtype)) * torch.finfo(hidden.dtype).min
-        for layer in [*own[:len(own) - len(self.layers)], *self.layers]:
-            output = layer(hidden, attention_mask=additive)
-            hidden = output[0] if isinstance(output, tuple) else output
+        return _run_layers(own[:len(own) - len(self.layers)], hidden, attention_mask)
+
+    def read_from(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """``[pairs]`` the log-odds from :meth:`lower`'s output: the reader's layers, mean pooling and
+        ``out`` (a caller that trains the reader runs :meth:`lower` once and this per step)."""
+        hidden = _run_layers(self.layers, hidden, attention_mask)
         mask = attention_mask[..., None].to(hidden.dtype)
         pooled = (hidden * mask).sum(1) / mask.sum(1).clamp_min(1.0)
         logits: torch.Tensor = self.out(pooled).squeeze(-1).float()
         return logits
+
+
+def _run_layers(layers: Iterable[nn.Module], hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    additive = (1.0 - attention_mask[:, None, None, :].to(hidden.dtype)) * torch.finfo(hidden.dtype).min
+    for layer in layers:
+        output = layer(hidden, attention_mask=additive)
+        hidden = output[0] if isinstance(output, tuple) else output
+    return hidden
 
 
 def pair_rows(rows: Any, pairs: Sequence[tuple[Sequence[int], Sequence[int]]]

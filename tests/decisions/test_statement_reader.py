@@ -423,13 +423,13 @@ def test_mini_en_reads_a_users_own_options_and_not_the_presets():
 def test_the_reader_tuning_bench_reads_the_agents_own_pairs_and_its_split_forward_is_the_readers(tmp_path):
     """``bench/adapt_reader_tuning.py`` trains a copy of the reader on the frozen lower layers' output,
     computed once: its pairs must be the ones the Agent reads (none for a statement near the
-    training texts), its split forward the reader's own, and its tuning must fit the labels."""
+    training texts), the reader's split forward (``lower`` then ``read_from``) its plain one, and its
+    tuning must fit the labels."""
     import sys
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from bench import adapt_reader_tuning as bench
-    from jevlaya_lab.decisions.statement_reader import _layers_of
 
     parts = _reader_parts()
     agent = Agent(save_checkpoint(tmp_path / "ck", *parts))
@@ -439,19 +439,17 @@ def test_the_reader_tuning_bench_reads_the_agents_own_pairs_and_its_split_forwar
     assert bench.read_pairs(agent, known, texts) is None
     (new,) = parse_questions({"new": {"type": "noul", "instructions": UNSEEN}})
     ids, types, mask = bench.read_pairs(agent, new, texts)
-    own = _layers_of(model.encoder)
     with torch.no_grad():
-        hidden = bench.run_layers(own[:len(own) - len(model.reader.layers)],
-                                  model.encoder.embeddings(input_ids=ids, token_type_ids=types), mask)
-        split = bench.reader_logits(model.reader, hidden, mask)
+        hidden = model.reader.lower(model.encoder, ids, types, mask)
+        split = model.reader.read_from(hidden, mask)
     plain = [_plain_reader_logit(model.encoder, model.reader, tokenizer, UNSEEN, t) for t in texts]
     assert split.tolist() == pytest.approx(plain, abs=1e-5)
     yes = torch.tensor([1.0, 0.0, 0.0, 1.0])
     tuned = bench.tune(model.reader, hidden, mask, yes, lr=3e-3, steps=30, seed=0)
     with torch.no_grad():
-        after = bench.reader_logits(tuned, hidden, mask)
+        after = tuned.read_from(hidden, mask)
     assert ((after > 0).float() == yes).all(), after
-    assert torch.equal(split, bench.reader_logits(model.reader, hidden, mask).detach())  # the copy was tuned
+    assert torch.equal(split, model.reader.read_from(hidden, mask).detach())  # the copy was tuned
     biases = bench.tune(model.reader, hidden, mask, yes, lr=3e-2, steps=30, seed=0, part="bias")
     moved = {name for (name, p), q in zip(biases.named_parameters(), model.reader.parameters()) if not torch.equal(p, q)}
     assert moved and all(n.startswith("out.") or n.endswith("bias") or "LayerNorm" in n for n in moved), moved
