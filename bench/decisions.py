@@ -384,24 +384,28 @@ def versus_laya(seconds: float, cells: list[tuple[int, int]], repeats: int) -> d
             "load_average": __import__("os").getloadavg()}
 
 
-def reader_cost(repeats: int = 7) -> dict:
-    """What mini-en's statement reader costs a user's own questions on 64 hand-written messages: a
-    yes/no statement with the reader on and off, and a 4-option choice with the options read and
-    not read (``reader.choices`` at 0), in the same process, interleaved rounds; median seconds per
-    call and their ratios."""
+def reader_cost(name: str = "mini-en", repeats: int = 7) -> dict:
+    """What bundled checkpoint ``name``'s statement reader costs a user's own questions on 64
+    hand-written messages: a yes/no statement with the reader on and off (when it reads statements;
+    mini-multi's reads choice options only), and a 4-option choice with the options read and not
+    read (``reader.choices`` at 0), in the same process, interleaved rounds; median seconds per call
+    and their ratios."""
     from jevlaya_lab import load
 
     path = ROOT / "tests" / "data" / "user_questions" / "en_states.json"
     states = [s["text"] for s in json.loads(path.read_text(encoding="utf-8"))["states"]][:64]
-    agent = load("mini-en", device="cpu")
+    agent = load(name, device="cpu")
     model = agent.decision_model
     statement = {"thanks": {"type": "noul", "instructions": "The customer says thank you."}}
     choice = {"desk": {"type": "choice", "instructions": "Which desk handles this?",
                        "criteria": ["payments", "shipping", "accounts", "product"]}}
     reader, config = model.reader, model.prior.config
     unread = config.with_choice_weight(0.0)
-    settings = {"statement without": (statement, None, config), "statement with": (statement, reader, config),
-                "choice without": (choice, reader, unread), "choice with": (choice, reader, config)}
+    settings = {"choice without": (choice, reader, unread), "choice with": (choice, reader, config)}
+    kinds = ("choice",)
+    if config.reader is not None and config.reader.blend is not None:
+        settings.update({"statement without": (statement, None, config), "statement with": (statement, reader, config)})
+        kinds = ("statement", "choice")
     times: dict[str, list[float]] = {k: [] for k in settings}
     for _ in range(repeats):
         for key, (question, module, prior_config) in settings.items():
@@ -411,9 +415,9 @@ def reader_cost(repeats: int = 7) -> dict:
             times[key].append(time.perf_counter() - started)
     model.reader, model.prior.config = reader, config
     row = {k: statistics.median(v[1:]) for k, v in times.items()}
-    for kind in ("statement", "choice"):
+    for kind in kinds:
         row[f"{kind} ratio"] = row[f"{kind} with"] / row[f"{kind} without"]
-        print(f"mini-en, 64 messages x 1 user {kind}: reader off {row[f'{kind} without'] * 1000:.0f} ms, "
+        print(f"{name}, 64 messages x 1 user {kind}: reader off {row[f'{kind} without'] * 1000:.0f} ms, "
               f"on {row[f'{kind} with'] * 1000:.0f} ms, ratio {row[f'{kind} ratio']:.2f}")
     return row
 
@@ -441,16 +445,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="only laya 0.4.15 against ours on a laya-written MiniLM checkpoint")
     parser.add_argument("--cells", default="all", help="with --vs-laya: STATESxQUESTIONS cells, e.g. 1x5,8x5,64x5")
     parser.add_argument("--repeats", type=int, default=3, help="with --vs-laya: interleaved rounds per cell")
-    parser.add_argument("--reader-cost", action="store_true",
-                        help="only the cost of mini-en's statement reader on a user's statement and choice "
-                             "(on against off)")
+    parser.add_argument("--reader-cost", nargs="?", const="mini-en", choices=["mini-en", "mini-multi"],
+                        help="only the cost of that bundled checkpoint's statement reader (default mini-en) on a "
+                             "user's statement and choice (on against off)")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.vs_laya:
         return merge_into(Path(args.out), "vs_laya", versus_laya(args.seconds, parse_cells(args.cells), args.repeats))
     if args.reader_cost:
-        return merge_into(Path(args.out), "reader_cost", reader_cost())
+        key = "reader_cost" if args.reader_cost == "mini-en" else f"reader_cost_{args.reader_cost.replace('-', '_')}"
+        return merge_into(Path(args.out), key, reader_cost(args.reader_cost))
     if args.bundled_only:
         return merge_into(Path(args.out), "bundled", bundled_rows(args.threads))
     load_started = time.perf_counter()

@@ -63,10 +63,11 @@ intent datasets' labels under the generic "What does the user want?" 0.706 -> 0.
 
 **A reader for unseen statements** (``reader``): a ranking the cosine cannot make (does the message
 *contain* a thank-you, ask for a call?) needs the statement and the state read together; with a
-reader, an unseen statement's fallback becomes a blend of the z-score and the reader's log-odds,
-and an unseen choice option's logit may gain the reader's log-odds of the option in its question's
-context (:mod:`jevlaya_lab.decisions.statement_reader`). The inputs of a forward pass (slot vectors,
-gates, the reader's pairs) are built by :mod:`jevlaya_lab.decisions.prior_inputs`.
+reader that has a ``blend``, an unseen statement's fallback becomes a blend of the z-score and the
+reader's log-odds, and an unseen choice option's logit may gain the reader's log-odds of the
+option in its question's context (:mod:`jevlaya_lab.decisions.statement_reader`). The inputs of a
+forward pass (slot vectors, gates, the reader's pairs) are built by
+:mod:`jevlaya_lab.decisions.prior_inputs`.
 
 The tensors live in ``model.safetensors`` under ``prior.*`` (and ``reader.*``).
 
@@ -151,9 +152,12 @@ class PriorConfig:
             raise bad("reference must be an int >= 0 (0: statements are not standardised)")
         if not isinstance(config.option_context, bool):
             raise bad("option_context must be true or false")
-        if reader is not None and not (config.fallback and config.anchors):
-            raise bad("reader answers unseen statements in place of the fallback: it needs a fallback and anchors "
+        if reader is not None and not config.anchors:
+            raise bad("reader reads only texts far from the training texts: it needs anchors "
                       "(fit them with jevlaya-lab train --fallback-only, or drop the reader)")
+        if reader is not None and reader.blend is not None and not config.fallback:
+            raise bad("reader.blend answers unseen statements in place of the fallback: it needs a fallback "
+                      "(fit it with jevlaya-lab train --fallback-only, or drop the blend to read only choices)")
         return config
 
     def with_choice_weight(self, weight: float) -> PriorConfig:
@@ -256,7 +260,7 @@ class SimilarityPrior(nn.Module):
             scale, bias, hubness = self.config.fallback
             z = (cosine - center) / spread
             unseen = scale * (z - hubness * self.hubness(state_vectors)[:, None]) + bias
-            if reader is not None and read_at is not None:
+            if reader is not None and reader.blend is not None and read_at is not None:
                 by_reader, has = read_at
                 blended = reader.blend[0] * z + reader.blend[1] * by_reader + reader.blend[2]
                 unseen = torch.where(has, blended, unseen)

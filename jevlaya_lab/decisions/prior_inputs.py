@@ -213,19 +213,20 @@ class PriorBuilder:
     def _read_texts(self, questions: tuple[Any, ...], true_slot: torch.Tensor,
                     gate: torch.Tensor) -> list[tuple[int, int, list[int]]]:
         """``(question index, slot, token ids)`` of each text the reader reads with every state: a noul
-        question's statement (at its true slot) when its gate is below
+        question's statement (at its true slot), when the reader has a ``blend``, if its gate is below
         :data:`~jevlaya_lab.decisions.statement_reader.READ_BELOW`, and, when the reader reads
         choices, every option of a choice question with an option below it, in its question's
         context (:func:`context_texts`), if it has at most
         :data:`~jevlaya_lab.decisions.statement_reader.READ_MAX_OPTIONS` options. Once per question
         set, like the slot vectors."""
-        choices = bool(self.model.prior.config.reader.choices)
-        hit = self._statements.get((questions, choices))
+        reader = self.model.prior.config.reader
+        choices, statements = bool(reader.choices), reader.blend is not None
+        hit = self._statements.get((questions, choices, statements))
         if hit is not None:
             return hit
         picked: list[tuple[int, int, str]] = []
         for j, q in enumerate(questions):
-            if q.type == "noul":
+            if q.type == "noul" and statements:
                 statement = option_texts(q)[1]
                 if statement is not None and float(gate[j][true_slot[j]].max()) < READ_BELOW:
                     picked.append((j, int(true_slot[j].nonzero()[0]), statement))
@@ -235,5 +236,5 @@ class PriorBuilder:
                 picked += [(j, slot, text) for slot, caller in enumerate(q.option_order)
                            if (text := texts[caller]) is not None]
         found = self.rows.encode([t for _, _, t in picked]) if picked else []
-        return self._statements.put((questions, choices),
+        return self._statements.put((questions, choices, statements),
                                     [(j, slot, list(e.ids)) for (j, slot, _), e in zip(picked, found)])

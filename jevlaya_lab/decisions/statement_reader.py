@@ -41,6 +41,13 @@ Every option of a read question is read, so the softmax compares like with like;
 with more than :data:`READ_MAX_OPTIONS` options is not read (each option costs a pass per state:
 a 150-label question would cost 150), and without the key (or at 0) no choice is read.
 
+**Choices only** (``"reader": {"layers": 3, "choices": w}``, no ``blend``): no yes/no statement is
+read (it keeps its answer without the reader, so the checkpoint needs no fallback), only choice
+options. ``mini-multi`` ships such a reader: trained with ``mini-en``'s recipe on its e5 encoder, its
+yes/no blend ranked the English dev statements of the user-question benchmark below the untrained
+cosine (AUC 0.742 against 0.756) and said "yes" to most non-English messages, while reading the
+options lifted its English dev choices from 0.619 to 0.672 (README, "Your own questions").
+
 Only statements whose gate is below :data:`READ_BELOW` are read (a statement near the training
 texts keeps the trained answer, and the presets pay nothing): the cost of a user's statement is
 one more pass over ``(statement, state)`` through the encoder per state, and of a read choice
@@ -81,7 +88,9 @@ class ReaderConfig:
     """The ``reader`` entry inside ``similarity_prior``."""
 
     layers: int
-    blend: tuple[float, float, float]
+    blend: tuple[float, float, float] | None
+    """How an unseen yes/no statement's answer mixes the similarity and the reader (None: statements
+    are not read, only choice options)."""
     choices: float = 0.0
     """Weight of the reader's log-odds in an unseen choice option's logit (0: choices are not read)."""
 
@@ -92,22 +101,26 @@ class ReaderConfig:
         def bad(what: str) -> ValueError:
             return ValueError(f"similarity_prior.reader = {value!r} is invalid; {what}")
 
-        if not isinstance(value, dict) or not {"layers", "blend"} <= set(value) <= {"layers", "blend", "choices"}:
-            raise bad('use an object with "layers" and "blend" (and optionally "choices"), '
+        if (not isinstance(value, dict) or not {"layers"} <= set(value) <= {"layers", "blend", "choices"}
+                or not ("blend" in value or value.get("choices"))):
+            raise bad('use an object with "layers" and "blend" (statements read), "choices" (options read) or both, '
                       'e.g. {"layers": 2, "blend": [0.2, 0.8, -0.3], "choices": 1.0}')
-        layers, blend, choices = value["layers"], value["blend"], value.get("choices", 0.0)
+        layers, blend, choices = value["layers"], value.get("blend"), value.get("choices", 0.0)
         if isinstance(layers, bool) or not isinstance(layers, int) or layers < 1:
             raise bad("layers must be an int >= 1 (how many top encoder layers the reader replaces)")
-        if (not isinstance(blend, (list, tuple)) or len(blend) != 3
-                or any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in blend)):
+        if blend is not None and (not isinstance(blend, (list, tuple)) or len(blend) != 3
+                                  or any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in blend)):
             raise bad("blend must be [similarity scale, reader scale, bias] (numbers)")
         if isinstance(choices, bool) or not isinstance(choices, (int, float)) or not 0 <= choices < float("inf"):
             raise bad("choices must be a number >= 0 (the weight of the reader in an unseen option's logit; "
                       "0 or no key: choices are not read)")
-        return cls(layers, (float(blend[0]), float(blend[1]), float(blend[2])), float(choices))
+        return cls(layers, None if blend is None else (float(blend[0]), float(blend[1]), float(blend[2])),
+                   float(choices))
 
     def to_value(self) -> dict[str, Any]:
-        value: dict[str, Any] = {"layers": self.layers, "blend": list(self.blend)}
+        value: dict[str, Any] = {"layers": self.layers}
+        if self.blend is not None:
+            value["blend"] = list(self.blend)
         if self.choices:
             value["choices"] = self.choices
         return value

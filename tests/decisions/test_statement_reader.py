@@ -55,9 +55,10 @@ def _plain_reader_logit(encoder, reader, tokenizer, statement, text):
     return reader.out(hidden.mean(dim=1))[0, 0].item()
 
 
-def _reader_parts(blend=(0.5, 2.0, -0.75), choices=0.0):
-    reader = {"layers": 1, "blend": list(blend), **({"choices": choices} if choices else {})}
-    parts = make_tiny_parts(num_layers=2, similarity_prior={**PRIOR, "reader": reader})
+def _reader_parts(blend=(0.5, 2.0, -0.75), choices=0.0, fallback=True):
+    reader = {"layers": 1, **({"blend": list(blend)} if blend else {}), **({"choices": choices} if choices else {})}
+    prior = PRIOR if fallback else {k: v for k, v in PRIOR.items() if k != "fallback"}
+    parts = make_tiny_parts(num_layers=2, similarity_prior={**prior, "reader": reader})
     model, tokenizer, encoder = parts.model, parts.tokenizer, parts.model.encoder
     with torch.no_grad():
         model.scorer[-1].weight.zero_()
@@ -174,10 +175,43 @@ def test_a_choice_with_unseen_options_adds_the_readers_log_odds_of_each_option_i
         assert len(reading._prior.inputs(tokens, many, 64, size).pair_row) == read  # too many options: not read
 
 
+def test_a_reader_of_choices_only_reads_the_options_not_the_statements_and_needs_no_fallback(tmp_path):
+    """Without ``blend`` the reader reads a choice's unseen options as with one, and no yes/no
+    statement: an unseen statement keeps the trained answer (this prior has no fallback either)."""
+    w = 1.7
+    parts = _reader_parts(blend=None, choices=w, fallback=False)
+    model, tokenizer, encoder = parts.model, parts.tokenizer, parts.model.encoder
+    path = save_checkpoint(tmp_path / "ck", *parts)
+    written = json.loads((path / "rl_agent_config.json").read_text())["similarity_prior"]
+    assert written["reader"] == {"layers": 1, "choices": w} and "fallback" not in written
+    reading, plain = Agent(path), Agent(path)
+    plain.decision_model.prior.config = plain.decision_model.prior.config.with_choice_weight(0.0)
+    questions = {"desk": CHOICE, "new": {"type": "noul", "instructions": UNSEEN}}
+    labels = CHOICE["criteria"]
+    temperature = reading.temperatures.get("choice", len(labels))
+    prior = model.prior
+    answers = zip(STATES, reading.predict_batch(STATES, questions), plain.predict_batch(STATES, questions))
+    for state, read, base in answers:
+        text = serialize_state(state)
+        r = torch.tensor([_plain_reader_logit(encoder, model.reader, tokenizer, f"{CHOICE['instructions']} {o}", text)
+                          for o in labels])
+        base_p = torch.tensor([base["answers"]["desk"]["probabilities"][o] for o in labels])
+        got = torch.tensor([read["answers"]["desk"]["probabilities"][o] for o in labels])
+        assert torch.allclose(got, torch.softmax(base_p.log() + w * r / temperature, dim=0), atol=2e-4)
+        o, s = _pooled(encoder, tokenizer, UNSEEN), _pooled(encoder, tokenizer, text)
+        against = prior.reference @ o
+        z = ((s @ o - against.mean()) / against.std()).item()
+        assert read["answers"]["new"]["noul"] == pytest.approx(torch.sigmoid(torch.tensor(9.0 * z - 3.0)).item(),
+                                                               abs=2e-4)
+    inputs = reading._prior.inputs(tokenize_states(tokenizer, STATES), parse_questions(questions), 64, 3)
+    assert inputs.pair_row.tolist() == [0, 2, 4] * 3  # the options only, never the statement
+
+
 @pytest.mark.parametrize("reader, fragment", [
     ({"layers": 0, "blend": [1, 1, 0]}, "layers must be an int >= 1"),
     ({"layers": 1, "blend": [1, "x", 0]}, "blend must be"),
     ({"layers": 1}, '"layers" and "blend"'),
+    ({"layers": 1, "choices": 0}, '"choices" \\(options read\\)'),
     ({"layers": 1, "blend": [1, 1, 0], "choices": -1}, "choices must be a number >= 0"),
     ({"layers": 1, "blend": [1, 1, 0], "choices": True}, "choices must be a number >= 0"),
     ({"layers": 1, "blend": [1, 1, 0], "extra": 1}, '"layers" and "blend"'),
@@ -205,9 +239,13 @@ def test_the_choice_weight_is_set_on_a_copy_and_needs_a_reader():
         PriorConfig.from_value(PRIOR).with_choice_weight(1.0)
 
 
-def test_a_reader_without_a_fallback_is_refused():
-    with pytest.raises(ValueError, match="reader answers unseen statements in place of the fallback"):
-        make_tiny_parts(num_layers=2, similarity_prior={"rank": 0, "reader": {"layers": 1, "blend": [1, 1, 0]}})
+def test_a_readers_blend_needs_a_fallback_and_any_reader_needs_anchors():
+    no_fallback = {k: v for k, v in PRIOR.items() if k != "fallback"}
+    with pytest.raises(ValueError, match="reader.blend answers unseen statements in place of the fallback"):
+        make_tiny_parts(num_layers=2, similarity_prior={**no_fallback, "reader": {"layers": 1, "blend": [1, 1, 0]}})
+    for reader in ({"layers": 1, "blend": [1, 1, 0]}, {"layers": 1, "choices": 1.0}):
+        with pytest.raises(ValueError, match="it needs anchors"):
+            make_tiny_parts(num_layers=2, similarity_prior={**PRIOR, "anchors": 0, "reader": reader})
 
 
 def test_a_reader_needs_a_bert_like_encoder():
@@ -345,10 +383,12 @@ def test_emotion_pairs_read_the_folder_and_leave_out_the_benchmarks_properties(t
 def test_the_reader_only_command_writes_a_head_with_the_reader(tmp_path):
     """``jevlaya-lab train --reader-only`` on a tiny budget: the written head holds the shipped head's
     tensors unchanged plus ``reader.*`` in fp16, and its config the reader with a fitted blend and
-    choice weight. ``--reader-refit`` keeps the shipped reader's tensors and refits only those."""
+    choice weight. ``--reader-refit`` keeps the shipped reader's tensors and refits only those; with
+    ``--reader-choices-only``, or on mini-multi whose shipped reader reads choices only, no blend."""
     from safetensors.torch import load_file
 
     from jevlaya_lab.decisions import bundled
+    from jevlaya_lab.decisions.prior import PriorConfig
     from jevlaya_lab.decisions.training import cli as train_cli
 
     out = tmp_path / "head"
@@ -372,6 +412,13 @@ def test_the_reader_only_command_writes_a_head_with_the_reader(tmp_path):
     assert rewritten.keys() == shipped_all.keys() and all(torch.equal(rewritten[k], v) for k, v in shipped_all.items())
     config = json.loads((refit / "config.json").read_text())["similarity_prior"]["reader"]
     assert config["layers"] == 3 and config["choices"] > 0 and len(config["blend"]) == 3
+    for name, flags in (("mini-en", ["--reader-choices-only"]), ("mini-multi", [])):  # mini-multi's reads choices only
+        out = tmp_path / f"{name}-choices"
+        assert train_cli.main(["--name", name, "--reader-refit", *flags, "--reader-blend-rows", "128",
+                               "--out", str(out)]) == 0
+        config = json.loads((out / "config.json").read_text())["similarity_prior"]
+        assert set(config["reader"]) == {"layers", "choices"} and config["reader"]["choices"] > 0
+        assert PriorConfig.from_value(config).reader.blend is None  # mini-multi's has no fallback: valid all the same
 
 
 def test_mini_en_reads_a_users_statement_about_what_a_message_contains():
@@ -415,6 +462,43 @@ def test_mini_en_reads_a_users_own_options_and_not_the_presets():
     assert [a["answers"]["desk"]["choice"] for a in answers] == list(messages.values())
     tokens = tokenize_states(agent.tokenizer, list(messages))
     assert len(agent._prior.inputs(tokens, parse_questions(question), 64, 3).pair_row) == 3 * 3
+    preset = presets.PRESETS["triage"]()
+    parsed = parse_questions({k: v for k, v in preset.items() if v["type"] == "choice"})
+    assert len(parsed) and not len(agent._prior.inputs(tokens, parsed, 64, 10).pair_row)
+
+
+def test_mini_multi_reads_a_users_own_options_in_several_languages_and_no_statement():
+    """The shipped mini-multi's reader reads choice options only: a user's own choice over messages in
+    English, Spanish, French and German is read (one pair per option and message) and each
+    message's right option gains probability over the same checkpoint with the options unread; a
+    user's yes/no statement and a preset's choice are not read."""
+    from jevlaya_lab import load
+    from jevlaya_lab.decisions import presets
+
+    agent = load("mini-multi", device="cpu")
+    model = agent.decision_model
+    config = model.prior.config
+    assert config.reader is not None and config.reader.blend is None and config.reader.choices > 0
+    question = {"desk": {"type": "choice", "instructions": "Which desk should take this?",
+                         "criteria": ["payments", "deliveries", "passwords and sign-in"]}}
+    messages = {"I was charged twice for the same invoice, please sort out the money.": "payments",
+                "The courier never brought my parcel and tracking has not moved in a week.": "deliveries",
+                "Me cobraron dos veces la misma factura, devuélvanme el dinero.": "payments",
+                "Le livreur n'a jamais apporté mon colis.": "deliveries",
+                "Ich habe mein Passwort vergessen und kann mich nicht anmelden.": "passwords and sign-in"}
+    read = agent.predict_batch(list(messages), question)
+    model.prior.config = config.with_choice_weight(0.0)
+    try:
+        unread = agent.predict_batch(list(messages), question)
+    finally:
+        model.prior.config = config
+    assert [a["answers"]["desk"]["choice"] for a in read] == list(messages.values())
+    for gold, with_reader, without in zip(messages.values(), read, unread):
+        assert with_reader["answers"]["desk"]["probabilities"][gold] > without["answers"]["desk"]["probabilities"][gold]
+    tokens = tokenize_states(agent.tokenizer, list(messages))
+    assert len(agent._prior.inputs(tokens, parse_questions(question), 64, 3).pair_row) == 3 * len(messages)
+    statement = parse_questions({"thanks": {"type": "noul", "instructions": "The customer says thank you."}})
+    assert not len(agent._prior.inputs(tokens, statement, 64, 2).pair_row)
     preset = presets.PRESETS["triage"]()
     parsed = parse_questions({k: v for k, v in preset.items() if v["type"] == "choice"})
     assert len(parsed) and not len(agent._prior.inputs(tokens, parsed, 64, 10).pair_row)

@@ -7,6 +7,7 @@
     jevlaya-lab train --name mini-en --fallback-only --ship  # refit only the unseen-statement fallback
     jevlaya-lab train --name mini-en --reader-only --emotions DIR --ship  # train the statement reader
     jevlaya-lab train --name mini-en --reader-refit --ship  # refit only how the shipped reader is blended
+    jevlaya-lab train --name mini-multi --reader-only --emotions DIR --reader-layers 3 --reader-choices-only --ship
 
 Every run ends by fitting the prior's ``fallback`` (how a yes/no statement the head never saw is
 answered; ``trainer.fit_fallback``) on the training datasets' train utterances and the hand-written
@@ -15,7 +16,10 @@ retraining) and writes its head with the new config. ``--reader-only`` trains th
 checkpoint's statement reader (``training.reader``; 1500 steps take 8 minutes on an idle 2-core
 AVX-512 machine, about 25 on an AVX2 one) and writes its head with the reader's tensors (fp16)
 added; ``--reader-refit`` keeps the shipped reader and refits only its yes/no blend and choice
-weight (minutes).
+weight (minutes). With ``--reader-choices-only`` the reader reads choice options only and yes/no
+statements keep their answer without it (no blend is fit, and a checkpoint without a fallback may
+carry it): ``mini-multi``'s reader, whose yes/no blend ranked its English dev statements below the
+cosine (that run took 34 minutes on the AVX2 machine, a blend fit included).
 
 Real utterances come from ``--data-dir`` (default ``$JEVLAYA_DATA_DIR``, else ``shared/datasets``
 beside the checkout); ``--datasets ''`` trains on synthetic data only.
@@ -88,6 +92,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="only train the statement reader of the bundled --name checkpoint (see training.reader)")
     p.add_argument("--emotions", default=None,
                    help="with --reader-only: a folder with GoEmotions' train.tsv and labels.txt")
+    p.add_argument("--reader-choices-only", action="store_true",
+                   help="with --reader-only or --reader-refit: the reader reads choice options only, not "
+                        "yes/no statements (no blend is fit; a refit of a reader without a blend keeps it so)")
     p.add_argument("--reader-layers", type=int, default=2, help="with --reader-only: top encoder layers it trains")
     p.add_argument("--reader-steps", type=int, default=1500, help="with --reader-only: optimiser steps")
     p.add_argument("--reader-blend-rows", type=int, default=4000,
@@ -222,14 +229,22 @@ def _reader_only(args: argparse.Namespace, cfg: Any, started: float) -> int:
         return 1
     layers = reader.config.layers if args.reader_refit and reader is not None else args.reader_layers
     training = ReaderTraining(layers=layers, steps=args.reader_steps, blend_rows=args.reader_blend_rows, seed=cfg.seed)
+    statements = not (args.reader_choices_only or (args.reader_refit and reader is not None and reader.config.blend is None))
     try:
         if args.reader_refit and reader is not None:
-            reader_config = fit_reader_config(agent, reader, training, data_dir=cfg.data_dir, max_len=cfg.max_len)
+            reader_config = fit_reader_config(agent, reader, training, data_dir=cfg.data_dir, max_len=cfg.max_len,
+                                              statements=statements)
         else:
             reader, reader_config = build_reader(agent, training, data_dir=cfg.data_dir, emotions=args.emotions,
-                                                 max_len=cfg.max_len, log=lambda m: print(m, flush=True))
+                                                 max_len=cfg.max_len, log=lambda m: print(m, flush=True),
+                                                 statements=statements)
     except (DatasetError, FileNotFoundError) as exc:
         print(f"jevlaya-lab train: {exc}", file=sys.stderr)
+        return 1
+    if reader_config.blend is None and not reader_config.choices:
+        print("jevlaya-lab train: the reader reads choice options only (--reader-choices-only, or a shipped reader "
+              "without a blend) and its fitted choice weight is 0, so it would read nothing; train it longer "
+              "(--reader-steps) or train one that reads statements too (drop --reader-choices-only)", file=sys.stderr)
         return 1
     config[PRIOR_KEY]["reader"] = reader_config.to_value()
     out = bundled.HEADS_DIR / args.name if args.ship else Path(args.out or Path("checkpoints") / f"{args.name}-head")

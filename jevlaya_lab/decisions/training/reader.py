@@ -318,34 +318,43 @@ halves, 0.739 (ECE 0.116); on the dev statements themselves (a reference no fit 
 
 def fit_reader_config(agent: Any, reader: StatementReader, training: ReaderTraining, *, data_dir: str | None,
                       datasets: Sequence[str] | None = None, written: Sequence[str] = ("en",),
-                      max_len: int = TRAIN_MAX_LEN) -> ReaderConfig:
+                      max_len: int = TRAIN_MAX_LEN, statements: bool = True) -> ReaderConfig:
     """How ``reader`` is blended into ``agent``'s answers: its ``blend`` (yes/no, on up to
-    ``blend_rows`` rows of each of :data:`BLEND_SOURCES`) and its ``choices`` weight (on
-    ``blend_rows / 32`` choice questions over the held-out intents), both fit on data the reader was
-    not trained on; ``max_len`` tokens of a state for the similarity the blend reads."""
+    ``blend_rows`` rows of each of :data:`BLEND_SOURCES`; not fit with ``statements=False``, a reader
+    of choice options only) and its ``choices`` weight (on ``blend_rows / 32`` choice questions over
+    the held-out intents), both fit on data the reader was not trained on; ``max_len`` tokens of a
+    state for the similarity the blend reads."""
+    _, held = split_intents(training.hold_out, training.seed, datasets)
+    questions = held_choice_questions(held, data_dir, max(1, training.blend_rows // 32), 12, training.seed)
+    choices = fit_choice_weight(agent, reader, questions)
+    if not statements:
+        return ReaderConfig(training.layers, None, choices)
+    return ReaderConfig(training.layers, _fit_statement_blend(agent, reader, training, held, data_dir=data_dir,
+                                                              written=written, max_len=max_len), choices)
+
+
+def _fit_statement_blend(agent: Any, reader: StatementReader, training: ReaderTraining, held: dict[str, Intent], *,
+                         data_dir: str | None, written: Sequence[str], max_len: int) -> tuple[float, float, float]:
     from jevlaya_lab.decisions.training.trainer import written_statement_rows
 
-    _, held = split_intents(training.hold_out, training.seed, datasets)
     by_intents = blend_rows(held, data_dir, training.blend_rows, training.seed)
     written_rows = written_statement_rows(written)
     written_rows = random.Random(training.seed).sample(written_rows, min(training.blend_rows, len(written_rows)))
     by_written = [(statement, text, truth) for text, statement, truth in written_rows]
     rows = by_written + by_intents
-    blend = fit_blend(agent.decision_model, reader, agent.tokenizer, rows, temperature=agent.temperatures.get("noul", 2),
-                      max_len=max_len,
-                      groups=[BLEND_SOURCES[0]] * len(by_written) + [BLEND_SOURCES[1]] * len(by_intents))
-    questions = held_choice_questions(held, data_dir, max(1, training.blend_rows // 32), 12, training.seed)
-    return ReaderConfig(training.layers, blend, fit_choice_weight(agent, reader, questions))
+    return fit_blend(agent.decision_model, reader, agent.tokenizer, rows, temperature=agent.temperatures.get("noul", 2),
+                     max_len=max_len,
+                     groups=[BLEND_SOURCES[0]] * len(by_written) + [BLEND_SOURCES[1]] * len(by_intents))
 
 
 def build_reader(agent: Any, training: ReaderTraining, *, data_dir: str | None, emotions: str | Path | None = None,
                  datasets: Sequence[str] | None = None, max_len: int = TRAIN_MAX_LEN,
-                 log: Callable[[str], None] = print) -> tuple[StatementReader, ReaderConfig]:
+                 log: Callable[[str], None] = print, statements: bool = True) -> tuple[StatementReader, ReaderConfig]:
     """Train a reader for ``agent``'s checkpoint (the recipe of ``jevlaya-lab train --reader-only``):
     ``training.steps * training.batch`` pairs, half intents and half emotions when their folder is
     given (else all intents), then :func:`fit_reader_config` (``max_len``: the states' tokens for
     the similarity it blends). ``datasets`` limits the intents to those datasets (a
-    leave-one-dataset-out run)."""
+    leave-one-dataset-out run); ``statements=False``: a reader of choice options only (no blend)."""
     rng = random.Random(training.seed)
     trained, held = split_intents(training.hold_out, training.seed, datasets)
     n = training.steps * training.batch
@@ -357,4 +366,4 @@ def build_reader(agent: Any, training: ReaderTraining, *, data_dir: str | None, 
         f"{len(held)} intents held out for the blend and the choice weight")
     reader = train_reader(agent.decision_model, agent.tokenizer, pairs, training, log=log)
     return reader, fit_reader_config(agent, reader, training, data_dir=data_dir, datasets=datasets,
-                                     max_len=max_len)
+                                     max_len=max_len, statements=statements)
