@@ -137,6 +137,19 @@ def test_an_unseen_statement_is_the_blend_of_similarity_and_reader_and_a_known_o
     assert inputs.pair_row.tolist() == [1, 3, 5]  # rows are state-major: only "new" is read
 
 
+def _assert_options_read(parts, text, read, base, weight):
+    """``read``'s CHOICE probabilities are ``base``'s times exp(weight * r), renormalised, r the
+    reader's log-odds of each option in context with ``text``."""
+    model, tokenizer = parts.model, parts.tokenizer
+    labels = CHOICE["criteria"]
+    r = torch.tensor([_plain_reader_logit(model.encoder, model.reader, tokenizer, f"{CHOICE['instructions']} {o}",
+                                          text) for o in labels])
+    base_p = torch.tensor([base["answers"]["desk"]["probabilities"][o] for o in labels])
+    want = torch.softmax(base_p.log() + weight * r, dim=0)
+    got = torch.tensor([read["answers"]["desk"]["probabilities"][o] for o in labels])
+    assert torch.allclose(got, want, atol=2e-4), (got, want)
+
+
 def test_a_choice_with_unseen_options_adds_the_readers_log_odds_of_each_option_in_context(tmp_path):
     """With ``choices: w``, every option of a choice whose options are far from the training texts is
     read as ``<instructions> <option>`` with the state: its probability, against the same checkpoint
@@ -145,7 +158,7 @@ def test_a_choice_with_unseen_options_adds_the_readers_log_odds_of_each_option_i
     read."""
     w = 1.7
     parts = _reader_parts(choices=w)
-    model, tokenizer, encoder = parts.model, parts.tokenizer, parts.model.encoder
+    model, tokenizer = parts.model, parts.tokenizer
     reading = Agent(save_checkpoint(tmp_path / "reads", *parts))
     plain_config = dataclasses.replace(model.prior.config, reader=dataclasses.replace(model.prior.config.reader,
                                                                                        choices=0.0))
@@ -157,13 +170,7 @@ def test_a_choice_with_unseen_options_adds_the_readers_log_odds_of_each_option_i
     temperature = reading.temperatures.get("choice", len(labels))
     answers = zip(STATES, reading.predict_batch(STATES, questions), plain.predict_batch(STATES, questions))
     for state, read, base in answers:
-        text = serialize_state(state)
-        r = torch.tensor([_plain_reader_logit(encoder, model.reader, tokenizer, f"{CHOICE['instructions']} {o}", text)
-                          for o in labels])
-        base_p = torch.tensor([base["answers"]["desk"]["probabilities"][o] for o in labels])
-        want = torch.softmax(base_p.log() + w * r / temperature, dim=0)
-        got = torch.tensor([read["answers"]["desk"]["probabilities"][o] for o in labels])
-        assert torch.allclose(got, want, atol=2e-4), (got, want)
+        _assert_options_read(parts, serialize_state(state), read, base, w / temperature)
         assert read["answers"]["new"]["noul"] == pytest.approx(base["answers"]["new"]["noul"], abs=1e-6)
     parsed = parse_questions(questions)
     tokens = tokenize_states(tokenizer, STATES)
@@ -193,11 +200,7 @@ def test_a_reader_of_choices_only_reads_the_options_not_the_statements_and_needs
     answers = zip(STATES, reading.predict_batch(STATES, questions), plain.predict_batch(STATES, questions))
     for state, read, base in answers:
         text = serialize_state(state)
-        r = torch.tensor([_plain_reader_logit(encoder, model.reader, tokenizer, f"{CHOICE['instructions']} {o}", text)
-                          for o in labels])
-        base_p = torch.tensor([base["answers"]["desk"]["probabilities"][o] for o in labels])
-        got = torch.tensor([read["answers"]["desk"]["probabilities"][o] for o in labels])
-        assert torch.allclose(got, torch.softmax(base_p.log() + w * r / temperature, dim=0), atol=2e-4)
+        _assert_options_read(parts, text, read, base, w / temperature)
         o, s = _pooled(encoder, tokenizer, UNSEEN), _pooled(encoder, tokenizer, text)
         against = prior.reference @ o
         z = ((s @ o - against.mean()) / against.std()).item()
