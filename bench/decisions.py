@@ -401,11 +401,11 @@ def reader_cost(name: str = "mini-en", repeats: int = 7) -> dict:
                        "criteria": ["payments", "shipping", "accounts", "product"]}}
     reader, config = model.reader, model.prior.config
     unread = config.with_choice_weight(0.0)
-    settings = {"choice without": (choice, reader, unread), "choice with": (choice, reader, config)}
-    kinds = ("choice",)
-    if config.reader is not None and config.reader.blend is not None:
-        settings.update({"statement without": (statement, None, config), "statement with": (statement, reader, config)})
-        kinds = ("statement", "choice")
+    settings = {"statement without": (statement, None, config), "statement with": (statement, reader, config),
+                "choice without": (choice, reader, unread), "choice with": (choice, reader, config)}
+    if config.reader is not None and config.reader.blend is None:  # it reads no statement: nothing to compare
+        del settings["statement without"], settings["statement with"]
+    kinds = [kind for kind in ("statement", "choice") if f"{kind} with" in settings]
     times: dict[str, list[float]] = {k: [] for k in settings}
     for _ in range(repeats):
         for key, (question, module, prior_config) in settings.items():

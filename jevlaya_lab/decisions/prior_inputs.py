@@ -219,22 +219,21 @@ class PriorBuilder:
         context (:func:`context_texts`), if it has at most
         :data:`~jevlaya_lab.decisions.statement_reader.READ_MAX_OPTIONS` options. Once per question
         set, like the slot vectors."""
-        reader = self.model.prior.config.reader
-        choices, statements = bool(reader.choices), reader.blend is not None
-        hit = self._statements.get((questions, choices, statements))
+        reader = self.model.prior.config.reader  # what it reads follows its config, a key of the cache
+        hit = self._statements.get((questions, reader))
         if hit is not None:
             return hit
         picked: list[tuple[int, int, str]] = []
         for j, q in enumerate(questions):
-            if q.type == "noul" and statements:
+            if q.type == "noul" and reader.blend is not None:
                 statement = option_texts(q)[1]
                 if statement is not None and float(gate[j][true_slot[j]].max()) < READ_BELOW:
                     picked.append((j, int(true_slot[j].nonzero()[0]), statement))
-            elif (q.type == "choice" and choices and q.n_options <= READ_MAX_OPTIONS
+            elif (q.type == "choice" and reader.choices and q.n_options <= READ_MAX_OPTIONS
                   and float(gate[j][:q.n_options].min()) < READ_BELOW):
                 texts = context_texts(q)
                 picked += [(j, slot, text) for slot, caller in enumerate(q.option_order)
                            if (text := texts[caller]) is not None]
         found = self.rows.encode([t for _, _, t in picked]) if picked else []
-        return self._statements.put((questions, choices, statements),
+        return self._statements.put((questions, reader),
                                     [(j, slot, list(e.ids)) for (j, slot, _), e in zip(picked, found)])

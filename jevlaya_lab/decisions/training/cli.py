@@ -229,7 +229,8 @@ def _reader_only(args: argparse.Namespace, cfg: Any, started: float) -> int:
         return 1
     layers = reader.config.layers if args.reader_refit and reader is not None else args.reader_layers
     training = ReaderTraining(layers=layers, steps=args.reader_steps, blend_rows=args.reader_blend_rows, seed=cfg.seed)
-    statements = not (args.reader_choices_only or (args.reader_refit and reader is not None and reader.config.blend is None))
+    shipped_reads_choices_only = args.reader_refit and reader is not None and reader.config.blend is None
+    statements = not (args.reader_choices_only or shipped_reads_choices_only)
     try:
         if args.reader_refit and reader is not None:
             reader_config = fit_reader_config(agent, reader, training, data_dir=cfg.data_dir, max_len=cfg.max_len,
