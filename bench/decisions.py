@@ -386,39 +386,33 @@ def versus_laya(seconds: float, cells: list[tuple[int, int]], repeats: int) -> d
 
 def reader_cost(name: str = "mini-en", repeats: int = 7) -> dict:
     """What bundled checkpoint ``name``'s statement reader costs a user's own questions on 64
-    hand-written messages: a yes/no statement with the reader on and off (when it reads statements;
-    mini-multi's reads choice options only), and a 4-option choice with the options read and not
-    read (``reader.choices`` at 0), in the same process, interleaved rounds; median seconds per call
-    and their ratios."""
+    hand-written messages: a yes/no statement read and unread (``"read": False``; only when the
+    reader reads statements: mini-multi's reads choice options only), and a 4-option choice read and
+    unread, in the same process, interleaved rounds; median seconds per call and their ratios."""
     from jevlaya_lab import load
 
     path = ROOT / "tests" / "data" / "user_questions" / "en_states.json"
     states = [s["text"] for s in json.loads(path.read_text(encoding="utf-8"))["states"]][:64]
     agent = load(name, device="cpu")
-    model = agent.decision_model
-    statement = {"thanks": {"type": "noul", "instructions": "The customer says thank you."}}
-    choice = {"desk": {"type": "choice", "instructions": "Which desk handles this?",
-                       "criteria": ["payments", "shipping", "accounts", "product"]}}
-    reader, config = model.reader, model.prior.config
-    unread = config.with_choice_weight(0.0)
-    settings = {"statement without": (statement, None, config), "statement with": (statement, reader, config),
-                "choice without": (choice, reader, unread), "choice with": (choice, reader, config)}
-    if config.reader is not None and config.reader.blend is None:  # it reads no statement: nothing to compare
-        del settings["statement without"], settings["statement with"]
-    kinds = [kind for kind in ("statement", "choice") if f"{kind} with" in settings]
+    statement = {"type": "noul", "instructions": "The customer says thank you."}
+    choice = {"type": "choice", "instructions": "Which desk handles this?",
+              "criteria": ["payments", "shipping", "accounts", "product"]}
+    kinds = {"choice": choice}
+    if agent.decision_model.prior.config.reader.blend is not None:  # it reads statements too
+        kinds = {"statement": statement, **kinds}
+    settings = {f"{kind} {mode}": {"q": {**question, "read": mode == "with"}}
+                for kind, question in kinds.items() for mode in ("without", "with")}
     times: dict[str, list[float]] = {k: [] for k in settings}
     for _ in range(repeats):
-        for key, (question, module, prior_config) in settings.items():
-            model.reader, model.prior.config = module, prior_config
+        for key, questions in settings.items():
             started = time.perf_counter()
-            agent.predict_batch(states, question)
+            agent.predict_batch(states, questions)
             times[key].append(time.perf_counter() - started)
-    model.reader, model.prior.config = reader, config
     row = {k: statistics.median(v[1:]) for k, v in times.items()}
     for kind in kinds:
         row[f"{kind} ratio"] = row[f"{kind} with"] / row[f"{kind} without"]
-        print(f"{name}, 64 messages x 1 user {kind}: reader off {row[f'{kind} without'] * 1000:.0f} ms, "
-              f"on {row[f'{kind} with'] * 1000:.0f} ms, ratio {row[f'{kind} ratio']:.2f}")
+        print(f"{name}, 64 messages x 1 user {kind}: read False {row[f'{kind} without'] * 1000:.0f} ms, "
+              f"read {row[f'{kind} with'] * 1000:.0f} ms, ratio {row[f'{kind} ratio']:.2f}")
     return row
 
 

@@ -26,9 +26,10 @@ ADAPTATION_VERSION = 1
 
 # -- which question is which --------------------------------------------------------------------
 def question_key(q: Question) -> str:
-    """The content key an adaptation is stored and looked up under (type, instructions, options)."""
+    """The content key an adaptation is stored and looked up under (type, instructions, options,
+    and whether the reader may read it: a correction fit on read answers does not fit unread ones)."""
     return json.dumps([q.type, q.instructions, [str(label) for label in q.labels], list(q.option_texts),
-                       list(q.legend)], ensure_ascii=False)
+                       list(q.legend), q.read], ensure_ascii=False)
 
 
 # -- the stored correction and how a forward pass uses it --------------------------------------

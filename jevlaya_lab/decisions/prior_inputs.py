@@ -217,14 +217,16 @@ class PriorBuilder:
         :data:`~jevlaya_lab.decisions.statement_reader.READ_BELOW`, and, when the reader reads
         choices, every option of a choice question with an option below it, in its question's
         context (:func:`context_texts`), if it has at most
-        :data:`~jevlaya_lab.decisions.statement_reader.READ_MAX_OPTIONS` options. Once per question
-        set, like the slot vectors."""
+        :data:`~jevlaya_lab.decisions.statement_reader.READ_MAX_OPTIONS` options; never a question
+        whose definition says ``"read": False``. Once per question set, like the slot vectors."""
         reader = self.model.prior.config.reader  # what it reads follows its config, a key of the cache
         hit = self._statements.get((questions, reader))
         if hit is not None:
             return hit
         picked: list[tuple[int, int, str]] = []
         for j, q in enumerate(questions):
+            if not q.read:  # the user's "read": False
+                continue
             if q.type == "noul" and reader.blend is not None:
                 statement = option_texts(q)[1]
                 if statement is not None and float(gate[j][true_slot[j]].max()) < READ_BELOW:

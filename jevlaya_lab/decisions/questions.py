@@ -21,6 +21,13 @@ The rules, each tested in ``tests/decisions``:
   value is used as written. ``labels`` maps exactly ``false`` and ``true`` to two distinct
   non-blank words (stripped). ``option_order`` is not allowed for ``noul``, whose two options
   have a fixed order (Laya ignores it silently; an ignored key would hide a mistake).
+- ``read`` (this project's key; Laya has none and refuses it) may be set on a ``choice`` or
+  ``noul`` question: ``True`` (the default) lets a checkpoint with a statement reader read the
+  statement, or a choice's options, together with each state when they are far from its training
+  texts (:mod:`~jevlaya_lab.decisions.statement_reader`); ``False`` never reads them: the answer
+  comes from the similarity prior alone, and a call costs one encoder pass over the states (a read
+  4-option choice costs 6-7x that on the bundled checkpoints). Only a bool is accepted (``"no"``
+  would be truthy), and a ``score`` question, which is never read, refuses the key.
 """
 
 from __future__ import annotations
@@ -37,9 +44,9 @@ QUESTION_TYPES: tuple[str, ...] = ("choice", "score", "noul")
 TYPE_IDS: dict[str, int] = {name: index for index, name in enumerate(QUESTION_TYPES)}
 
 _ALLOWED_KEYS: dict[str, frozenset[str]] = {
-    "choice": frozenset({"type", "instructions", "criteria", "option_order"}),
+    "choice": frozenset({"type", "instructions", "criteria", "option_order", "read"}),
     "score": frozenset({"type", "instructions", "criteria", "option_order"}),
-    "noul": frozenset({"type", "instructions", "criteria", "labels"}),
+    "noul": frozenset({"type", "instructions", "criteria", "labels", "read"}),
 }
 _NOUL_DEFAULT_TEXT = {
     "false": "no, the statement does not hold",
@@ -64,6 +71,8 @@ class Question:
     """Score only: the rendered level descriptions."""
     words: tuple[str, ...] = ()
     """Yes/no only: the (false, true) words of ``labels`` when given, shown on the answer."""
+    read: bool = True
+    """``False``: the statement reader never reads this question (its ``read`` key)."""
 
     @property
     def type_id(self) -> int:
@@ -238,6 +247,14 @@ def _option_order(qid: str | int, value: Any, k: int) -> tuple[int, ...]:
     return tuple(value)
 
 
+def _read(qid: str | int, definition: Mapping[str, Any]) -> bool:
+    value = definition.get("read", True)
+    if not isinstance(value, bool):
+        raise _fail(qid, f"read must be True or False, got {type(value).__name__} {value!r}; "
+                         "write 'read': False to answer without the statement reader")
+    return value
+
+
 def parse_question(qid: Any, definition: Any) -> Question:
     """Validate one definition and render its options; raises :class:`QuestionError`."""
     if isinstance(qid, bool) or not isinstance(qid, (str, int)) or (isinstance(qid, str) and not qid.strip()):
@@ -249,6 +266,9 @@ def parse_question(qid: Any, definition: Any) -> Question:
     if qtype not in QUESTION_TYPES:
         raise _fail(qid, f"type {qtype!r} is not one of {list(QUESTION_TYPES)}; "
                          "set 'type' to 'choice', 'score' or 'noul'")
+    if qtype == "score" and "read" in definition:
+        raise _fail(qid, "read is not allowed for a score question: the statement reader never reads "
+                         "score levels, so the key would do nothing; remove it")
     unknown = sorted(map(str, set(definition) - _ALLOWED_KEYS[qtype]))
     if unknown:
         raise _fail(qid, f"unknown key(s) {unknown} for a {qtype} question; "
@@ -270,7 +290,7 @@ def parse_question(qid: Any, definition: Any) -> Question:
     if qtype == "noul" and definition.get("labels") is not None:
         named = _noul_labels(qid, definition["labels"])
         words = (named["false"], named["true"])
-    return Question(qid, qtype, instructions, labels, texts, order, legend, words)
+    return Question(qid, qtype, instructions, labels, texts, order, legend, words, _read(qid, definition))
 
 
 def parse_questions(questions: Any) -> tuple[Question, ...]:

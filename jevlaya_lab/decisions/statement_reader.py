@@ -51,7 +51,9 @@ options lifted its English dev choices from 0.619 to 0.672 (README, "Your own qu
 Only statements whose gate is below :data:`READ_BELOW` are read (a statement near the training
 texts keeps the trained answer, and the presets pay nothing): the cost of a user's statement is
 one more pass over ``(statement, state)`` through the encoder per state, and of a read choice
-question one such pass per option. A checkpoint without the
+question one such pass per option. A question whose definition says ``"read": False``
+(:mod:`~jevlaya_lab.decisions.questions`) is never read: the caller's choice of the cheaper answer
+(the prior alone) for a large table. A checkpoint without the
 key has no reader and answers exactly as before. Encoders the reader can run are BERT-like ones
 (``embeddings`` and ``encoder.layer``); another raises a ``ValueError`` when the checkpoint loads.
 """

@@ -68,6 +68,15 @@ def test_integer_question_ids_are_accepted_and_key_the_answer():
                                            "b": {"type": "noul", "instructions": "y"}})] == [1, "b"]
 
 
+def test_read_is_kept_per_question_and_defaults_to_true():
+    """``read`` (this project's key) is a choice's or a yes/no's own; without it a question may be read."""
+    got = parse_questions({"a": {"type": "noul", "instructions": "x"},
+                           "b": {"type": "noul", "instructions": "x", "read": False},
+                           "c": {"type": "choice", "instructions": "x", "criteria": ["p"], "read": True}})
+    assert [q.read for q in got] == [True, False, True]
+    assert got[0] != got[1]  # so caches keyed on questions keep read and unread answers apart
+
+
 def test_option_order_is_kept_as_slot_order():
     q = parse_one({"type": "choice", "instructions": "Pick", "criteria": ["a", "b", "c"],
                    "option_order": [2, 0, 1]})
@@ -109,6 +118,9 @@ def test_questions_must_be_a_dict_type_error():
         ({"type": "multi", "instructions": "x"}, "type 'multi' is not one of"),
         ({"instructions": "x"}, "type None"),
         ({"type": "choice", "instructions": object(), "criteria": ["a"]}, "cannot be rendered"),
+        ({"type": "choice", "instructions": "x", "criteria": ["a"], "read": "no"}, "read must be True or False"),
+        ({"type": "noul", "instructions": "x", "read": 0}, "write 'read': False"),
+        ({"type": "score", "instructions": "x", "criteria": ["a"], "read": False}, "never reads score levels"),
     ],
 )
 def test_bad_question_raises_value_error_naming_the_question_id(definition, fragment):

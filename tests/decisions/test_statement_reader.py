@@ -210,6 +210,45 @@ def test_a_reader_of_choices_only_reads_the_options_not_the_statements_and_needs
     assert inputs.pair_row.tolist() == [0, 2, 4] * 3  # the options only, never the statement
 
 
+def test_a_question_that_says_read_false_is_answered_without_the_reader(tmp_path):
+    """``"read": False``: the statement gets the fallback (as the same checkpoint answers it unread)
+    and the options the prior alone (as at choice weight 0); no pair is built for such a question,
+    while another question of the same call is read as before. An adaptation fit on the unread
+    question corrects it, and leaves the same question asked with reading as the checkpoint answers it."""
+    parts = _reader_parts(choices=1.7)
+    model, tokenizer, encoder = parts.model, parts.tokenizer, parts.model.encoder
+    path = save_checkpoint(tmp_path / "ck", *parts)
+    agent, plain = Agent(path), Agent(path)
+    plain.decision_model.prior.config = plain.decision_model.prior.config.with_choice_weight(0.0)
+    new = {"type": "noul", "instructions": UNSEEN}
+    read = {"desk": CHOICE, "new": new}
+    unread = {"desk": {**CHOICE, "read": False}, "new": {**new, "read": False}}
+    probabilities = lambda result: torch.tensor(list(result["answers"]["desk"]["probabilities"].values()))  # noqa: E731
+    o = _pooled(encoder, tokenizer, UNSEEN)
+    g, against = model.prior.gate(o[None])[0].item(), model.prior.reference @ o
+    answers = zip(STATES, agent.predict_batch(STATES, unread), plain.predict_batch(STATES, {"desk": CHOICE}),
+                  agent.predict_batch(STATES, read))
+    for state, off, base, on in answers:
+        assert torch.allclose(probabilities(off), probabilities(base), atol=1e-6)
+        assert not torch.allclose(probabilities(off), probabilities(on), atol=1e-3)  # reading moves them
+        z = ((_pooled(encoder, tokenizer, serialize_state(state)) @ o - against.mean()) / against.std()).item()
+        fallback = torch.sigmoid(torch.tensor(g * (9.0 * z - 3.0) + (1 - g) * (1.5 * z + 0.25))).item()
+        assert off["answers"]["new"]["noul"] == pytest.approx(fallback, abs=2e-4)
+        assert abs(on["answers"]["new"]["noul"] - fallback) > 1e-3
+    tokens = tokenize_states(tokenizer, STATES)
+    assert not len(agent._prior.inputs(tokens, parse_questions(unread), 64, 3).pair_row)
+    mixed = parse_questions({"desk": CHOICE, "new": unread["new"]})
+    assert agent._prior.inputs(tokens, mixed, 64, 3).pair_row.tolist() == [0, 2, 4] * 3
+    texts = [f"{topic} case {i}" for i in range(4) for topic in ("taxes owed", "zebra crossing", "flux")]
+    labels = ["tax", "zebra crossing", "quantum flux"] * 4
+    adapted = agent.adapt([(t, {"desk": label}) for t, label in zip(texts, labels)], {"desk": unread["desk"]})
+    unread_desk, read_desk = {"desk": unread["desk"]}, {"desk": CHOICE}
+    assert not all(torch.allclose(probabilities(a), probabilities(b), atol=1e-4) for a, b in
+                   zip(adapted.predict_batch(texts, unread_desk), agent.predict_batch(texts, unread_desk)))
+    for a, b in zip(adapted.predict_batch(texts, read_desk), agent.predict_batch(texts, read_desk)):
+        assert torch.allclose(probabilities(a), probabilities(b), atol=1e-6)
+
+
 @pytest.mark.parametrize("reader, fragment", [
     ({"layers": 0, "blend": [1, 1, 0]}, "layers must be an int >= 1"),
     ({"layers": 1, "blend": [1, "x", 0]}, "blend must be"),
