@@ -40,14 +40,11 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 def read_pairs(agent, q, texts):
     """``(pair_ids, pair_types, pair_mask)`` of the pairs the Agent reads for a yes/no ``q``."""
-    from jevlaya_lab.decisions.budget import check_budget
-    from jevlaya_lab.decisions.encoding import build_batch, tokenize_states
+    from jevlaya_lab.decisions.encoding import tokenize_states
 
-    max_len = check_budget("max_len", agent.config.max_len)
-    heads = agent._question_heads((q,), agent.config.head_max_len)
+    max_len, head_max_len = agent._budgets()
     tokens = tokenize_states(agent._rows, list(texts))
-    batch = build_batch(agent._rows, tokens, heads, max_len=max_len)
-    prior = agent._prior.inputs(tokens, batch.questions, max_len, batch.option_mask.shape[1])
+    (_, _, prior), = agent._chunks(tokens, (q,), max_len, head_max_len, batch_size=len(tokens))
     if len(prior.pair_row) != len(texts):
         return None  # the statement is near the training texts: the checkpoint does not read it
     order = prior.pair_row.argsort()

@@ -29,23 +29,13 @@ def base_features(agent: Agent, states: Sequence[Any], parsed: tuple[Question, .
     """Per question ``[n, k]`` log-probabilities (caller order, at the agent's temperatures) that
     the agent's checkpoint gives ``states`` without any adaptation, and the ``[n, d]`` pooled state
     vectors (None unless ``vectors``)."""
-    from jevlaya_lab.decisions.budget import check_budget, check_positions
-    from jevlaya_lab.decisions.encoding import ROWS_PER_CHUNK, build_batch, tokenize_states
+    from jevlaya_lab.decisions.encoding import tokenize_states
 
-    max_len = check_positions(
-        check_budget("max_len", agent.config.max_len),
-        getattr(getattr(agent.decision_model.encoder, "config", None), "max_position_embeddings", None),
-        agent.model_id)
-    heads = agent._question_heads(parsed, agent.config.head_max_len)
+    max_len, head_max_len = agent._budgets()
     tokens = tokenize_states(agent._rows, list(states))
-    chunk = max(1, ROWS_PER_CHUNK // len(heads))  # the Agent's chunking
     per_question: list[list[torch.Tensor]] = [[] for _ in parsed]
     pooled: list[torch.Tensor] = []
-    for start in range(0, len(tokens), chunk):
-        chunk_tokens = tokens[start:start + chunk]
-        batch = build_batch(agent._rows, chunk_tokens, heads, max_len=max_len)
-        prior = None if agent._prior is None else agent._prior.inputs(
-            chunk_tokens, batch.questions, max_len, batch.option_mask.shape[1])
+    for _, batch, prior in agent._chunks(tokens, parsed, max_len, head_max_len):
         out = agent._forward(batch, prior)
         if out.state_vectors is not None:  # the prior's own pooled states: no second pass
             pooled.append(out.state_vectors.float().cpu())

@@ -36,7 +36,6 @@ import torch
 from jevlaya_lab._lru import LockedLRU
 from jevlaya_lab.decisions.budget import check_budget, check_positions
 from jevlaya_lab.decisions.calibration import (
-    CALIBRATION_VERSION,
     TemperatureTable,
     apply_min_confidence,
     decode_answer,
@@ -58,7 +57,7 @@ from jevlaya_lab.decisions.encoding import (
 )
 from jevlaya_lab.decisions.model import DecisionModel, DecisionOutput
 from jevlaya_lab.decisions.prior_inputs import PriorBuilder, PriorInputs
-from jevlaya_lab.decisions.questions import QUESTION_TYPES, Question, parse_questions
+from jevlaya_lab.decisions.questions import Question, parse_questions
 from jevlaya_lab.decisions.results import AgentResult, ResultList
 from jevlaya_lab.hooks import HookHost, HookRunner, PredictContext
 from jevlaya_lab.hooks.options import HookKeywords, HookOptions
@@ -219,33 +218,11 @@ class Agent(HookHost):
 
     def save_calibration(self, path: str | os.PathLike[str]) -> None:
         """Write the temperatures in use as a calibration file (Laya's version-2 JSON layout)."""
-        import json
-        from pathlib import Path
-
-        payload = {
-            "version": CALIBRATION_VERSION,
-            "temperature": [self.temperatures.by_type[t] for t in QUESTION_TYPES],
-            "temperature_by_options": dict(self.temperatures.by_bucket),
-            "model_id_or_path": self.model_id,
-            "subfolder": None,
-            "config": {k: v for k, v in self.config.to_dict().items()
-                       if k not in ("temperature", "temperature_by_options")},
-        }
-        Path(path).write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        self.temperatures.write(path, self.model_id, self.config)
 
     def load_calibration(self, path: str | os.PathLike[str]) -> None:
         """Use the temperatures of a calibration file (ours or Laya's); the weights are unchanged."""
-        import json
-        from pathlib import Path
-
-        try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ValueError(f"calibration={os.fspath(path)!r} cannot be read as JSON ({exc})") from None
-        if not isinstance(data, dict) or "temperature" not in data:
-            raise ValueError(f"calibration={os.fspath(path)!r} has no 'temperature'; write it with "
-                             "agent.save_calibration(path)")
-        self.temperatures = TemperatureTable(data["temperature"], data.get("temperature_by_options") or {})
+        self.temperatures = TemperatureTable.read(path)
 
     # -- few-shot adaptation and saving (jevlaya_lab.decisions.adapt) ------------------------------
     def adapt(self, examples: Any, questions: Mapping[Any, Any], *, seed: int = 0,
@@ -315,32 +292,44 @@ class Agent(HookHost):
             for index, state in enumerate(states):
                 check_state(state, index)
             return [empty_result(self.model_id) for _ in states]
-        max_len = check_positions(
-            check_budget("max_len", self.config.max_len if ctx.max_len is None else ctx.max_len),
-            getattr(getattr(self.decision_model.encoder, "config", None), "max_position_embeddings", None),
-            self.model_id)
-        head_max_len = check_budget(
-            "head_max_len", self.config.head_max_len if ctx.head_max_len is None else ctx.head_max_len)
-        heads = self._question_heads(parsed, head_max_len)
+        max_len, head_max_len = self._budgets(ctx.max_len, ctx.head_max_len)
         tokens = tokenize_states(self._rows, states)
-        order = list(range(len(states)))
-        if sort_by_length:
-            order.sort(key=lambda i: len(tokens[i].ids))
-        chunk = batch_size or max(1, ROWS_PER_CHUNK // len(heads))
+        order = sorted(range(len(states)), key=lambda i: len(tokens[i].ids)) if sort_by_length else None
         results: list[dict[str, Any]] = [{} for _ in states]
+        for picked, batch, prior in self._chunks(tokens, parsed, max_len, head_max_len, batch_size, order):
+            out = self._forward(batch, prior)
+            if self._adaptation is not None:  # the user's few-shot corrections (decisions.adapt)
+                out = DecisionOutput(self._adaptation.adjust(self, batch, [tokens[i] for i in picked],
+                                                             out.option_logits, max_len, out.state_vectors),
+                                     out.act_logits)
+            for index, result in zip(picked, self._decode(batch, out)):
+                results[index] = result
+        return results
+
+    def _budgets(self, max_len: int | None = None, head_max_len: int | None = None) -> tuple[int, int]:
+        """The call's ``(max_len, head_max_len)``: the given ones, else the checkpoint's, checked."""
+        return (check_positions(
+            check_budget("max_len", self.config.max_len if max_len is None else max_len),
+            getattr(getattr(self.decision_model.encoder, "config", None), "max_position_embeddings", None),
+            self.model_id),
+            check_budget("head_max_len", self.config.head_max_len if head_max_len is None else head_max_len))
+
+    def _chunks(self, tokens: Sequence[Any], parsed: tuple[Question, ...], max_len: int, head_max_len: int,
+                batch_size: int | None = None, order: Sequence[int] | None = None,
+                ) -> Iterator[tuple[list[int], EncodedBatch, PriorInputs | None]]:
+        """A call's forward-pass inputs, chunk by chunk: the chunk's state indices (in ``order``, else as
+        given), its batch and the prior's inputs. ``batch_size=None`` keeps a pass at most
+        ``ROWS_PER_CHUNK`` rows. What ``adapt`` and the benchmarks read goes through here too, so
+        they see exactly the Agent's inputs."""
+        heads = self._question_heads(parsed, head_max_len)
+        order = list(range(len(tokens))) if order is None else list(order)
+        chunk = batch_size or max(1, ROWS_PER_CHUNK // len(heads))
         for start in range(0, len(order), chunk):
             picked = order[start:start + chunk]
             chunk_tokens = [tokens[i] for i in picked]
             batch = build_batch(self._rows, chunk_tokens, heads, max_len=max_len)
-            prior = None if self._prior is None else self._prior.inputs(
+            yield picked, batch, None if self._prior is None else self._prior.inputs(
                 chunk_tokens, batch.questions, max_len, batch.option_mask.shape[1])
-            out = self._forward(batch, prior)
-            if self._adaptation is not None:  # the user's few-shot corrections (decisions.adapt)
-                out = DecisionOutput(self._adaptation.adjust(self, batch, chunk_tokens, out.option_logits,
-                                                             max_len, out.state_vectors), out.act_logits)
-            for index, result in zip(picked, self._decode(batch, out)):
-                results[index] = result
-        return results
 
     def _question_heads(self, parsed: tuple[Question, ...], head_max_len: int) -> tuple[QuestionHead, ...]:
         key = (parsed, head_max_len)

@@ -14,9 +14,12 @@ bucket (or ``"default"``, else 0.0) and records that threshold on the answer; se
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import warnings
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, TypeGuard
 
 from jevlaya_lab.decisions.questions import QUESTION_TYPES, Question
@@ -104,6 +107,32 @@ class TemperatureTable:
 
     def __repr__(self) -> str:
         return f"TemperatureTable(by_type={self.by_type}, by_bucket={self.by_bucket})"
+
+    def write(self, path: str | os.PathLike[str], model_id: str, config: Any) -> None:
+        """Write this table as a calibration file (Laya's version-2 JSON layout) of checkpoint
+        ``model_id`` with its ``CheckpointConfig`` (its temperatures left out: they are this table)."""
+        payload = {
+            "version": CALIBRATION_VERSION,
+            "temperature": [self.by_type[t] for t in QUESTION_TYPES],
+            "temperature_by_options": dict(self.by_bucket),
+            "model_id_or_path": model_id,
+            "subfolder": None,
+            "config": {k: v for k, v in config.to_dict().items()
+                       if k not in ("temperature", "temperature_by_options")},
+        }
+        Path(path).write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+    @classmethod
+    def read(cls, path: str | os.PathLike[str]) -> TemperatureTable:
+        """The temperatures of a calibration file (ours or Laya's); a ``ValueError`` names the file."""
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ValueError(f"calibration={os.fspath(path)!r} cannot be read as JSON ({exc})") from None
+        if not isinstance(data, dict) or "temperature" not in data:
+            raise ValueError(f"calibration={os.fspath(path)!r} has no 'temperature'; write it with "
+                             "agent.save_calibration(path)")
+        return cls(data["temperature"], data.get("temperature_by_options") or {})
 
 
 def parse_min_confidence(value: Any) -> dict[str, float] | None:
