@@ -148,6 +148,10 @@ class RowTokenizer:
         """Tokenise cleaned texts without special tokens; returns ``tokenizers.Encoding`` objects."""
         return self._backend.encode_batch([self.clean(t) for t in texts], add_special_tokens=False)
 
+    def decode(self, ids: Sequence[int]) -> str:
+        """The text of token ids, special tokens dropped (e.g. to tell a state's language)."""
+        return str(self._backend.decode(list(ids), skip_special_tokens=True))
+
 
 _ROW_TOKENIZERS: "weakref.WeakKeyDictionary[Any, RowTokenizer]" = weakref.WeakKeyDictionary()
 _ROW_TOKENIZERS_LOCK = threading.Lock()

@@ -180,7 +180,8 @@ class DecisionModel(nn.Module):
             read = (prior.pair_row, prior.pair_slot,
                     self.reader(self.encoder, prior.pair_ids, prior.pair_types, prior.pair_mask))
         logits: torch.Tensor = self.prior(states, prior.option_vectors, batch.type_ids, prior.true_slot,
-                                          prior.gate, (prior.center, prior.spread), read)
+                                          prior.gate, (prior.center, prior.spread), read,
+                                          (prior.local_center, prior.local_spread))
         return logits, pooled
 
     def _prior_only(self, batch: Any, prior: PriorInputs) -> DecisionOutput:

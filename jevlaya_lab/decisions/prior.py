@@ -51,7 +51,24 @@ cosine to its 20 nearest anchors (a state near many training texts is near every
 its domain), and ``scale``/``bias`` are one statement-agnostic logistic fit over held-out
 statements on real utterances and the presets' statements on hand-written messages, classes
 weighted equally so that 0.5 separates (``training.trainer.fit_fallback``). Statements the head was
-trained on (gate near 1) answer as before.
+trained on (gate near 1) answer as before: ``g`` here is the gate over the gate of a training text
+itself (cosine 1), at most 1, so a preset's own statement gets none of the fallback even where the
+gate is soft (``mini-multi``'s gives a training text 0.944; with 5.6 % of the fallback its guard
+``is_safe`` fell from 0.958 to 0.875 balanced on the locked test).
+
+**Reference states by language** (``reference_languages``: ``{"en": 300, "es": 49, ...}``, with
+``prior.language_reference`` holding that many unit vectors, block after block). A multilingual
+encoder finds two texts in one language closer than any two in different ones, so a Spanish
+statement's cosine to a Spanish message reads high against reference states that are mostly
+English: ``mini-multi``'s unseen statements said "yes" to 65 % of the Spanish, French, German,
+Portuguese and Italian dev messages of the user-question benchmark (18 % hold). With blocks, an
+unseen statement's answer (the fallback, and a reader's blend) reads its z-score against the
+reference states in the *state's* language, as :func:`jevlaya_lab.decisions.detect.detect` tells it
+from the state's text; a state whose language is undecided or has no block reads it against
+``reference`` as before. The trained part of an answer (nearly all of it for a statement near the
+training texts, such as a preset's) always reads ``reference``. ``jevlaya-lab train
+--language-references N`` draws the blocks from the hand-written training messages by their
+detected language (blocks of fewer than :data:`MIN_LANGUAGE_BLOCK` messages are not kept).
 
 **Options in context** (``option_context``). A user's bare option names say little alone ("ring
 them", "write back", "leave it"), and which sense is meant is in the question. So a choice option
@@ -76,6 +93,7 @@ A checkpoint without the key (every Laya checkpoint) has no prior and answers ex
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -84,11 +102,13 @@ from torch import nn
 
 from jevlaya_lab.decisions.statement_reader import ReaderConfig
 
-__all__ = ["DEFAULT_GATE", "PRIOR_KEY", "PriorConfig", "SimilarityPrior", "mean_pool"]
+__all__ = ["DEFAULT_GATE", "MIN_LANGUAGE_BLOCK", "PRIOR_KEY", "PriorConfig", "SimilarityPrior", "mean_pool"]
 
 PRIOR_KEY = "similarity_prior"
 DEFAULT_GATE = (0.85, 40.0)
 """Option texts with cosine >= ~0.9 to a training text get the correction, below ~0.8 almost none."""
+MIN_LANGUAGE_BLOCK = 20
+"""The fewest reference states a language block is drawn with (fewer would give a noisy z-score)."""
 INITIAL_SCALE = 20.0
 """A cosine gap of 0.1 becomes a logit gap of 2 before training (roughly what the fitted scales reach)."""
 
@@ -112,6 +132,9 @@ class PriorConfig:
     reader: ReaderConfig | None = None
     """The statement reader of unseen yes/no statements and choice options
     (:mod:`jevlaya_lab.decisions.statement_reader`)."""
+    reference_languages: tuple[tuple[str, int], ...] = ()
+    """``((language, count), ...)``: the blocks of ``prior.language_reference`` an unseen statement is
+    standardised against, by the state's language (see the module docstring); empty: none."""
 
     @classmethod
     def from_value(cls, value: Any) -> PriorConfig:
@@ -123,7 +146,7 @@ class PriorConfig:
         if not isinstance(value, dict):
             raise bad('use an object like {"pooling": "mean", "prefix": "", "rank": 64}')
         allowed = ("pooling", "prefix", "rank", "anchors", "gate", "joint_head", "reference", "fallback",
-                   "option_context", "reader")
+                   "option_context", "reader", "reference_languages")
         unknown = set(value) - set(allowed)
         if unknown:
             raise bad(f"unknown keys {sorted(unknown)}; allowed are {', '.join(allowed)}")
@@ -136,8 +159,14 @@ class PriorConfig:
                 or any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in fallback)):
             raise bad("fallback must be [scale, bias, hubness] (numbers), e.g. [0.4, -0.2, 10.0]")
         reader = ReaderConfig.from_value(value["reader"]) if "reader" in value else None
+        blocks = value.get("reference_languages", {})
+        if (not isinstance(blocks, dict) or any(not isinstance(k, str) or not k.strip() for k in blocks)
+                or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in blocks.values())):
+            raise bad('reference_languages must map language codes to counts >= 1, e.g. {"en": 300, "es": 49} '
+                      "(write it with jevlaya-lab train --fallback-only --language-references 300, or drop it)")
         config = cls(**{**value, "gate": (float(gate[0]), float(gate[1])),
-                        "fallback": tuple(float(x) for x in fallback), "reader": reader})
+                        "fallback": tuple(float(x) for x in fallback), "reader": reader,
+                        "reference_languages": tuple(blocks.items())})
         if config.pooling != "mean":
             raise bad('pooling must be "mean"')
         if not isinstance(config.prefix, str):
@@ -152,6 +181,9 @@ class PriorConfig:
             raise bad("reference must be an int >= 0 (0: statements are not standardised)")
         if not isinstance(config.option_context, bool):
             raise bad("option_context must be true or false")
+        if config.reference_languages and not config.reference:
+            raise bad("reference_languages refines the reference states: it needs reference > 0 "
+                      "(or drop reference_languages)")
         if reader is not None and not config.anchors:
             raise bad("reader reads only texts far from the training texts: it needs anchors "
                       "(fit them with jevlaya-lab train --fallback-only, or drop the reader)")
@@ -178,6 +210,8 @@ class PriorConfig:
             value["option_context"] = True
         if self.reader is not None:
             value["reader"] = self.reader.to_value()
+        if self.reference_languages:
+            value["reference_languages"] = dict(self.reference_languages)
         return value
 
 
@@ -202,6 +236,8 @@ class SimilarityPrior(nn.Module):
         self.register_buffer("anchors", torch.zeros(config.anchors, hidden_size))
         # no tensor at all without references: checkpoints from before the key load unchanged
         self.register_buffer("reference", torch.zeros(config.reference, hidden_size) if config.reference else None)
+        languages = sum(n for _, n in config.reference_languages)
+        self.register_buffer("language_reference", torch.zeros(languages, hidden_size) if languages else None)
         if config.reference:  # a z-score of 1 is a cosine gap of ~0.07: about INITIAL_SCALE's logit gap
             with torch.no_grad():
                 self.scale[2] = INITIAL_SCALE * 0.07
@@ -215,10 +251,43 @@ class SimilarityPrior(nn.Module):
         threshold, sharpness = self.config.gate
         return torch.sigmoid(sharpness * (nearest - threshold))
 
-    def standardiser(self, option_vectors: torch.Tensor, true_slot: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def gate_of_a_training_text(self) -> float:
+        """The gate of a text equal to an anchor (cosine 1): below 1 with a soft gate (``mini-multi``'s
+        gives 0.944), so the fallback share is measured from it, and a preset's own statement gets
+        none of the fallback."""
+        threshold, sharpness = self.config.gate
+        return 1.0 / (1.0 + math.exp(-sharpness * (1.0 - threshold)))
+
+    def language_block(self, text: str) -> int:
+        """Which standardisation an unseen statement on a state with this text reads: 1 + the index
+        of the block of its detected language, or 0 (``reference``) when undecided or without a block."""
+        codes = [code for code, _ in self.config.reference_languages]
+        if not codes:
+            return 0
+        from jevlaya_lab.decisions.detect import detect
+
+        language = detect(text)["language"]
+        return codes.index(language) + 1 if language in codes else 0
+
+    def standardisers(self, option_vectors: torch.Tensor, true_slot: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``([1 + blocks, ..., k], ...)`` :meth:`standardiser` over ``reference`` (index 0), then over
+        each language block of ``language_reference`` (see :meth:`language_block`)."""
+        parts = [self.standardiser(option_vectors, true_slot)]
+        languages: torch.Tensor | None = self.language_reference  # type: ignore[assignment]  # a registered buffer
+        start = 0
+        for _, count in self.config.reference_languages:
+            assert languages is not None
+            parts.append(self.standardiser(option_vectors, true_slot, languages[start:start + count]))
+            start += count
+        return torch.stack([c for c, _ in parts]), torch.stack([s for _, s in parts])
+
+    def standardiser(self, option_vectors: torch.Tensor, true_slot: torch.Tensor,
+                     reference: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """``([..., k], [..., k])`` center and spread of each slot's cosine: over the reference
-        states for a noul statement (the true slot), 0 and 1 elsewhere or without references."""
-        reference: torch.Tensor | None = self.reference  # type: ignore[assignment]  # a registered buffer
+        states (``reference``, else the prior's own) for a noul statement (the true slot), 0 and 1
+        elsewhere or without references."""
+        if reference is None:
+            reference = self.reference  # type: ignore[assignment]  # a registered buffer
         center = torch.zeros(option_vectors.shape[:-1], dtype=option_vectors.dtype, device=option_vectors.device)
         spread = torch.ones_like(center)
         if reference is not None:
@@ -230,14 +299,17 @@ class SimilarityPrior(nn.Module):
     def forward(self, state_vectors: torch.Tensor, option_vectors: torch.Tensor, type_ids: torch.Tensor,
                 true_slot: torch.Tensor, gate: torch.Tensor | None = None,
                 standard: tuple[torch.Tensor, torch.Tensor] | None = None,
-                read: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+                read: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
+                local: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """``[rows, max_k]`` prior logits from unit state vectors ``[rows, d]`` and option vectors.
 
         ``gate`` is :meth:`gate` of ``option_vectors`` and ``standard`` their :meth:`standardiser`,
         passed in when the caller computed them once per question set (they compare every option
         with every anchor and reference state). ``read`` is ``(rows, slots, log-odds)`` of the
         statement reader: with a ``reader`` config it answers a row's unseen statement (at its true
-        slot) in place of the fallback, and adds ``choices * log-odds`` to a read choice option."""
+        slot) in place of the fallback, and adds ``choices * log-odds`` to a read choice option.
+        ``local`` is the center and spread an unseen statement's answer reads, by each row's state
+        language (:meth:`standardisers`); without it, ``standard``'s."""
         cosine = torch.einsum("rd,rkd->rk", state_vectors, option_vectors)
         center, spread = self.standardiser(option_vectors, true_slot) if standard is None else standard
         logits = self.scale[type_ids][:, None] * ((cosine - center) / spread)
@@ -258,13 +330,14 @@ class SimilarityPrior(nn.Module):
         anchors: torch.Tensor = self.anchors  # type: ignore[assignment]  # a registered buffer
         if self.config.fallback and len(anchors):
             scale, bias, hubness = self.config.fallback
-            z = (cosine - center) / spread
+            z = (cosine - center) / spread if local is None else (cosine - local[0]) / local[1]
             unseen = scale * (z - hubness * self.hubness(state_vectors)[:, None]) + bias
             if reader is not None and reader.blend is not None and read_at is not None:
                 by_reader, has = read_at
                 blended = reader.blend[0] * z + reader.blend[1] * by_reader + reader.blend[2]
                 unseen = torch.where(has, blended, unseen)
-            near = self.gate(option_vectors) if gate is None else gate
+            near = (self.gate(option_vectors) if gate is None else gate) / self.gate_of_a_training_text()
+            near = near.clamp(max=1.0)  # a training statement word for word keeps its trained answer alone
             logits = torch.where(true_slot, near * logits + (1 - near) * unseen, logits)
         return logits
 

@@ -37,6 +37,11 @@ class PriorInputs(NamedTuple):
     center: torch.Tensor
     """``[rows, max_k]`` and ``spread``: :meth:`SimilarityPrior.standardiser` of each slot's text."""
     spread: torch.Tensor
+    local_center: torch.Tensor
+    """``[rows, max_k]`` and ``local_spread``: the same over the reference states in the row's state
+    language (:meth:`SimilarityPrior.standardisers`), what an unseen statement reads; ``center`` and
+    ``spread`` again when the prior has no language blocks or the language is undecided."""
+    local_spread: torch.Tensor
     pair_ids: torch.Tensor
     """``[pairs, length]`` the statement reader's ``(statement, state)`` rows (no pairs: ``[0, 0]``),
     with ``pair_types`` and ``pair_mask`` (see :func:`~jevlaya_lab.decisions.statement_reader.pair_rows`)."""
@@ -165,8 +170,9 @@ class PriorBuilder:
         return self._pooled([self._wrap(s.ids, max_len) for s in states], progress=progress)
 
     def question_vectors(self, questions: tuple[Any, ...], max_k: int) -> tuple[torch.Tensor, ...]:
-        """``[q, max_k, d]`` slot vectors (options in context mixed in by the gate) and ``[q, max_k]``
-        true-slot flags, gates, centers and spreads of a question set (see :class:`PriorInputs`)."""
+        """``[q, max_k, d]`` slot vectors (options in context mixed in by the gate), ``[q, max_k]``
+        true-slot flags and gates, and ``[1 + blocks, q, max_k]`` centers and spreads of a question set
+        (see :class:`PriorInputs`; index 0 over ``reference``, then one per language block)."""
         key = (questions, max_k)
         hit = self._cache.get(key)
         if hit is not None:
@@ -176,7 +182,7 @@ class PriorBuilder:
         with torch.inference_mode():
             on_device = slots.to(prior.anchors.device)
             gate = prior.gate(on_device).cpu()
-            center, spread = (t.cpu() for t in prior.standardiser(on_device, true_slot.to(on_device.device)))
+            center, spread = (t.cpu() for t in prior.standardisers(on_device, true_slot.to(on_device.device)))
         if prior.config.option_context and any(q.type == "choice" for q in questions):
             in_context, _ = self._slots(questions, max_k, context_texts)
             has = in_context.abs().sum(-1, keepdim=True) > 0
@@ -194,9 +200,10 @@ class PriorBuilder:
 
     def inputs(self, states: Sequence[Any], questions: tuple[Any, ...], max_len: int, max_k: int) -> PriorInputs:
         """The prior's inputs for ``states`` (``StateTokens``) x ``questions``, rows state-major."""
-        option_vectors, true_slot, gate, center, spread = self.question_vectors(questions, max_k)
+        option_vectors, true_slot, gate, centers, spreads = self.question_vectors(questions, max_k)
         state_ids, state_mask = pad_rows([self._wrap(s.ids, max_len) for s in states], self.rows.pad_id)
         n, q = len(states), len(questions)
+        blocks = torch.tensor([self._block(s) for s in states] if len(centers) > 1 else [0] * n, dtype=torch.long)
         pairs, pair_row, pair_slot = [], [], []
         if getattr(self.model, "reader", None) is not None:
             for j, slot, statement in self._read_texts(questions, true_slot, gate):
@@ -207,8 +214,14 @@ class PriorBuilder:
                                            else (torch.zeros((0, 0), dtype=torch.long),) * 3)
         return PriorInputs(state_ids, state_mask, torch.arange(n).repeat_interleave(q),
                            option_vectors.repeat(n, 1, 1), true_slot.repeat(n, 1), gate.repeat(n, 1),
-                           center.repeat(n, 1), spread.repeat(n, 1), pair_ids, pair_types, pair_mask,
+                           centers[0].repeat(n, 1), spreads[0].repeat(n, 1),
+                           centers[blocks].reshape(n * q, -1), spreads[blocks].reshape(n * q, -1),
+                           pair_ids, pair_types, pair_mask,
                            torch.tensor(pair_row, dtype=torch.long), torch.tensor(pair_slot, dtype=torch.long))
+
+    def _block(self, state: Any) -> int:
+        """The language block of a state (``StateTokens``), read from its text as the tokens give it."""
+        return int(self.model.prior.language_block(self.rows.decode(state.ids)))
 
     def _read_texts(self, questions: tuple[Any, ...], true_slot: torch.Tensor,
                     gate: torch.Tensor) -> list[tuple[int, int, list[int]]]:

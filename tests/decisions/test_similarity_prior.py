@@ -40,6 +40,13 @@ def _pooled(encoder, tokenizer, text):
         hidden = encoder(input_ids=torch.tensor([ids])).last_hidden_state
     return torch.nn.functional.normalize(hidden.mean(dim=1)[0], dim=-1)
 
+def _share(prior, o):
+    """The trained part's share of a statement's answer: its gate over the gate of a training text
+    itself (cosine 1), at most 1."""
+    threshold, sharpness = prior.config.gate
+    return min(1.0, prior.gate(o[None])[0].item() / torch.sigmoid(torch.tensor(sharpness * (1 - threshold))).item())
+
+
 
 def test_prior_answers_equal_an_independent_cosine_computation(tmp_path):
     """With a zero scorer, each probability is softmax(scale * cos) of plain mean-pooled vectors,
@@ -204,7 +211,7 @@ def test_an_unseen_statement_gets_the_fallback_and_a_known_one_keeps_the_trained
             o = _pooled(encoder, tokenizer, text)
             against = prior.reference @ o
             z = (s @ o - against.mean()) / against.std()
-            g = prior.gate(o[None])[0].item()
+            g = _share(prior, o)
             trained, fallback = 9.0 * z - 3.0, 1.5 * (z - 2.0 * hub) + 0.25
             want = torch.sigmoid(g * trained + (1 - g) * fallback).item()
             assert result["answers"][qid]["noul"] == pytest.approx(want, abs=2e-4)
@@ -215,6 +222,34 @@ def test_an_unseen_statement_gets_the_fallback_and_a_known_one_keeps_the_trained
     (path / "rl_agent_config.json").write_text(json.dumps(data))
     with pytest.raises(CheckpointError, match="fallback must be"):
         load_checkpoint(path)
+
+
+def test_a_training_statement_keeps_its_trained_answer_alone_under_a_soft_gate(tmp_path):
+    """With a soft gate a text equal to an anchor has a gate below 1 (0.73 at [0.9, 10]); the
+    fallback share is read from the gate of a training text itself, so such a statement (a preset's
+    own) is answered sigmoid(scale * z + bias) exactly, with none of the fallback."""
+    parts = make_tiny_parts(similarity_prior={"rank": 0, "reference": 3, "anchors": 2, "gate": [0.9, 10.0],
+                                              "fallback": [1.5, 0.25, 0.0]})
+    model, tokenizer = parts.model, parts.tokenizer
+    encoder = model.encoder
+    plain = _prior_parts()
+    model.load_state_dict({**plain.model.state_dict(), "prior.reference": model.prior.reference,
+                           "prior.anchors": model.prior.anchors}, strict=True)
+    known = "The customer asks for money back."
+    with torch.no_grad():
+        model.prior.reference.copy_(torch.stack([_pooled(encoder, tokenizer, t) for t in
+                                                 ["where is my parcel", "thanks for the help", "invoice wrong"]]))
+        model.prior.anchors.copy_(torch.stack([_pooled(encoder, tokenizer, t) for t in [known, "refund"]]))
+    o = _pooled(encoder, tokenizer, known)
+    assert model.prior.gate(o[None])[0].item() == pytest.approx(torch.sigmoid(torch.tensor(1.0)).item(), abs=1e-3)
+    from jevlaya_lab.decisions.encoding import serialize_state
+
+    answers = Agent(save_checkpoint(tmp_path / "ck", *parts)).predict_batch(
+        STATES, {"known": {"type": "noul", "instructions": known}})
+    for state, result in zip(STATES, answers):
+        against = model.prior.reference @ o
+        z = (_pooled(encoder, tokenizer, serialize_state(state)) @ o - against.mean()) / against.std()
+        assert result["answers"]["known"]["noul"] == pytest.approx(torch.sigmoid(9.0 * z - 3.0).item(), abs=2e-4)
 
 
 def test_an_option_far_from_the_training_texts_is_read_with_its_question(tmp_path):

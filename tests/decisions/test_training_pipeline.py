@@ -281,6 +281,7 @@ def test_train_command_writes_a_loadable_checkpoint(tmp_path, capsys):
     for key, value in TINY.items():
         args += [f"--{key.replace('_', '-')}", str(value)]
     args += ["--lr", "1e-3", "--time-budget", "600", "--pool-cache", str(tmp_path / "pool")]  # every float option parses
+    args += ["--written", "multi", "--language-references", "25"]  # reference states by language, then the fallback
     assert train_cli.main(args) == 0
     from jevlaya_lab.decisions.training.trainer import load_memo
 
@@ -290,6 +291,9 @@ def test_train_command_writes_a_loadable_checkpoint(tmp_path, capsys):
     assert config.act_costs == [1.0] and config.head_layers == 0 and model.prior is not None
     scale, bias, hubness = model.prior.config.fallback  # the unseen-statement fallback was fit and written
     assert hubness == FALLBACK_HUBNESS and math.isfinite(scale) and math.isfinite(bias)
+    blocks = dict(model.prior.config.reference_languages)
+    assert len(blocks) >= 5 and set(blocks.values()) == {25} and "en" not in blocks
+    assert model.prior.language_reference.shape == (25 * len(blocks), model.hidden_size)
     recorded = json.loads((tmp_path / "out" / "head" / "calibration.json").read_text())["train_config"]
     assert (recorded["datasets"], recorded["lr"], recorded["time_budget"]) == ("clinc150,hwu64", 1e-3, 600.0)
     assert "checkpoint ->" in capsys.readouterr().out

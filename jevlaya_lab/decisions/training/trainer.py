@@ -100,6 +100,7 @@ class TrainConfig:
     written_holdout: str = ""  # a writer batch ("a", "b", ...) held out whole instead of a random share
     label_aliases: float = 0.0  # share of written choice rows whose options get a user's other names
     reference: int = 1000  # reference states kept to standardise noul statements (0: none); see prior.py
+    language_references: int = 0  # per language, reference states for unseen statements (0: none); see prior.py
     n_heldout_synthetic: int = 1500
     steps: int = 1500
     batch_size: int = 256
@@ -116,7 +117,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         for name in ("dataset_rows", "n_synthetic", "n_heldout_synthetic", "steps", "batch_size", "threads",
-                     "max_len", "head_max_len", "written_copies", "reference"):
+                     "max_len", "head_max_len", "written_copies", "reference", "language_references"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0 or (value == 0 and name in (
                     "steps", "batch_size", "threads", "max_len", "head_max_len")):
@@ -411,6 +412,10 @@ def gate_for(anchors: torch.Tensor, quantile: float = GATE_QUANTILE) -> tuple[fl
     return round(threshold, 3), float(round(GATE_SPREAD_SHARPNESS / max(q75 - q25, 1e-3)))
 
 
+HALF_TENSORS = ("prior.anchors", "prior.reference", "prior.language_reference")
+"""Many unit vectors: fp16 keeps the package small (cosines move < 1e-3)."""
+
+
 def _reference_states(rows: EncodedRows, cfg: TrainConfig) -> torch.Tensor:
     """Indices of up to ``cfg.reference`` distinct training states (seeded): the hand-written ones
     when there are any (they look like what users send), else any."""
@@ -540,8 +545,7 @@ def export_head(result: TrainResult, directory: str | Path, *, train_config: Tra
     for k, v in result.model.state_dict().items():
         if k.startswith("encoder."):
             continue
-        # the anchors are many unit vectors: fp16 keeps the package small (cosines move < 1e-3)
-        tensors[k] = (v.to(torch.float16) if k in ("prior.anchors", "prior.reference") else v).detach().contiguous().clone()
+        tensors[k] = (v.to(torch.float16) if k in HALF_TENSORS else v).detach().contiguous().clone()
     save_file(tensors, out / "head.safetensors", metadata={"format": "pt"})
     (out / "config.json").write_text(json.dumps(result.config, indent=2) + "\n")
     calibration = {"temperatures": result.fit.report, "heldout": result.heldout,
@@ -638,7 +642,8 @@ def fit_fallback(model: DecisionModel, tokenizer: Any, rows: Sequence[tuple[str,
 def statement_z(model: DecisionModel, tokenizer: Any, texts: Sequence[str], statements: Sequence[str], *,
                 max_len: int = TRAIN_MAX_LEN, memo: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``(state vectors [n, d], z [n])``: each text's pooled vector and its statement's cosine to it,
-    standardised against the prior's reference states, as the prior reads an unseen statement."""
+    standardised against the prior's reference states (those of the text's language where the prior
+    has language blocks), as the prior reads an unseen statement."""
     prior = model.prior
     if prior is None:
         raise ValueError("fitting an unseen-statement answer needs a model with a similarity prior; "
@@ -649,9 +654,11 @@ def statement_z(model: DecisionModel, tokenizer: Any, texts: Sequence[str], stat
     distinct = sorted(set(statements))
     index = {s: i for i, s in enumerate(distinct)}
     vectors = builder.vectors(distinct)[torch.tensor([index[s] for s in statements])]
-    with torch.no_grad():
-        center, spread = prior.standardiser(vectors, torch.ones(len(statements), dtype=torch.bool))
-        z = ((states * vectors).sum(-1) - center) / spread
+    with torch.no_grad():  # read against each text's language block, as the prior reads an unseen statement
+        centers, spreads = prior.standardisers(vectors, torch.ones(len(statements), dtype=torch.bool))
+        blocks = torch.tensor([prior.language_block(t) for t in texts] if len(centers) > 1 else [0] * len(texts))
+        rows = torch.arange(len(texts))
+        z = ((states * vectors).sum(-1) - centers[blocks, rows]) / spreads[blocks, rows]
     return states, z
 
 
