@@ -4,6 +4,8 @@
 download) with a fast WordPiece tokenizer that has ``[MASK]``; :func:`make_tiny_checkpoint`
 writes the same thing as a checkpoint directory in well under a second. The weights are random,
 so answers are arbitrary but deterministic for a seed: good for testing plumbing, not quality.
+:func:`pooled_text` and :func:`trained_share` compute what the similarity prior reads the plain way,
+so tests can check its answers against an independent computation.
 """
 
 from __future__ import annotations
@@ -99,3 +101,55 @@ def make_tiny_checkpoint(directory: str | os.PathLike[str], *, seed: int = 0, hi
     """Write a tiny, valid checkpoint directory and return its path (see :func:`make_tiny_parts`)."""
     model, tokenizer, config = make_tiny_parts(seed=seed, hidden_size=hidden_size, **options)
     return save_checkpoint(directory, model, tokenizer, config)
+
+
+def pooled_text(encoder: Any, tokenizer: Any, text: str) -> Any:
+    """The unit mean of ``encoder``'s output over ``[CLS] text [SEP]`` (as sentence-transformers pools),
+    computed directly with the transformers tokenizer, without the Agent's row building."""
+    import torch
+
+    ids = [tokenizer.cls_token_id, *tokenizer(text, add_special_tokens=False)["input_ids"], tokenizer.sep_token_id]
+    with torch.no_grad():
+        hidden = encoder(input_ids=torch.tensor([ids])).last_hidden_state
+    return torch.nn.functional.normalize(hidden.mean(dim=1)[0], dim=-1)
+
+
+def trained_share(prior: Any, vector: Any) -> float:
+    """The trained part's share of a yes/no statement's answer: the statement vector's gate over the
+    gate of a training text itself (cosine 1, ``sigmoid(sharpness * (1 - threshold))``), at most 1."""
+    import math
+
+    threshold, sharpness = prior.config.gate
+    return min(1.0, float(prior.gate(vector[None])[0]) * (1.0 + math.exp(-sharpness * (1.0 - threshold))))
+
+
+REFERENCE_TEXTS = ("where is my parcel", "thanks for the help", "invoice wrong")
+"""The reference states of :func:`fixed_prior_parts`."""
+
+
+def fixed_prior_parts(similarity_prior: dict[str, Any], *, anchors: tuple[str, ...], unseen: tuple[str, ...],
+                      num_layers: int = 1) -> Any:
+    """Tiny parts whose answers a test can compute by hand: a zero Laya scorer, prior scales
+    (7, 5, 9) and biases (0, 0, -3) per type, :data:`REFERENCE_TEXTS` as the reference states and
+    ``anchors`` as the training texts; the gate is put halfway between the ``unseen`` texts and the
+    anchors (a random tiny encoder finds every text alike, so the default gate would read all as seen)."""
+    import dataclasses
+
+    import torch
+
+    from jevlaya_lab.decisions.prior import PRIOR_KEY
+
+    parts = make_tiny_parts(num_layers=num_layers, similarity_prior=similarity_prior)
+    model, tokenizer, encoder = parts.model, parts.tokenizer, parts.model.encoder
+    with torch.no_grad():
+        model.scorer[-1].weight.zero_()
+        model.scorer[-1].bias.zero_()
+        model.prior.scale.copy_(torch.tensor([7.0, 5.0, 9.0]))
+        model.prior.bias.copy_(torch.tensor([0.0, 0.0, -3.0]))
+        model.prior.reference.copy_(torch.stack([pooled_text(encoder, tokenizer, t) for t in REFERENCE_TEXTS]))
+        model.prior.anchors.copy_(torch.stack([pooled_text(encoder, tokenizer, t) for t in anchors]))
+        near = max(float((model.prior.anchors @ pooled_text(encoder, tokenizer, t)).max()) for t in unseen)
+    config = dataclasses.replace(model.prior.config, gate=((1 + near) / 2, 20 / (1 - near)))
+    model.prior.config = config
+    parts.config.extra[PRIOR_KEY] = config.to_value()
+    return parts

@@ -13,9 +13,9 @@ from jevlaya_lab.decisions.agent import Agent
 from jevlaya_lab.decisions.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from jevlaya_lab.decisions.detect import detect
 from jevlaya_lab.decisions.encoding import row_tokenizer, serialize_state, tokenize_states
-from jevlaya_lab.decisions.prior import MIN_LANGUAGE_BLOCK, PRIOR_KEY
+from jevlaya_lab.decisions.prior import MIN_LANGUAGE_BLOCK
 from jevlaya_lab.decisions.prior_inputs import PriorBuilder
-from jevlaya_lab.decisions.testing import make_tiny_parts
+from jevlaya_lab.decisions.testing import fixed_prior_parts, make_tiny_parts, pooled_text, trained_share
 from jevlaya_lab.decisions.training.language_references import draw_language_references, set_language_references
 from jevlaya_lab.decisions.training.trainer import statement_z
 
@@ -30,38 +30,12 @@ PRIOR = {"rank": 0, "reference": 3, "anchors": 2, "gate": [0.9, 60.0], "fallback
          "reference_languages": {"es": 2, "fr": 2}}
 
 
-def _pooled(encoder, tokenizer, text):
-    ids = [tokenizer.cls_token_id, *tokenizer(text, add_special_tokens=False)["input_ids"], tokenizer.sep_token_id]
-    with torch.no_grad():
-        hidden = encoder(input_ids=torch.tensor([ids])).last_hidden_state
-    return torch.nn.functional.normalize(hidden.mean(dim=1)[0], dim=-1)
-
-def _share(prior, o):
-    """The trained part's share of a statement's answer: its gate over the gate of a training text
-    itself (cosine 1), at most 1."""
-    threshold, sharpness = prior.config.gate
-    return min(1.0, prior.gate(o[None])[0].item() / torch.sigmoid(torch.tensor(sharpness * (1 - threshold))).item())
-
-
-
 def _parts():
-    parts = make_tiny_parts(similarity_prior=PRIOR)
+    parts = fixed_prior_parts(PRIOR, anchors=(KNOWN, "refund"), unseen=(UNSEEN,))
     model, tokenizer, encoder = parts.model, parts.tokenizer, parts.model.encoder
     with torch.no_grad():
-        model.scorer[-1].weight.zero_()
-        model.scorer[-1].bias.zero_()
-        model.prior.scale.copy_(torch.tensor([7.0, 5.0, 9.0]))
-        model.prior.bias.copy_(torch.tensor([0.0, 0.0, -3.0]))
-        model.prior.reference.copy_(torch.stack([_pooled(encoder, tokenizer, t) for t in
-                                                 ["where is my parcel", "thanks for the help", "invoice wrong"]]))
-        model.prior.language_reference.copy_(torch.stack([_pooled(encoder, tokenizer, t)
+        model.prior.language_reference.copy_(torch.stack([pooled_text(encoder, tokenizer, t)
                                                           for texts in BLOCKS.values() for t in texts]))
-        model.prior.anchors.copy_(torch.stack([_pooled(encoder, tokenizer, t) for t in [KNOWN, "refund"]]))
-        # a random tiny encoder finds every text alike: put the gate between the unseen statement and the anchors
-        near = (model.prior.anchors @ _pooled(encoder, tokenizer, UNSEEN)).max().item()
-    config = dataclasses.replace(model.prior.config, gate=((1 + near) / 2, 20 / (1 - near)))
-    model.prior.config = config
-    parts.config.extra[PRIOR_KEY] = config.to_value()
     return parts
 
 
@@ -86,11 +60,11 @@ def test_an_unseen_statement_reads_the_reference_states_of_the_states_language(t
     questions = {"known": {"type": "noul", "instructions": KNOWN}, "new": {"type": "noul", "instructions": UNSEEN}}
     moved = 0
     for state, result in zip(STATES, agent.predict_batch(STATES, questions)):
-        s = _pooled(encoder, tokenizer, serialize_state(state))
+        s = pooled_text(encoder, tokenizer, serialize_state(state))
         local = blocks.get(detect(state)["language"], prior.reference)
         for qid, text in (("known", KNOWN), ("new", UNSEEN)):
-            o = _pooled(encoder, tokenizer, text)
-            g = _share(prior, o)
+            o = pooled_text(encoder, tokenizer, text)
+            g = trained_share(prior, o)
             want = torch.sigmoid(torch.tensor(g * (9.0 * _z(s, o, prior.reference) - 3.0)
                                               + (1 - g) * (1.5 * _z(s, o, local) + 0.25))).item()
             assert result["answers"][qid]["noul"] == pytest.approx(want, abs=2e-4)
@@ -107,10 +81,10 @@ def test_fitting_the_fallback_reads_each_texts_language_block():
     parts = _parts()
     model, tokenizer, encoder = parts.model, parts.tokenizer, parts.model.encoder
     _, z = statement_z(model, tokenizer, STATES, [UNSEEN] * len(STATES), max_len=parts.config.max_len)
-    o = _pooled(encoder, tokenizer, UNSEEN)
+    o = pooled_text(encoder, tokenizer, UNSEEN)
     prior = model.prior
     references = [prior.language_reference[:2], prior.language_reference[2:], prior.reference, prior.reference]
-    want = [_z(_pooled(encoder, tokenizer, s), o, r) for s, r in zip(STATES, references)]
+    want = [_z(pooled_text(encoder, tokenizer, s), o, r) for s, r in zip(STATES, references)]
     assert z.tolist() == pytest.approx(want, abs=1e-4)
 
 
@@ -166,7 +140,6 @@ def test_mini_multi_reads_a_french_or_spanish_statement_against_messages_of_that
     French is near French, and the reference states are mostly English); with them the three that
     hold are above 0.5 and the three that do not are below. The Spanish statement ranks its messages
     the same way and says "no" to the ones that do not hold."""
-    import dataclasses
 
     from jevlaya_lab import load
 

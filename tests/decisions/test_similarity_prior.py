@@ -10,7 +10,7 @@ from transformers import AutoModel
 
 from jevlaya_lab.decisions.agent import Agent
 from jevlaya_lab.decisions.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from jevlaya_lab.decisions.testing import make_tiny_parts
+from jevlaya_lab.decisions.testing import make_tiny_parts, pooled_text, trained_share
 
 QUESTIONS = {
     "team": {"type": "choice", "instructions": "Who handles this?",
@@ -33,21 +33,6 @@ def _prior_parts(**kwargs):
     return parts
 
 
-def _pooled(encoder, tokenizer, text):
-    """Mean of the encoder output over [CLS] text [SEP], as sentence-transformers pools."""
-    ids = [tokenizer.cls_token_id, *tokenizer(text, add_special_tokens=False)["input_ids"], tokenizer.sep_token_id]
-    with torch.no_grad():
-        hidden = encoder(input_ids=torch.tensor([ids])).last_hidden_state
-    return torch.nn.functional.normalize(hidden.mean(dim=1)[0], dim=-1)
-
-def _share(prior, o):
-    """The trained part's share of a statement's answer: its gate over the gate of a training text
-    itself (cosine 1), at most 1."""
-    threshold, sharpness = prior.config.gate
-    return min(1.0, prior.gate(o[None])[0].item() / torch.sigmoid(torch.tensor(sharpness * (1 - threshold))).item())
-
-
-
 def test_prior_answers_equal_an_independent_cosine_computation(tmp_path):
     """With a zero scorer, each probability is softmax(scale * cos) of plain mean-pooled vectors,
     whatever the slot order; a noul's true side gets scale * cos(state, statement) + bias."""
@@ -58,17 +43,17 @@ def test_prior_answers_equal_an_independent_cosine_computation(tmp_path):
     from jevlaya_lab.decisions.encoding import serialize_state
 
     for state, result in zip(STATES, results):
-        s = _pooled(encoder, tokenizer, serialize_state(state))
+        s = pooled_text(encoder, tokenizer, serialize_state(state))
         team_texts = ["billing team: money and invoices", "technical: bugs and crashes", "sales"]
-        cos = torch.stack([s @ _pooled(encoder, tokenizer, t) for t in team_texts])
+        cos = torch.stack([s @ pooled_text(encoder, tokenizer, t) for t in team_texts])
         want = torch.softmax(7.0 * cos, dim=0)
         got = result["answers"]["team"]["probabilities"]
         assert [got[k] for k in ("billing_team", "technical", "sales")] == pytest.approx(want.tolist(), abs=2e-4)
         levels = ["low", "medium", "high"]
-        cos = torch.stack([s @ _pooled(encoder, tokenizer, t) for t in levels])
+        cos = torch.stack([s @ pooled_text(encoder, tokenizer, t) for t in levels])
         got = result["answers"]["level"]["probabilities"]
         assert [got[str(i)] for i in range(3)] == pytest.approx(torch.softmax(5.0 * cos, 0).tolist(), abs=2e-4)
-        statement = _pooled(encoder, tokenizer, QUESTIONS["refund"]["instructions"])
+        statement = pooled_text(encoder, tokenizer, QUESTIONS["refund"]["instructions"])
         p_true = torch.sigmoid(9.0 * (s @ statement) - 3.0).item()
         assert result["answers"]["refund"]["noul"] == pytest.approx(p_true, abs=2e-4)
 
@@ -161,17 +146,17 @@ def test_a_statement_is_read_against_the_reference_states(tmp_path):
     encoder, tokenizer = model.encoder, parts.tokenizer
     references = ["where is my parcel", "thanks for the quick help", "the invoice total looks wrong"]
     with torch.no_grad():
-        model.prior.reference.copy_(torch.stack([_pooled(encoder, tokenizer, t) for t in references]))
+        model.prior.reference.copy_(torch.stack([pooled_text(encoder, tokenizer, t) for t in references]))
     path = save_checkpoint(tmp_path / "ck", *parts)
     assert json.loads((path / "rl_agent_config.json").read_text())["similarity_prior"]["reference"] == 3
     from jevlaya_lab.decisions.encoding import serialize_state
 
-    statement = _pooled(encoder, tokenizer, QUESTIONS["refund"]["instructions"])
+    statement = pooled_text(encoder, tokenizer, QUESTIONS["refund"]["instructions"])
     against = model.prior.reference @ statement
     got = Agent(path).predict_batch(STATES, QUESTIONS)
     without = Agent(plain).predict_batch(STATES, QUESTIONS)
     for state, result, base in zip(STATES, got, without):
-        s = _pooled(encoder, tokenizer, serialize_state(state))
+        s = pooled_text(encoder, tokenizer, serialize_state(state))
         z = (s @ statement - against.mean()) / against.std()
         assert result["answers"]["refund"]["noul"] == pytest.approx(torch.sigmoid(9.0 * z - 3.0).item(), abs=2e-4)
         assert result["answers"]["refund"]["noul"] != pytest.approx(base["answers"]["refund"]["noul"], abs=1e-3)
@@ -180,24 +165,33 @@ def test_a_statement_is_read_against_the_reference_states(tmp_path):
                 base["answers"][qid]["probabilities"], abs=2e-4)
 
 
+KNOWN = "The customer asks for money back."
+
+
+def _fallback_parts(gate, fallback):
+    """A prior with 3 reference states, 2 anchors (KNOWN and "refund"), ``gate`` and ``fallback``,
+    whose other weights are :func:`_prior_parts`'s."""
+    parts = make_tiny_parts(similarity_prior={"rank": 0, "reference": 3, "anchors": 2, "gate": gate,
+                                              "fallback": fallback})
+    model, tokenizer, encoder = parts.model, parts.tokenizer, parts.model.encoder
+    model.load_state_dict({**_prior_parts().model.state_dict(), "prior.reference": model.prior.reference,
+                           "prior.anchors": model.prior.anchors}, strict=True)
+    with torch.no_grad():
+        model.prior.reference.copy_(torch.stack([pooled_text(encoder, tokenizer, t) for t in
+                                                 ["where is my parcel", "thanks for the help", "invoice wrong"]]))
+        model.prior.anchors.copy_(torch.stack([pooled_text(encoder, tokenizer, t) for t in [KNOWN, "refund"]]))
+    return parts
+
+
 def test_an_unseen_statement_gets_the_fallback_and_a_known_one_keeps_the_trained_answer(tmp_path):
     """With a ``fallback`` [scale, bias, hubness], a statement far from every anchor (gate ~0) is
     answered sigmoid(scale * (z - hubness * h(s)) + bias), h(s) the state's mean cosine to its
     nearest anchors; a statement equal to an anchor (gate ~1) keeps scale * z + bias. It survives a
     save and load, and a bad entry names the key."""
-    parts = make_tiny_parts(similarity_prior={"rank": 0, "reference": 3, "anchors": 2, "gate": [0.9, 60.0],
-                                              "fallback": [1.5, 0.25, 2.0]})
+    parts = _fallback_parts([0.9, 60.0], [1.5, 0.25, 2.0])
     model, tokenizer = parts.model, parts.tokenizer
     encoder = model.encoder
-    plain = _prior_parts()
-    model.load_state_dict({**plain.model.state_dict(), "prior.reference": model.prior.reference,
-                           "prior.anchors": model.prior.anchors}, strict=True)
-    known = "The customer asks for money back."
-    unseen = "The writer attaches a photograph."
-    with torch.no_grad():
-        model.prior.reference.copy_(torch.stack([_pooled(encoder, tokenizer, t) for t in
-                                                 ["where is my parcel", "thanks for the help", "invoice wrong"]]))
-        model.prior.anchors.copy_(torch.stack([_pooled(encoder, tokenizer, t) for t in [known, "refund"]]))
+    known, unseen = KNOWN, "The writer attaches a photograph."
     path = save_checkpoint(tmp_path / "ck", *parts)
     assert json.loads((path / "rl_agent_config.json").read_text())["similarity_prior"]["fallback"] == [1.5, 0.25, 2.0]
     from jevlaya_lab.decisions.encoding import serialize_state
@@ -205,13 +199,13 @@ def test_an_unseen_statement_gets_the_fallback_and_a_known_one_keeps_the_trained
     questions = {"known": {"type": "noul", "instructions": known}, "new": {"type": "noul", "instructions": unseen}}
     prior = model.prior
     for state, result in zip(STATES, Agent(path).predict_batch(STATES, questions)):
-        s = _pooled(encoder, tokenizer, serialize_state(state))
+        s = pooled_text(encoder, tokenizer, serialize_state(state))
         hub = (prior.anchors @ s).topk(2).values.mean()
         for qid, text in (("known", known), ("new", unseen)):
-            o = _pooled(encoder, tokenizer, text)
+            o = pooled_text(encoder, tokenizer, text)
             against = prior.reference @ o
             z = (s @ o - against.mean()) / against.std()
-            g = _share(prior, o)
+            g = trained_share(prior, o)
             trained, fallback = 9.0 * z - 3.0, 1.5 * (z - 2.0 * hub) + 0.25
             want = torch.sigmoid(g * trained + (1 - g) * fallback).item()
             assert result["answers"][qid]["noul"] == pytest.approx(want, abs=2e-4)
@@ -228,19 +222,10 @@ def test_a_training_statement_keeps_its_trained_answer_alone_under_a_soft_gate(t
     """With a soft gate a text equal to an anchor has a gate below 1 (0.73 at [0.9, 10]); the
     fallback share is read from the gate of a training text itself, so such a statement (a preset's
     own) is answered sigmoid(scale * z + bias) exactly, with none of the fallback."""
-    parts = make_tiny_parts(similarity_prior={"rank": 0, "reference": 3, "anchors": 2, "gate": [0.9, 10.0],
-                                              "fallback": [1.5, 0.25, 0.0]})
+    parts = _fallback_parts([0.9, 10.0], [1.5, 0.25, 0.0])
     model, tokenizer = parts.model, parts.tokenizer
-    encoder = model.encoder
-    plain = _prior_parts()
-    model.load_state_dict({**plain.model.state_dict(), "prior.reference": model.prior.reference,
-                           "prior.anchors": model.prior.anchors}, strict=True)
-    known = "The customer asks for money back."
-    with torch.no_grad():
-        model.prior.reference.copy_(torch.stack([_pooled(encoder, tokenizer, t) for t in
-                                                 ["where is my parcel", "thanks for the help", "invoice wrong"]]))
-        model.prior.anchors.copy_(torch.stack([_pooled(encoder, tokenizer, t) for t in [known, "refund"]]))
-    o = _pooled(encoder, tokenizer, known)
+    encoder, known = model.encoder, KNOWN
+    o = pooled_text(encoder, tokenizer, known)
     assert model.prior.gate(o[None])[0].item() == pytest.approx(torch.sigmoid(torch.tensor(1.0)).item(), abs=1e-3)
     from jevlaya_lab.decisions.encoding import serialize_state
 
@@ -248,7 +233,7 @@ def test_a_training_statement_keeps_its_trained_answer_alone_under_a_soft_gate(t
         STATES, {"known": {"type": "noul", "instructions": known}})
     for state, result in zip(STATES, answers):
         against = model.prior.reference @ o
-        z = (_pooled(encoder, tokenizer, serialize_state(state)) @ o - against.mean()) / against.std()
+        z = (pooled_text(encoder, tokenizer, serialize_state(state)) @ o - against.mean()) / against.std()
         assert result["answers"]["known"]["noul"] == pytest.approx(torch.sigmoid(9.0 * z - 3.0).item(), abs=2e-4)
 
 
@@ -263,24 +248,24 @@ def test_an_option_far_from_the_training_texts_is_read_with_its_question(tmp_pat
     model.load_state_dict({**plain.model.state_dict(), "prior.anchors": model.prior.anchors}, strict=True)
     encoder = model.encoder
     with torch.no_grad():
-        model.prior.anchors.copy_(_pooled(encoder, tokenizer, "technical: bugs and crashes")[None])
+        model.prior.anchors.copy_(pooled_text(encoder, tokenizer, "technical: bugs and crashes")[None])
     path = save_checkpoint(tmp_path / "ck", *parts)
     assert json.loads((path / "rl_agent_config.json").read_text())["similarity_prior"]["option_context"] is True
     from jevlaya_lab.decisions.encoding import serialize_state
 
     prior = model.prior
     for state, result in zip(STATES, Agent(path).predict_batch(STATES, QUESTIONS)):
-        s = _pooled(encoder, tokenizer, serialize_state(state))
+        s = pooled_text(encoder, tokenizer, serialize_state(state))
         vectors, gates = [], []
         for text in ["billing team: money and invoices", "technical: bugs and crashes", "sales"]:
-            own = _pooled(encoder, tokenizer, text)
+            own = pooled_text(encoder, tokenizer, text)
             gates.append(float(prior.gate(own[None])[0]))
-            vectors.append(gates[-1] * own + (1 - gates[-1]) * _pooled(encoder, tokenizer, f"Who handles this? {text}"))
+            vectors.append(gates[-1] * own + (1 - gates[-1]) * pooled_text(encoder, tokenizer, f"Who handles this? {text}"))
         assert gates[1] > 0.99 and min(gates) < 0.5  # the anchor's own text keeps it; another is read in context
         want = torch.softmax(7.0 * torch.stack([s @ v for v in vectors]), dim=0)
         got = result["answers"]["team"]["probabilities"]
         assert [got[k] for k in ("billing_team", "technical", "sales")] == pytest.approx(want.tolist(), abs=2e-4)
-        levels = torch.stack([s @ _pooled(encoder, tokenizer, t) for t in ["low", "medium", "high"]])
+        levels = torch.stack([s @ pooled_text(encoder, tokenizer, t) for t in ["low", "medium", "high"]])
         got = result["answers"]["level"]["probabilities"]
         assert [got[str(i)] for i in range(3)] == pytest.approx(torch.softmax(5.0 * levels, 0).tolist(), abs=2e-4)
     data = json.loads((path / "rl_agent_config.json").read_text())

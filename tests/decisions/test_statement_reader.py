@@ -15,7 +15,7 @@ from jevlaya_lab.decisions.encoding import row_tokenizer, serialize_state, token
 from jevlaya_lab.decisions.prior import PRIOR_KEY
 from jevlaya_lab.decisions.questions import parse_questions
 from jevlaya_lab.decisions.statement_reader import READ_MAX_OPTIONS, ReaderConfig, StatementReader, pair_rows
-from jevlaya_lab.decisions.testing import make_tiny_parts
+from jevlaya_lab.decisions.testing import fixed_prior_parts, make_tiny_parts, pooled_text, trained_share
 from jevlaya_lab.decisions.training.reader import ReaderTraining, fit_blend, reader_logits, train_reader
 
 KNOWN = "The customer asks for money back."
@@ -24,20 +24,6 @@ STATES = ["my invoice is wrong", {"message": "the app crashes at login"}, ["hi",
 CHOICE = {"type": "choice", "instructions": "Which desk takes it?",
           "criteria": ["zebra crossing", "quantum flux", "tax"]}
 PRIOR = {"rank": 0, "reference": 3, "anchors": 2, "gate": [0.9, 60.0], "fallback": [1.5, 0.25, 0.0]}
-
-
-def _pooled(encoder, tokenizer, text):
-    ids = [tokenizer.cls_token_id, *tokenizer(text, add_special_tokens=False)["input_ids"], tokenizer.sep_token_id]
-    with torch.no_grad():
-        hidden = encoder(input_ids=torch.tensor([ids])).last_hidden_state
-    return torch.nn.functional.normalize(hidden.mean(dim=1)[0], dim=-1)
-
-def _share(prior, o):
-    """The trained part's share of a statement's answer: its gate over the gate of a training text
-    itself (cosine 1), at most 1."""
-    threshold, sharpness = prior.config.gate
-    return min(1.0, prior.gate(o[None])[0].item() / torch.sigmoid(torch.tensor(sharpness * (1 - threshold))).item())
-
 
 
 def _plain_reader_logit(encoder, reader, tokenizer, statement, text):
@@ -65,24 +51,11 @@ def _plain_reader_logit(encoder, reader, tokenizer, statement, text):
 def _reader_parts(blend=(0.5, 2.0, -0.75), choices=0.0, fallback=True):
     reader = {"layers": 1, **({"blend": list(blend)} if blend else {}), **({"choices": choices} if choices else {})}
     prior = PRIOR if fallback else {k: v for k, v in PRIOR.items() if k != "fallback"}
-    parts = make_tiny_parts(num_layers=2, similarity_prior={**prior, "reader": reader})
-    model, tokenizer, encoder = parts.model, parts.tokenizer, parts.model.encoder
+    unseen = (UNSEEN, *(f"{CHOICE['instructions']} {o}" for o in CHOICE["criteria"]))
+    parts = fixed_prior_parts({**prior, "reader": reader}, anchors=(KNOWN, "refund"), unseen=unseen, num_layers=2)
     with torch.no_grad():
-        model.scorer[-1].weight.zero_()
-        model.scorer[-1].bias.zero_()
-        model.prior.scale.copy_(torch.tensor([7.0, 5.0, 9.0]))
-        model.prior.bias.copy_(torch.tensor([0.0, 0.0, -3.0]))
-        model.prior.reference.copy_(torch.stack([_pooled(encoder, tokenizer, t) for t in
-                                                 ["where is my parcel", "thanks for the help", "invoice wrong"]]))
-        model.prior.anchors.copy_(torch.stack([_pooled(encoder, tokenizer, t) for t in [KNOWN, "refund"]]))
-        for p in model.reader.parameters():  # the reader differs from the encoder's own top layer
+        for p in parts.model.reader.parameters():  # the reader differs from the encoder's own top layer
             p.add_(torch.randn_like(p) * 0.5)
-        # a random tiny encoder finds every text alike: put the gate between the unseen texts and the anchors
-        near = max((model.prior.anchors @ _pooled(encoder, tokenizer, t)).max().item()
-                   for t in [UNSEEN, *(f"{CHOICE['instructions']} {o}" for o in CHOICE["criteria"])])
-    config = dataclasses.replace(model.prior.config, gate=((1 + near) / 2, 20 / (1 - near)))
-    model.prior.config = config
-    parts.config.extra[PRIOR_KEY] = config.to_value()
     return parts
 
 
@@ -125,12 +98,12 @@ def test_an_unseen_statement_is_the_blend_of_similarity_and_reader_and_a_known_o
     prior = model.prior
     for state, result in zip(STATES, agent.predict_batch(STATES, questions)):
         text = serialize_state(state)
-        s = _pooled(encoder, tokenizer, text)
+        s = pooled_text(encoder, tokenizer, text)
         for qid, statement in (("known", KNOWN), ("new", UNSEEN)):
-            o = _pooled(encoder, tokenizer, statement)
+            o = pooled_text(encoder, tokenizer, statement)
             against = prior.reference @ o
             z = ((s @ o - against.mean()) / against.std()).item()
-            g = _share(prior, o)
+            g = trained_share(prior, o)
             trained = 9.0 * z - 3.0
             if qid == "known":
                 assert g > 0.99
@@ -208,7 +181,7 @@ def test_a_reader_of_choices_only_reads_the_options_not_the_statements_and_needs
     for state, read, base in answers:
         text = serialize_state(state)
         _assert_options_read(parts, text, read, base, w / temperature)
-        o, s = _pooled(encoder, tokenizer, UNSEEN), _pooled(encoder, tokenizer, text)
+        o, s = pooled_text(encoder, tokenizer, UNSEEN), pooled_text(encoder, tokenizer, text)
         against = prior.reference @ o
         z = ((s @ o - against.mean()) / against.std()).item()
         assert read["answers"]["new"]["noul"] == pytest.approx(torch.sigmoid(torch.tensor(9.0 * z - 3.0)).item(),
@@ -231,14 +204,14 @@ def test_a_question_that_says_read_false_is_answered_without_the_reader(tmp_path
     read = {"desk": CHOICE, "new": new}
     unread = {"desk": {**CHOICE, "read": False}, "new": {**new, "read": False}}
     probabilities = lambda result: torch.tensor(list(result["answers"]["desk"]["probabilities"].values()))  # noqa: E731
-    o = _pooled(encoder, tokenizer, UNSEEN)
-    g, against = _share(model.prior, o), model.prior.reference @ o
+    o = pooled_text(encoder, tokenizer, UNSEEN)
+    g, against = trained_share(model.prior, o), model.prior.reference @ o
     answers = zip(STATES, agent.predict_batch(STATES, unread), plain.predict_batch(STATES, {"desk": CHOICE}),
                   agent.predict_batch(STATES, read))
     for state, off, base, on in answers:
         assert torch.allclose(probabilities(off), probabilities(base), atol=1e-6)
         assert not torch.allclose(probabilities(off), probabilities(on), atol=1e-3)  # reading moves them
-        z = ((_pooled(encoder, tokenizer, serialize_state(state)) @ o - against.mean()) / against.std()).item()
+        z = ((pooled_text(encoder, tokenizer, serialize_state(state)) @ o - against.mean()) / against.std()).item()
         fallback = torch.sigmoid(torch.tensor(g * (9.0 * z - 3.0) + (1 - g) * (1.5 * z + 0.25))).item()
         assert off["answers"]["new"]["noul"] == pytest.approx(fallback, abs=2e-4)
         assert abs(on["answers"]["new"]["noul"] - fallback) > 1e-3
