@@ -308,6 +308,12 @@ def test_a_missing_dataset_folder_names_the_path_and_the_option(tmp_path, capsys
     assert str(tmp_path / "nowhere") in err and "--data-dir" in err
 
 
+def test_language_references_without_a_multilingual_group_name_the_fix_before_any_work(capsys):
+    assert train_cli.main(["--name", "mini-en", "--fallback-only", "--language-references", "300"]) == 1
+    err = capsys.readouterr().err
+    assert "--written 'en' has none" in err and "--written en,multi" in err and "--language-references 0" in err
+
+
 def test_synthetic_evaluation_scores_each_example_against_its_own_option_order(tmp_path):
     """evaluate_examples batches examples that share a question; the same labels in another order
     are another question, or the gold indices would point at the wrong options."""

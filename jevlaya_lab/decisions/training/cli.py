@@ -125,6 +125,11 @@ def main(argv: list[str] | None = None) -> int:
     given = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if hasattr(args, f.name)}
     cfg = TrainConfig(**{**(NAME_DEFAULTS[args.name] if args.encoder is None else {}), **given})
     started = time.perf_counter()
+    if cfg.language_references and not _multilingual_groups(cfg):
+        print("jevlaya-lab train: --language-references draws from the multilingual hand-written messages, and "
+              f"--written {cfg.written!r} has none; pass --written en,multi, or --language-references 0",
+              file=sys.stderr)
+        return 1
     if args.fallback_only:
         return _fallback_only(args, cfg, started)
     if args.reader_only or args.reader_refit:
@@ -221,6 +226,10 @@ def _fallback_only(args: argparse.Namespace, cfg: Any, started: float) -> int:
     return 0
 
 
+def _multilingual_groups(cfg: Any) -> list[str]:
+    return [g for g in cfg.written.split(",") if g and g != "en"]
+
+
 def _language_references(model: Any, tokenizer: Any, config: dict[str, Any], cfg: Any) -> None:
     """With ``--language-references N`` (> 0), draw the prior's reference states by language from the
     hand-written training messages (:mod:`.language_references`), before the fallback is fit on them."""
@@ -233,7 +242,7 @@ def _language_references(model: Any, tokenizer: Any, config: dict[str, Any], cfg
 
     # the multilingual messages only: the reference states are mostly English, and English states
     # keep reading them (dev half: English balanced 0.667, ECE 0.145 with an English block; 0.674, 0.121 without)
-    vectors, blocks = draw_language_references(model, tokenizer, [g for g in cfg.written.split(",") if g and g != "en"],
+    vectors, blocks = draw_language_references(model, tokenizer, _multilingual_groups(cfg),
                                                per_language=cfg.language_references, seed=cfg.seed,
                                                max_len=cfg.max_len)
     set_language_references(model, config, vectors, blocks)
