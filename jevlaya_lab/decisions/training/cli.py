@@ -180,16 +180,11 @@ def main(argv: list[str] | None = None) -> int:
 def _fallback_only(args: argparse.Namespace, cfg: Any, started: float) -> int:
     """Refit the fallback of the bundled ``--name`` checkpoint and write its head (``--ship``: into
     the package; else ``--out``, default ./checkpoints/<name>-head); the trained tensors are copied
-    unchanged, only ``config.json`` gains the fitted ``fallback`` (and ``option_context`` as
-    ``--option-context`` says)."""
+    unchanged, ``prior.language_reference`` is drawn anew (``--language-references``, or dropped at 0),
+    and ``config.json`` gains the fitted ``fallback`` (and ``option_context`` as ``--option-context`` says)."""
     import dataclasses
-    import shutil
-
-    import torch
-    from safetensors.torch import load_file, save_file
 
     from jevlaya_lab.decisions.agent import Agent
-    from jevlaya_lab.decisions.prior import PRIOR_KEY
     from jevlaya_lab.decisions.training.datasets import DatasetError
     from jevlaya_lab.decisions.training.trainer import fallback_rows, fit_fallback, set_fallback
 
@@ -207,23 +202,37 @@ def _fallback_only(args: argparse.Namespace, cfg: Any, started: float) -> int:
     prior.config = dataclasses.replace(prior.config, option_context=bool(cfg.option_context),
                                        reference_languages=())
     prior.language_reference = None
-    config[PRIOR_KEY] = prior.config.to_value()
     _language_references(agent.decision_model, agent.tokenizer, config, cfg)
     fallback = fit_fallback(agent.decision_model, agent.tokenizer, rows, temperature=agent.temperatures.get("noul", 2),
                             max_len=cfg.max_len)
-    set_fallback(agent.decision_model, config, fallback)
+    set_fallback(agent.decision_model, config, fallback)  # writes the prior's whole config entry
+    drawn: dict[str, Any] = ({} if prior.language_reference is None
+                             else {"prior.language_reference": prior.language_reference})
+    out = _write_head(args, heads, config, drawn, replaces="prior.language_reference")
+    print(f"unseen-statement fallback [scale, bias, hubness] = {list(fallback)} from {len(rows)} rows")
+    print(f"head -> {out} ({time.perf_counter() - started:.0f}s)")
+    return 0
+
+
+def _write_head(args: argparse.Namespace, heads: Path, config: dict[str, Any], added: dict[str, Any], *,
+                replaces: str) -> Path:
+    """Write the bundled ``--name`` head with ``config``: its shipped tensors but those whose name
+    starts with ``replaces``, plus ``added`` (fp16), and its calibration; ``--ship`` writes into the
+    package, else into ``--out`` (default ./checkpoints/<name>-head)."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
     out = bundled.HEADS_DIR / args.name if args.ship else Path(args.out or Path("checkpoints") / f"{args.name}-head")
     out.mkdir(parents=True, exist_ok=True)
-    tensors = {k: v for k, v in load_file(heads / "head.safetensors").items() if k != "prior.language_reference"}
-    if prior.language_reference is not None:
-        tensors["prior.language_reference"] = prior.language_reference.to(torch.float16).contiguous()
+    tensors = {k: v for k, v in load_file(heads / "head.safetensors").items() if not k.startswith(replaces)}
+    tensors.update({k: v.detach().to(torch.float16).contiguous() for k, v in added.items()})
     save_file(tensors, out / "head.safetensors", metadata={"format": "pt"})
     if out.resolve() != heads.resolve():
         shutil.copy2(heads / "calibration.json", out / "calibration.json")
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    print(f"unseen-statement fallback [scale, bias, hubness] = {list(fallback)} from {len(rows)} rows")
-    print(f"head -> {out} ({time.perf_counter() - started:.0f}s)")
-    return 0
+    return out
 
 
 def _multilingual_groups(cfg: Any) -> list[str]:
@@ -254,10 +263,6 @@ def _reader_only(args: argparse.Namespace, cfg: Any, started: float) -> int:
     (``--reader-refit``: keep the bundled reader, only refit), and write its head (``--ship``: into
     the package; else ``--out``, default ./checkpoints/<name>-head): the trained tensors are copied,
     ``reader.*`` added in fp16, and ``config.json`` gains the reader."""
-    import shutil
-
-    from safetensors.torch import load_file, save_file
-
     from jevlaya_lab.decisions.agent import Agent
     from jevlaya_lab.decisions.prior import PRIOR_KEY
     from jevlaya_lab.decisions.training.datasets import DatasetError
@@ -293,14 +298,8 @@ def _reader_only(args: argparse.Namespace, cfg: Any, started: float) -> int:
               "(--reader-steps) or train one that reads statements too (drop --reader-choices-only)", file=sys.stderr)
         return 1
     config[PRIOR_KEY]["reader"] = reader_config.to_value()
-    out = bundled.HEADS_DIR / args.name if args.ship else Path(args.out or Path("checkpoints") / f"{args.name}-head")
-    out.mkdir(parents=True, exist_ok=True)
-    tensors = {k: v for k, v in load_file(heads / "head.safetensors").items() if not k.startswith("reader.")}
-    tensors.update({f"reader.{k}": v.detach().half().contiguous() for k, v in reader.state_dict().items()})
-    save_file(tensors, out / "head.safetensors", metadata={"format": "pt"})
-    if out.resolve() != heads.resolve():
-        shutil.copy2(heads / "calibration.json", out / "calibration.json")
-    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    out = _write_head(args, heads, config, {f"reader.{k}": v for k, v in reader.state_dict().items()},
+                      replaces="reader.")
     print(f"statement reader {reader_config.to_value()}")
     print(f"head -> {out} ({time.perf_counter() - started:.0f}s)")
     return 0

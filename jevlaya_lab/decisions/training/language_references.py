@@ -3,9 +3,10 @@
 What they change at prediction time is in :mod:`jevlaya_lab.decisions.prior` ("Reference states by
 language"). Here they are drawn: the hand-written training messages of the groups given (the
 training command passes the checkpoint's groups but ``en``: English states keep reading the
-checkpoint's own reference states, which are mostly English), told apart by :func:`jevlaya_lab.decisions.detect.detect` (the same reading the prior gives a state
-at prediction time, so a block holds what a state of that language looks like to it), up to
-``per_language`` per language in a seeded draw. A message whose language is undecided is left out,
+checkpoint's own reference states, which are mostly English), told apart by
+:func:`jevlaya_lab.decisions.detect.detect` (the same reading the prior gives a state at prediction
+time, so a block holds what a state of that language looks like to it), up to ``per_language`` per
+language in a seeded draw. A message whose language is undecided is left out,
 and so is a language with fewer than :data:`~jevlaya_lab.decisions.prior.MIN_LANGUAGE_BLOCK`
 messages. ``jevlaya-lab train --language-references N`` (``mini-multi``: 300) does this before the
 fallback is fit, so the fallback is fit on the z-scores it will read.
