@@ -132,7 +132,8 @@ def fixed_prior_parts(similarity_prior: dict[str, Any], *, anchors: tuple[str, .
     """Tiny parts whose answers a test can compute by hand: a zero Laya scorer, prior scales
     (7, 5, 9) and biases (0, 0, -3) per type, :data:`REFERENCE_TEXTS` as the reference states and
     ``anchors`` as the training texts; the gate is put halfway between the ``unseen`` texts and the
-    anchors (a random tiny encoder finds every text alike, so the default gate would read all as seen)."""
+    anchors (a random tiny encoder finds every text alike, so the default gate would read all as seen),
+    and with no ``unseen`` text it stays as ``similarity_prior`` says."""
     import dataclasses
 
     import torch
@@ -148,6 +149,8 @@ def fixed_prior_parts(similarity_prior: dict[str, Any], *, anchors: tuple[str, .
         model.prior.bias.copy_(torch.tensor([0.0, 0.0, -3.0]))
         model.prior.reference.copy_(torch.stack([pooled_text(encoder, tokenizer, t) for t in REFERENCE_TEXTS]))
         model.prior.anchors.copy_(torch.stack([pooled_text(encoder, tokenizer, t) for t in anchors]))
+        if not unseen:
+            return parts
         near = max(float((model.prior.anchors @ pooled_text(encoder, tokenizer, t)).max()) for t in unseen)
     config = dataclasses.replace(model.prior.config, gate=((1 + near) / 2, 20 / (1 - near)))
     model.prior.config = config

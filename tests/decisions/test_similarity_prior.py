@@ -10,7 +10,7 @@ from transformers import AutoModel
 
 from jevlaya_lab.decisions.agent import Agent
 from jevlaya_lab.decisions.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from jevlaya_lab.decisions.testing import make_tiny_parts, pooled_text, trained_share
+from jevlaya_lab.decisions.testing import fixed_prior_parts, make_tiny_parts, pooled_text, trained_share
 
 QUESTIONS = {
     "team": {"type": "choice", "instructions": "Who handles this?",
@@ -170,17 +170,9 @@ KNOWN = "The customer asks for money back."
 
 def _fallback_parts(gate, fallback):
     """A prior with 3 reference states, 2 anchors (KNOWN and "refund"), ``gate`` and ``fallback``,
-    whose other weights are :func:`_prior_parts`'s."""
-    parts = make_tiny_parts(similarity_prior={"rank": 0, "reference": 3, "anchors": 2, "gate": gate,
-                                              "fallback": fallback})
-    model, tokenizer, encoder = parts.model, parts.tokenizer, parts.model.encoder
-    model.load_state_dict({**_prior_parts().model.state_dict(), "prior.reference": model.prior.reference,
-                           "prior.anchors": model.prior.anchors}, strict=True)
-    with torch.no_grad():
-        model.prior.reference.copy_(torch.stack([pooled_text(encoder, tokenizer, t) for t in
-                                                 ["where is my parcel", "thanks for the help", "invoice wrong"]]))
-        model.prior.anchors.copy_(torch.stack([pooled_text(encoder, tokenizer, t) for t in [KNOWN, "refund"]]))
-    return parts
+    scales and biases as :func:`_prior_parts` sets them."""
+    return fixed_prior_parts({"rank": 0, "reference": 3, "anchors": 2, "gate": gate, "fallback": fallback},
+                             anchors=(KNOWN, "refund"), unseen=())
 
 
 def test_an_unseen_statement_gets_the_fallback_and_a_known_one_keeps_the_trained_answer(tmp_path):
