@@ -13,7 +13,7 @@ from jevlaya_lab.decisions.agent import Agent
 from jevlaya_lab.decisions.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from jevlaya_lab.decisions.detect import detect
 from jevlaya_lab.decisions.encoding import row_tokenizer, serialize_state, tokenize_states
-from jevlaya_lab.decisions.prior import MIN_LANGUAGE_BLOCK
+from jevlaya_lab.decisions.prior import MIN_LANGUAGE_BLOCK, PRIOR_KEY
 from jevlaya_lab.decisions.prior_inputs import PriorBuilder
 from jevlaya_lab.decisions.testing import fixed_prior_parts, make_tiny_parts, pooled_text, trained_share
 from jevlaya_lab.decisions.training.language_references import draw_language_references, set_language_references
@@ -176,3 +176,30 @@ def test_mini_multi_reads_a_french_or_spanish_statement_against_messages_of_that
     prior.config = dataclasses.replace(prior.config, reference_languages=())  # the same head without blocks
     agent._prior = PriorBuilder(agent.decision_model, row_tokenizer(agent.tokenizer))
     assert min(said("fr")[1]) > 0.5  # every French message read "yes"
+
+
+def test_the_fallback_only_command_draws_the_blocks_into_the_head_and_drops_them_at_zero(tmp_path):
+    """``jevlaya-lab train --name mini-multi --fallback-only`` (here fit on the multilingual messages
+    alone, ``--datasets '' --written multi``, to keep it short): the written head keeps every shipped
+    tensor but the blocks, which are drawn anew by language (fp16, as many rows as the config's
+    blocks say), and the fallback is refit; ``--language-references 0`` writes a head without blocks."""
+    from safetensors.torch import load_file
+
+    from jevlaya_lab.decisions import bundled
+    from jevlaya_lab.decisions.training import cli as train_cli
+
+    args = ["--name", "mini-multi", "--fallback-only", "--datasets", "", "--written", "multi"]
+    shipped = load_file(bundled.head_dir("mini-multi") / "head.safetensors")
+    shipped_config = json.loads((bundled.head_dir("mini-multi") / "config.json").read_text())
+    for out, per_language in ((tmp_path / "blocks", "300"), (tmp_path / "none", "0")):
+        assert train_cli.main([*args, "--language-references", per_language, "--out", str(out)]) == 0
+        head, prior = load_file(out / "head.safetensors"), json.loads((out / "config.json").read_text())[PRIOR_KEY]
+        assert all(torch.equal(head[k], v) for k, v in shipped.items() if k != "prior.language_reference")
+        assert prior["fallback"] != shipped_config[PRIOR_KEY]["fallback"]  # refit on these rows
+        if per_language == "0":
+            assert "prior.language_reference" not in head and "reference_languages" not in prior
+            continue
+        blocks = prior["reference_languages"]
+        assert len(blocks) >= 5 and "en" not in blocks and max(blocks.values()) <= 300
+        assert head["prior.language_reference"].shape[0] == sum(blocks.values())
+        assert head["prior.language_reference"].dtype == torch.float16
