@@ -27,7 +27,9 @@ Recipe, per held-out dataset ``H`` of CLINC150, BANKING77, HWU64 and per variant
   than counted as a negative;
 - AdamW, ``--lr`` (2e-5), 10 % linear warm-up then linear decay, dropout on (train mode);
 - variants: ``all`` moves every encoder weight (embeddings included); ``top2`` only the last two
-  transformer layers (the cheap variant: no gradient below them);
+  transformer layers (the cheap variant: no gradient below them); ``options`` moves every weight of
+  a copy that embeds the option texts only, while utterances go through the untrained encoder (an
+  option tower: every state vector, and so every answer that reads states, stays as shipped);
 - scored on ``H``'s *test* split with all its intents as options, worded with the held-out
   descriptions (``real_data.zero_shot_choice``, as ``bench/quality.py``'s ``_lodo_scores``), next to
   the untrained encoder's cosine on the same rows in the same run;
@@ -96,7 +98,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "results" / "encoder_tuning.json"
-VARIANTS = ("all", "top2")
+VARIANTS = ("all", "top2", "options")
 
 
 def _setup_path() -> None:
@@ -141,7 +143,9 @@ class Pooler:
 
     def pool_with_grad(self, rows: list[list[int]]):
         """``[n, d]`` unit vectors of prepared token rows, through the autograd graph."""
-        ids, mask = self.builder._pad(rows)
+        from jevlaya_lab.decisions.prior_inputs import pad_rows
+
+        ids, mask = pad_rows(rows, self.rows.pad_id)
         return self.model.pool(ids, mask)
 
 
@@ -204,7 +208,7 @@ def set_trainable(encoder, variant: str) -> list:
     if variant not in VARIANTS:
         raise ValueError(f"variant={variant!r} is unknown; use one of {', '.join(VARIANTS)}")
     for p in encoder.parameters():
-        p.requires_grad_(variant == "all")
+        p.requires_grad_(variant in ("all", "options"))
     if variant == "top2":
         for layer in encoder.encoder.layer[-2:]:
             for p in layer.parameters():
@@ -217,12 +221,15 @@ def set_trainable(encoder, variant: str) -> list:
 
 
 def tune(encoder, tokenizer, pairs: list, *, variant: str, seed: int, lr: float, batch_size: int,
-         scale: float, max_seconds: float, max_len: int = 128, log=print) -> dict:
-    """Fine-tune ``encoder`` in place on ``pairs`` (one epoch or until ``max_seconds``); stats."""
+         scale: float, max_seconds: float, max_len: int = 128, log=print, frozen=None) -> dict:
+    """Fine-tune ``encoder`` in place on ``pairs`` (one epoch or until ``max_seconds``); stats.
+    With ``variant="options"`` the utterances go through ``frozen`` (the untrained encoder, no
+    gradient) and only the option texts through ``encoder``: an option tower beside fixed states."""
     import torch
 
     torch.manual_seed(seed)
     pooler = Pooler(encoder, tokenizer)
+    states_pooler = Pooler(frozen, tokenizer) if variant == "options" else pooler
     params = set_trainable(encoder, variant)
     plan = batches(pairs, batch_size, seed)
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
@@ -242,7 +249,11 @@ def tune(encoder, tokenizer, pairs: list, *, variant: str, seed: int, lr: float,
             stopped_by_time = True
             break
         keys = [p[1] for p in batch]
-        u = pooler.pool_with_grad(pooler.state_rows([p[2] for p in batch], max_len))
+        if variant == "options":
+            with torch.no_grad():
+                u = states_pooler.pool_with_grad(states_pooler.state_rows([p[2] for p in batch], max_len))
+        else:
+            u = pooler.pool_with_grad(pooler.state_rows([p[2] for p in batch], max_len))
         o = pooler.pool_with_grad(pooler.option_rows([p[3] for p in batch], max_len))
         logits = scale * (u @ o.T)
         same = torch.tensor([[a == b for b in keys] for a in keys])
@@ -273,9 +284,10 @@ def tune(encoder, tokenizer, pairs: list, *, variant: str, seed: int, lr: float,
             "loss_last50": round(statistics.mean(losses[-50:]), 4) if losses else None}
 
 
-def lodo_accuracy(pooler: Pooler, data: dict, intents: dict, held: str, cache: dict | None = None) -> dict:
+def lodo_accuracy(pooler: Pooler, data: dict, intents: dict, held: str, states_pooler: Pooler | None = None) -> dict:
     """Choice accuracy on ``held``'s test split over all its intents (held-out descriptions): the
-    argmax of the cosine, as the prior answers an unseen label set."""
+    argmax of the cosine, as the prior answers an unseen label set (states through
+    ``states_pooler`` when given: the ``options`` variant)."""
     import torch
 
     from jevlaya_lab.decisions.training.real_data import intent_label, zero_shot_choice
@@ -284,14 +296,16 @@ def lodo_accuracy(pooler: Pooler, data: dict, intents: dict, held: str, cache: d
     criteria = zero_shot_choice(intents, held)
     labels = list(criteria)
     options = pooler.options(_choice_texts(criteria))
-    states = pooler.states([u.text for u in test])
+    states = (states_pooler or pooler).states([u.text for u in test])
     gold = torch.tensor([labels.index(intent_label(intents[u.intent])) for u in test])
     hits = ((states @ options.T).argmax(1) == gold).float()
     return {"accuracy": round(hits.mean().item(), 4), "n": len(test), "labels": len(labels)}
 
 
-def user_choice(pooler: Pooler, questions: list, data_dir: str | None, cache: dict) -> dict:
-    """Per dev choice question: cosine-argmax accuracy over its gold rows (English)."""
+def user_choice(pooler: Pooler, questions: list, data_dir: str | None, cache: dict,
+                states_pooler: Pooler | None = None) -> dict:
+    """Per dev choice question: cosine-argmax accuracy over its gold rows (English); states through
+    ``states_pooler`` when given."""
     import torch
 
     from bench import user_questions as uq
@@ -300,7 +314,7 @@ def user_choice(pooler: Pooler, questions: list, data_dir: str | None, cache: di
     for q in questions:
         rows = uq.gold_rows(q, "en", data_dir=data_dir, cache=cache)
         texts = _choice_texts(q.agent_question("en")["criteria"])
-        states = pooler.states([r[1] for r in rows])
+        states = (states_pooler or pooler).states([r[1] for r in rows])
         gold = torch.tensor([int(r[2]) for r in rows])
         acc = ((states @ pooler.options(texts).T).argmax(1) == gold).float().mean().item()
         out[q.id] = {"accuracy": round(acc, 4), "n": len(rows)}
@@ -405,10 +419,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"held-out {held} variant {variant} seed {seed}: {len(pairs)} pairs from "
                       f"{'+'.join(train_sets)}", flush=True)
                 stats = tune(encoder, tokenizer, pairs, variant=variant, seed=seed, lr=args.lr,
-                             batch_size=args.batch, scale=args.scale, max_seconds=args.max_minutes * 60)
+                             batch_size=args.batch, scale=args.scale, max_seconds=args.max_minutes * 60,
+                             frozen=base)
                 tuned = Pooler(encoder, tokenizer)
-                result = lodo_accuracy(tuned, data, intents, held)
-                user = user_choice(tuned, questions, args.data_dir, uq_cache)
+                fixed = untrained if variant == "options" else None
+                result = lodo_accuracy(tuned, data, intents, held, fixed)
+                user = user_choice(tuned, questions, args.data_dir, uq_cache, fixed)
                 unseen = [q.id for q in questions if not set(question_datasets(q)) & set(train_sets)]
                 seen = [q.id for q in questions if q.id not in unseen]
                 summary = {
