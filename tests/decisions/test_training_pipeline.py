@@ -367,3 +367,50 @@ def test_the_gate_sits_at_the_same_place_in_each_encoders_own_cosine_scale():
         assert (nearest < threshold).float().mean().item() == pytest.approx(GATE_QUANTILE, abs=0.025)
     (low, soft), (high, sharp) = gate_for(spread), gate_for(compressed)
     assert high > low + 0.2 and sharp > 2 * soft
+
+
+def test_tune_encoder_moves_the_encoder_on_pairs_no_later_fit_reads_and_ships_what_moved(tmp_path, capsys):
+    """``tune_encoder``: the encoder is tuned on intent pairs before the head trains, never on the
+    utterances the run holds out (temperatures, act head) nor on the intents the statement reader
+    holds out (its blend); the exported head carries exactly the moved encoder tensors in fp16, and
+    the saved checkpoint answers with the tuned encoder."""
+    from safetensors.torch import load_file
+
+    from jevlaya_lab.decisions.training.reader import ReaderTraining, split_intents
+    from jevlaya_lab.decisions.training.trainer import _drawn_utterances, encoder_pairs
+
+    with pytest.raises(ValueError, match="tune_encoder=-1"):
+        TrainConfig(tune_encoder=-1)
+    source = make_tiny_checkpoint(tmp_path / "tiny", seed=1)
+    data = _tiny_datasets(tmp_path / "data")
+    cfg = TrainConfig(**TINY, data_dir=str(data), tune_encoder=40)
+    pairs = encoder_pairs(cfg)
+    held, kept = _drawn_utterances(cfg, random.Random(cfg.seed))
+    _, reader_held = split_intents(ReaderTraining.hold_out, cfg.seed)
+    assert len(pairs) == 40 and held and kept
+    assert not {p[2] for p in pairs} & {u.text for u in held}
+    assert not {p[1] for p in pairs} & set(reader_held)
+    assert {p[0] for p in pairs} == {"clinc150", "banking77", "hwu64"}
+
+    encoder, tokenizer, encoder_id = train_cli.load_encoder(str(source))
+    before = {k: v.clone() for k, v in encoder.state_dict().items()}
+    result = train(encoder, tokenizer, cfg, encoder_id=encoder_id, log=lambda m: None)
+    assert all(torch.equal(v, before[k]) for k, v in encoder.state_dict().items())  # the caller's is untouched
+    tuned = result.model.encoder.state_dict()
+    moved = result.tuned_encoder["moved"]
+    assert set(moved) == {k for k in before if not torch.equal(before[k], tuned[k])}
+    assert any(k.startswith("embeddings.") for k in moved) and any(k.startswith("encoder.layer.") for k in moved)
+    assert result.tuned_encoder["steps"] > 0 and "contrastively tuned on 40" in result.config["encoder"]
+    shipped = load_file(export_head(result, tmp_path / "head") / "head.safetensors")
+    encoder_tensors = {k for k in shipped if k.startswith("encoder.")}
+    assert encoder_tensors == {f"encoder.{k}" for k in moved}
+    assert all(shipped[k].dtype == torch.float16 for k in encoder_tensors)
+    calibration = json.loads((tmp_path / "head" / "calibration.json").read_text())
+    assert calibration["tuned_encoder"]["pairs"] == 40 and "moved" not in calibration["tuned_encoder"]
+    model, _, _ = load_checkpoint(_save(result, tmp_path))
+    assert all(torch.equal(v, tuned[k]) for k, v in model.encoder.state_dict().items())
+
+    args = ["--encoder", str(source), "--data-dir", str(data), "--tune-encoder", "40", "--pool-cache",
+            str(tmp_path / "pool"), "--out", str(tmp_path / "out")]
+    assert train_cli.main(args) == 1
+    assert "--pool-cache" in capsys.readouterr().err

