@@ -382,6 +382,8 @@ def test_tune_encoder_moves_the_encoder_on_pairs_no_later_fit_reads_and_ships_wh
 
     with pytest.raises(ValueError, match="tune_encoder=-1"):
         TrainConfig(tune_encoder=-1)
+    with pytest.raises(ValueError, match="tune_encoder=5: the encoder is tuned on the datasets"):
+        TrainConfig(tune_encoder=5, datasets="")
     source = make_tiny_checkpoint(tmp_path / "tiny", seed=1)
     data = _tiny_datasets(tmp_path / "data")
     cfg = TrainConfig(**TINY, data_dir=str(data), tune_encoder=40)

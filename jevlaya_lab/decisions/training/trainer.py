@@ -123,8 +123,11 @@ class TrainConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0 or (value == 0 and name in (
                     "steps", "batch_size", "threads", "max_len", "head_max_len")):
-                raise ValueError(f"{name}={value!r}: must be an int >= 1 (dataset_rows, n_synthetic and "
-                                 "written_copies may be 0)")
+                raise ValueError(f"{name}={value!r}: must be an int >= 1 (dataset_rows, n_synthetic, written_copies, "
+                                 "reference, language_references and tune_encoder may be 0)")
+        if self.tune_encoder and not (self.datasets.strip() and self.dataset_rows):
+            raise ValueError(f"tune_encoder={self.tune_encoder}: the encoder is tuned on the datasets' utterances; "
+                             "give datasets (and dataset_rows > 0), or tune_encoder=0")
         if not (isinstance(self.gate_quantile, (int, float)) and 0 < self.gate_quantile < 1):
             raise ValueError(f"gate_quantile={self.gate_quantile!r}: must be a number in (0, 1), e.g. 0.85")
         for name in ("generic_share", "multilingual_share", "heldout_share", "label_aliases"):
@@ -298,8 +301,6 @@ def encoder_pairs(cfg: TrainConfig) -> list[tuple[str, str, str, str]]:
     from jevlaya_lab.decisions.training import encoder_tuning
     from jevlaya_lab.decisions.training.reader import ReaderTraining, split_intents
 
-    if not cfg.dataset_names:
-        raise ValueError("tune_encoder > 0 tunes on the datasets' utterances: give datasets, or tune_encoder=0")
     seed = cfg.seed if cfg.data_seed is None else cfg.data_seed
     held_utterances, _ = _drawn_utterances(cfg, random.Random(seed))
     held_texts = {u.text for u in held_utterances}
