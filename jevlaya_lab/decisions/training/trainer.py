@@ -17,6 +17,9 @@ Why this design (measured on a 2-core CPU; the numbers are in the README):
   correction cost unseen labels 36 points (CLINC150 left out: 0.37 against the cosine's 0.73).
 - The encoder is frozen, so every state and option text is pooled once and training runs on the
   pooled vectors: a run is minutes, not hours, and several seeds and alternatives fit a session.
+  ``tune_encoder`` (0 for both shipped heads) first tunes a copy of it on intent pairs
+  (:mod:`.encoder_tuning`): on ``mini-en`` that lifted a user's own choices but lowered the presets'
+  yes/no answers (README, "Tuning the encoder").
   ``joint_head`` is false: the Laya scorer would add nothing over a frozen encoder (a probe on
   frozen marker vectors stayed at chance in the previous design), so its last layer is zero and
   the row pass is skipped at inference.
