@@ -42,7 +42,8 @@ from user_questions import gold_rows, load_questions  # noqa: E402
 
 from jevlaya_lab.decisions.training import metrics  # noqa: E402
 from jevlaya_lab.decisions.training.cli import load_encoder  # noqa: E402
-from jevlaya_lab.decisions.training.reader import emotion_pairs, intent_pairs, split_intents  # noqa: E402
+from jevlaya_lab.decisions.training.intents import split_intents  # noqa: E402
+from jevlaya_lab.decisions.training.reader import emotion_pairs, intent_pairs  # noqa: E402
 
 
 class JointReader(nn.Module):

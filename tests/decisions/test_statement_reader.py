@@ -371,7 +371,7 @@ def test_a_leave_one_dataset_out_split_keeps_the_same_held_out_intents():
     """``split_intents(..., datasets)`` (``bench/reader_lodo.py``) keeps only those datasets' intents,
     and holds out exactly the ones the full split holds out among them: a run without a dataset
     never trains on an intent that the shipped reader's blend was fit on, nor the other way round."""
-    from jevlaya_lab.decisions.training.reader import split_intents
+    from jevlaya_lab.decisions.training.intents import split_intents
 
     trained, held = split_intents(0.15, 0)
     some = ("clinc150", "hwu64")

@@ -377,7 +377,8 @@ def test_tune_encoder_moves_the_encoder_on_pairs_no_later_fit_reads_and_ships_wh
     the saved checkpoint answers with the tuned encoder."""
     from safetensors.torch import load_file
 
-    from jevlaya_lab.decisions.training.reader import ReaderTraining, split_intents
+    from jevlaya_lab.decisions.training.intents import READER_HOLD_OUT, split_intents
+    from jevlaya_lab.decisions.training.reader import ReaderTraining
     from jevlaya_lab.decisions.training.trainer import _drawn_utterances, encoder_pairs
 
     with pytest.raises(ValueError, match="tune_encoder=-1"):
@@ -390,6 +391,7 @@ def test_tune_encoder_moves_the_encoder_on_pairs_no_later_fit_reads_and_ships_wh
     pairs = encoder_pairs(cfg)
     held, kept = _drawn_utterances(cfg, random.Random(cfg.seed))
     _, reader_held = split_intents(ReaderTraining.hold_out, cfg.seed)
+    assert ReaderTraining.hold_out == READER_HOLD_OUT
     assert len(pairs) == 40 and held and kept
     assert not {p[2] for p in pairs} & {u.text for u in held}
     assert not {p[1] for p in pairs} & set(reader_held)

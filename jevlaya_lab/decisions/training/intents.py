@@ -13,6 +13,8 @@ dataset utterance, nor any five-word run of one, is copied); the data lives in
 from __future__ import annotations
 
 import json
+import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,3 +83,20 @@ def parse_intents(raw: object) -> dict[str, Intent]:
 def load_intents(path: Path = INTENTS_FILE) -> dict[str, Intent]:
     """All intents keyed ``"dataset/intent"`` (e.g. ``"banking77/card_arrival"``), in file order."""
     return parse_intents(json.loads(Path(path).read_text("utf-8")))
+
+
+READER_HOLD_OUT = 0.15
+"""The share of intents a statement reader's training leaves out (``training.reader``): its blend and
+choice weight are fit on them, so an encoder tuned for the same checkpoint leaves them out too."""
+
+
+def split_intents(share: float, seed: int, datasets: Sequence[str] | None = None
+                  ) -> tuple[dict[str, Intent], dict[str, Intent]]:
+    """``(trained, held out)`` intents: a seeded ``share`` of them held out; ``datasets`` keeps only
+    those datasets' intents (a leave-one-dataset-out run; default: all)."""
+    intents = load_intents()
+    keys = sorted(intents)
+    held = set(random.Random(seed + 1).sample(keys, round(share * len(keys))))
+    if datasets is not None:
+        intents = {k: v for k, v in intents.items() if v.dataset in datasets}
+    return ({k: v for k, v in intents.items() if k not in held}, {k: v for k, v in intents.items() if k in held})

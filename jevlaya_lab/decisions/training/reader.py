@@ -45,12 +45,12 @@ from jevlaya_lab.decisions.encoding import row_tokenizer, tokenize_states
 from jevlaya_lab.decisions.model import DecisionModel
 from jevlaya_lab.decisions.statement_reader import ReaderConfig, StatementReader, pair_rows
 from jevlaya_lab.decisions.training.datasets import DATASETS, load_dataset
-from jevlaya_lab.decisions.training.intents import Intent, load_intents
+from jevlaya_lab.decisions.training.intents import READER_HOLD_OUT, Intent, split_intents
 from jevlaya_lab.decisions.training.real_data import INSTRUCTIONS, zero_shot_noul
 from jevlaya_lab.decisions.training.trainer import TRAIN_MAX_LEN, balanced_logistic, statement_z
 
 __all__ = ["BLEND_SOURCES", "EMOTION_STATEMENTS", "ReaderTraining", "build_reader", "emotion_pairs", "fit_blend",
-           "fit_choice_weight", "fit_reader_config", "held_choice_questions", "intent_pairs", "split_intents",
+           "fit_choice_weight", "fit_reader_config", "held_choice_questions", "intent_pairs",
            "train_reader"]
 
 Pair = tuple[str, str, bool]
@@ -99,21 +99,9 @@ class ReaderTraining:
     lr: float = 1e-4
     out_lr: float = 1e-3
     max_len: int = 96
-    hold_out: float = 0.15
+    hold_out: float = READER_HOLD_OUT
     blend_rows: int = 4000
     seed: int = 0
-
-
-def split_intents(share: float, seed: int, datasets: Sequence[str] | None = None
-                  ) -> tuple[dict[str, Intent], dict[str, Intent]]:
-    """``(trained, held out)`` intents: a seeded ``share`` of them held out; ``datasets`` keeps only
-    those datasets' intents (a leave-one-dataset-out run; default: all)."""
-    intents = load_intents()
-    keys = sorted(intents)
-    held = set(random.Random(seed + 1).sample(keys, round(share * len(keys))))
-    if datasets is not None:
-        intents = {k: v for k, v in intents.items() if v.dataset in datasets}
-    return ({k: v for k, v in intents.items() if k not in held}, {k: v for k, v in intents.items() if k in held})
 
 
 def _utterances(intents: dict[str, Intent], data_dir: str | None) -> list[Any]:

@@ -284,7 +284,7 @@ def _tune_encoder(encoder: nn.Module, tokenizer: Any, cfg: TrainConfig, log: Cal
     ``cfg.tune_encoder`` pairs of the datasets' train utterances with their intents' option texts,
     leaving out what later fits read as unseen: the utterances this run holds out (temperatures and
     the act head are fit on them) and the intents the statement reader holds out
-    (``reader.split_intents``: its blend and choice weight are fit on them). Returns the run's
+    (``intents.split_intents``: its blend and choice weight are fit on them). Returns the run's
     statistics and the names of the tensors it moved (``export_head`` ships those)."""
     from jevlaya_lab.decisions.training import encoder_tuning
 
@@ -302,12 +302,12 @@ def _tune_encoder(encoder: nn.Module, tokenizer: Any, cfg: TrainConfig, log: Cal
 def encoder_pairs(cfg: TrainConfig) -> list[tuple[str, str, str, str]]:
     """The ``(dataset, intent, utterance, option text)`` pairs :func:`_tune_encoder` trains on."""
     from jevlaya_lab.decisions.training import encoder_tuning
-    from jevlaya_lab.decisions.training.reader import ReaderTraining, split_intents
+    from jevlaya_lab.decisions.training.intents import READER_HOLD_OUT, split_intents
 
     seed = cfg.seed if cfg.data_seed is None else cfg.data_seed
     held_utterances, _ = _drawn_utterances(cfg, random.Random(seed))
     held_texts = {u.text for u in held_utterances}
-    trained_intents, _ = split_intents(ReaderTraining.hold_out, cfg.seed)
+    trained_intents, _ = split_intents(READER_HOLD_OUT, cfg.seed)
     data = {name: {"train": [u for u in load_dataset(name, cfg.data_dir)["train"] if u.text not in held_texts]}
             for name in cfg.dataset_names}
     return encoder_tuning.training_pairs(data, trained_intents, cfg.dataset_names, cfg.tune_encoder, cfg.seed)
