@@ -161,7 +161,8 @@ def tune(encoder: Any, tokenizer: Any, pairs: Sequence[Pair], *, variant: str = 
          batch_size: int = BATCH, scale: float = SCALE, max_seconds: float | None = None, max_len: int = MAX_LEN,
          prefix: str = "", frozen: Any = None, log: Callable[..., None] = print) -> dict[str, Any]:
     """Tune ``encoder`` in place on ``pairs`` (one epoch, or until ``max_seconds``); it is left in
-    eval mode with no parameter requiring a gradient. Returns the run's statistics. With
+    eval mode with no parameter requiring a gradient. Returns the run's statistics, ``trained``
+    the names of the parameters it trained (AdamW's weight decay moves every one of them). With
     ``variant="options"`` the utterances go through ``frozen`` (the untrained encoder, no gradient)."""
     if variant == "options" and frozen is None:
         raise ValueError("variant='options' embeds the states with the untrained encoder: pass it as frozen=")
@@ -208,9 +209,10 @@ def tune(encoder: Any, tokenizer: Any, pairs: Sequence[Pair], *, variant: str = 
             log(f"    encoder step {steps}/{len(plan)} loss {statistics.mean(losses[-50:]):.3f} "
                 f"{steps / elapsed:.2f} steps/s", flush=True)
     seconds = time.perf_counter() - started
+    names = {id(p): name for name, p in encoder.named_parameters()}
     encoder.eval()
     encoder.requires_grad_(False)
-    return {"variant": variant, "steps": steps, "planned_steps": len(plan),
+    return {"variant": variant, "trained": sorted(names[id(p)] for p in params), "steps": steps, "planned_steps": len(plan),
             "pairs_seen": sum(len(b) for b in plan[:steps]), "seconds": round(seconds, 1),
             "minutes": round(seconds / 60, 2), "steps_per_s": round(steps / seconds, 3) if seconds else 0.0,
             "stopped_by_time": stopped_by_time, "trained_parameters": sum(p.numel() for p in params),

@@ -289,11 +289,10 @@ def _tune_encoder(encoder: nn.Module, tokenizer: Any, cfg: TrainConfig, log: Cal
     from jevlaya_lab.decisions.training import encoder_tuning
 
     pairs = encoder_pairs(cfg)
-    before = {k: v.clone() for k, v in encoder.state_dict().items()}
     log(f"tuning the encoder ({TUNE_VARIANT}) on {len(pairs)} intent pairs")
     stats = encoder_tuning.tune(encoder, tokenizer, pairs, variant=TUNE_VARIANT, seed=cfg.seed, prefix=cfg.prefix,
                                 log=lambda *a, **_: log(" ".join(map(str, a))))
-    moved = sorted(k for k, v in encoder.state_dict().items() if not torch.equal(v, before[k]))
+    moved = stats.pop("trained")
     log(f"encoder tuned: {stats['steps']} steps in {stats['seconds']:.0f}s, loss {stats['loss_first50']} -> "
         f"{stats['loss_last50']}, {len(moved)} tensors moved")
     return {**stats, "pairs": len(pairs), "moved": moved}
