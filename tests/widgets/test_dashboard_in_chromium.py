@@ -125,9 +125,22 @@ def test_dashboard_in_chromium_shows_the_journal_as_text_and_refreshes(
         b.calls()
         total = sum(m["attempts"] for m in journal_per_model(db).values())
         page.click("#w0 button:has-text('refresh')")
+        # the summary, the tables and the counter are separate widgets, each updated by its own
+        # message: wait until every one the assertions read shows the second reading
         page.wait_for_function(
-            """(total) => [...document.querySelectorAll('#w0 table.jv-summary tr')].some(
-                (tr) => tr.textContent === `attempts${total}`)""", arg=total, timeout=15_000)
+            """(total) => {
+              const shown = (sel) => [...document.querySelectorAll(sel)];
+              const counted = shown('#w0 .jv-refreshed').some((s) => s.textContent.startsWith('read 2'));
+              const summary = shown('#w0 table.jv-summary tr').some(
+                (tr) => tr.textContent === `attempts${total}`);
+              const table = document.querySelector('#w0 table.jv-calls');
+              if (!table) return false;
+              const cols = [...table.querySelectorAll('thead th')].map((th) => th.textContent.trim());
+              const at = cols.indexOf('attempts');
+              const sum = [...table.querySelectorAll('tbody tr')].reduce(
+                (acc, tr) => acc + Number(tr.children[at].textContent), 0);
+              return counted && summary && sum === total;
+            }""", arg=total, timeout=15_000)
         assert_page_matches_journal(page, db)
         assert dashboard.summary["attempts"] == total
         page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
