@@ -161,13 +161,21 @@ class PriorBuilder:
                 memo[tuple(rows[i])] = out[i].clone()
         return out
 
+    def text_rows(self, texts: Sequence[str], max_len: int = 512) -> list[list[int]]:
+        """The token rows :meth:`vectors` pools for ``texts``: cls, prefix, the text cut to fit, sep."""
+        return [self._wrap(e.ids, max_len) for e in self.rows.encode(list(texts))]
+
+    def state_rows(self, states: Sequence[Any], max_len: int) -> list[list[int]]:
+        """The token rows :meth:`state_vectors` pools for ``StateTokens``."""
+        return [self._wrap(s.ids, max_len) for s in states]
+
     def vectors(self, texts: Sequence[str], max_len: int = 512, progress: str | None = None) -> torch.Tensor:
         """Unit pooled vectors of ``texts`` (prefix applied), ``[n, d]`` on the CPU."""
-        return self._pooled([self._wrap(e.ids, max_len) for e in self.rows.encode(list(texts))], progress=progress)
+        return self._pooled(self.text_rows(texts, max_len), progress=progress)
 
     def state_vectors(self, states: Sequence[Any], max_len: int, progress: str | None = None) -> torch.Tensor:
         """Unit pooled vectors of states given as ``StateTokens`` (what a forward pass computes)."""
-        return self._pooled([self._wrap(s.ids, max_len) for s in states], progress=progress)
+        return self._pooled(self.state_rows(states, max_len), progress=progress)
 
     def question_vectors(self, questions: tuple[Any, ...], max_k: int) -> tuple[torch.Tensor, ...]:
         """``[q, max_k, d]`` slot vectors (options in context mixed in by the gate), ``[q, max_k]``
@@ -201,7 +209,7 @@ class PriorBuilder:
     def inputs(self, states: Sequence[Any], questions: tuple[Any, ...], max_len: int, max_k: int) -> PriorInputs:
         """The prior's inputs for ``states`` (``StateTokens``) x ``questions``, rows state-major."""
         option_vectors, true_slot, gate, centers, spreads = self.question_vectors(questions, max_k)
-        state_ids, state_mask = pad_rows([self._wrap(s.ids, max_len) for s in states], self.rows.pad_id)
+        state_ids, state_mask = pad_rows(self.state_rows(states, max_len), self.rows.pad_id)
         n, q = len(states), len(questions)
         blocks = torch.tensor([self._block(s) for s in states] if len(centers) > 1 else [0] * n, dtype=torch.long)
         pairs, pair_row, pair_slot = [], [], []
