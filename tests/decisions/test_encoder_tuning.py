@@ -56,3 +56,33 @@ def test_each_variant_trains_its_own_part_and_pulls_utterances_to_their_option(v
     tuned = tuning.Pooler(encoder, parts.tokenizer)
     states = untrained if variant == "options" else tuned  # the options variant keeps every state vector
     assert _margin(states, tuned) > before + 0.1, (before, _margin(states, tuned))
+
+
+def test_keep_holds_the_kept_texts_near_their_untuned_vectors_while_the_pairs_still_pull():
+    """Feature distillation (``tune(keep=...)``): the same run with the written-like texts kept moves
+    them less than without, and the pairs' margin still grows; a keep with nothing in it is refused."""
+    parts = make_tiny_parts(seed=3, num_layers=3)
+    base = parts.model.encoder
+    base.requires_grad_(False)
+    kept_states = [{"message": "the invoice is late and my manager is angry"}, {"message": "win a free prize now"},
+                   {"message": "please reset my password before the audit"}, "spam spam buy now"]
+    kept_options = ["The message is spam.", "urgent: needs an answer today"]
+    untrained = tuning.Pooler(base, parts.tokenizer)
+    before = _margin(untrained, untrained)
+    old = torch.cat([untrained.states(kept_states), untrained.options(kept_options)])
+    drift, margins = {}, {}
+    for weight in (0.0, 50.0):
+        encoder = copy.deepcopy(base)
+        keep = {"states": kept_states, "options": kept_options, "weight": weight, "batch": 6}
+        stats = tuning.tune(encoder, parts.tokenizer, _pairs() * 16, seed=0, lr=1e-2, batch_size=8, keep=keep,
+                            log=lambda *a, **k: None)
+        tuned = tuning.Pooler(encoder, parts.tokenizer)
+        new = torch.cat([tuned.states(kept_states), tuned.options(kept_options)])
+        drift[weight] = (1 - (new * old).sum(-1)).mean().item()
+        assert stats["kept_texts"] == 6 and stats["keep_drift"] == pytest.approx(drift[weight], abs=1e-3)
+        margins[weight] = _margin(tuned, tuned)
+    assert drift[50.0] < drift[0.0] / 2, drift
+    assert margins[50.0] > before + 0.05, (before, margins)
+    with pytest.raises(ValueError, match="keep: no states and no options"):
+        tuning.tune(copy.deepcopy(base), parts.tokenizer, _pairs(), keep={"states": [], "options": [], "weight": 1.0,
+                                                                         "batch": 4}, log=lambda *a, **k: None)

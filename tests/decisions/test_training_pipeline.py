@@ -419,3 +419,35 @@ def test_tune_encoder_moves_the_encoder_on_pairs_no_later_fit_reads_and_ships_wh
             str(tmp_path / "pool"), "--out", str(tmp_path / "out")]
     assert train_cli.main(args) == 1
     assert "--pool-cache" in capsys.readouterr().err
+
+
+def test_tune_keep_holds_the_runs_training_written_states_and_their_statements(tmp_path):
+    """``tune_keep``: the tuning holds in place the written states the run trains on (wrapped as its
+    rows wrap them) and their questions' option texts, never the written states it holds out; the run
+    reports how far they drifted. Without tuning or written rows the option is refused."""
+    from jevlaya_lab.decisions.training.trainer import _drawn_utterances, _written_split, keep_texts
+
+    with pytest.raises(ValueError, match="tune_keep=-1"):
+        TrainConfig(tune_keep=-1)
+    with pytest.raises(ValueError, match="tune_keep=1.0: it holds the written training rows"):
+        TrainConfig(tune_keep=1.0, written="en")
+    with pytest.raises(ValueError, match="tune_keep=1.0: it holds the written training rows"):
+        TrainConfig(tune_keep=1.0, tune_encoder=5)
+    source = make_tiny_checkpoint(tmp_path / "tiny", seed=1)
+    data = _tiny_datasets(tmp_path / "data")
+    cfg = TrainConfig(**{**TINY, "n_synthetic": 0}, data_dir=str(data), tune_encoder=40, tune_keep=5.0,
+                      written="en", written_copies=1)
+    states, options = keep_texts(cfg)
+    rng = random.Random(cfg.seed)
+    _drawn_utterances(cfg, rng)
+    held, trained = _written_split(cfg, rng)
+    shown = " ".join(json.dumps(s, ensure_ascii=False) for s in states)
+    assert len(states) == len(trained) and held
+    assert all(json.dumps(w.text, ensure_ascii=False)[1:-1] in shown for w in trained[:50])
+    assert not any(json.dumps(w.text, ensure_ascii=False)[1:-1] in shown for w in held)
+    assert any("spam" in o.lower() for o in options) and len(options) > 20
+
+    encoder, tokenizer, encoder_id = train_cli.load_encoder(str(source))
+    result = train(encoder, tokenizer, cfg, encoder_id=encoder_id, log=lambda m: None)
+    tuned = result.tuned_encoder
+    assert tuned["kept_texts"] == len(states) + len(options) and 0 < tuned["keep_drift"] < 1

@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["BARE_SHARE", "BATCH", "LR", "SCALE", "VARIANTS", "Pooler", "batches", "choice_texts", "option_variants",
+__all__ = ["BARE_SHARE", "BATCH", "LR", "SCALE", "VARIANTS", "Keep", "Pooler", "batches", "choice_texts", "option_variants",
            "set_trainable", "training_pairs", "tune"]
 
 VARIANTS = ("all", "layers", "top2", "options")
@@ -72,13 +72,15 @@ class Pooler:
         """Vectors of option texts, no gradient."""
         return self.builder.vectors(texts)
 
-    def state_rows(self, texts: list[str], max_len: int) -> list[list[int]]:
+    def state_rows(self, texts: list[Any], max_len: int) -> list[list[int]]:
+        """Token rows of states (texts or any state the Agent takes), as the prior pools them."""
         from jevlaya_lab.decisions.encoding import tokenize_states
 
-        return [self.builder._wrap(s.ids, max_len) for s in tokenize_states(self.rows, texts)]
+        return self.builder.state_rows(tokenize_states(self.rows, texts), max_len)
 
     def option_rows(self, texts: list[str], max_len: int) -> list[list[int]]:
-        return [self.builder._wrap(e.ids, max_len) for e in self.rows.encode(texts)]
+        """Token rows of option texts, as the prior pools them."""
+        return self.builder.text_rows(texts, max_len)
 
     def pool_with_grad(self, rows: list[list[int]]) -> torch.Tensor:
         """``[n, d]`` unit vectors of prepared token rows, through the autograd graph."""
@@ -157,17 +159,56 @@ def set_trainable(encoder: Any, variant: str) -> list[torch.nn.Parameter]:
     return [p for p in encoder.parameters() if p.requires_grad]
 
 
+class Keep:
+    """Texts whose vectors tuning holds near their untuned ones: ``states`` pooled as states (any
+    state the Agent takes) and ``options`` as option texts. Each step adds ``weight`` x the mean
+    ``1 - cos(tuned, untuned)`` over ``batch`` of them drawn at random (feature distillation), so the
+    intent pairs move the space while what the presets read (their written messages and their
+    statements) stays where the head learnt it."""
+
+    def __init__(self, pooler: Pooler, states: Sequence[Any], options: Sequence[str], *, weight: float,
+                 batch: int, max_len: int, seed: int) -> None:
+        if weight < 0 or batch < 1:
+            raise ValueError(f"keep weight={weight!r}, batch={batch!r}: the weight must be >= 0 and the batch >= 1")
+        self.rows = pooler.state_rows(list(states), max_len) + pooler.option_rows(list(options), max_len)
+        if not self.rows:
+            raise ValueError("keep: no states and no options to hold in place; pass some, or no Keep")
+        self.pooler, self.weight, self.batch = pooler, weight, batch
+        self.rng = random.Random(seed + 2)
+        with torch.no_grad():
+            self.targets = torch.cat([pooler.pool_with_grad(self.rows[i:i + 64]) for i in range(0, len(self.rows), 64)])
+
+    def loss(self) -> torch.Tensor:
+        picked = self.rng.sample(range(len(self.rows)), min(self.batch, len(self.rows)))
+        now = self.pooler.pool_with_grad([self.rows[i] for i in picked])
+        return self.weight * (1 - (now * self.targets[picked]).sum(-1)).mean()
+
+    def drift(self) -> float:
+        """Mean ``1 - cos`` of every kept text now against before tuning."""
+        with torch.no_grad():
+            now = torch.cat([self.pooler.pool_with_grad(self.rows[i:i + 64]) for i in range(0, len(self.rows), 64)])
+        return float((1 - (now * self.targets).sum(-1)).mean())
+
+
 def tune(encoder: Any, tokenizer: Any, pairs: Sequence[Pair], *, variant: str = "all", seed: int = 0, lr: float = LR,
          batch_size: int = BATCH, scale: float = SCALE, max_seconds: float | None = None, max_len: int = MAX_LEN,
-         prefix: str = "", frozen: Any = None, log: Callable[..., None] = print) -> dict[str, Any]:
+         prefix: str = "", frozen: Any = None, keep: dict[str, Any] | None = None,
+         log: Callable[..., None] = print) -> dict[str, Any]:
     """Tune ``encoder`` in place on ``pairs`` (one epoch, or until ``max_seconds``); it is left in
     eval mode with no parameter requiring a gradient. Returns the run's statistics, ``trained``
     the names of the parameters it trained (AdamW's weight decay moves every one of them). With
-    ``variant="options"`` the utterances go through ``frozen`` (the untrained encoder, no gradient)."""
+    ``variant="options"`` the utterances go through ``frozen`` (the untrained encoder, no gradient).
+    ``keep`` (the arguments of :class:`Keep`: ``states``, ``options``, ``weight``, ``batch``) holds
+    those texts' vectors near their untuned ones; the statistics then carry their ``keep_drift``."""
     if variant == "options" and frozen is None:
         raise ValueError("variant='options' embeds the states with the untrained encoder: pass it as frozen=")
     torch.manual_seed(seed)
     pooler = Pooler(encoder, tokenizer, prefix)
+    if keep is not None:
+        encoder.eval()
+        kept: Keep | None = Keep(pooler, max_len=max_len, seed=seed, **keep)
+    else:
+        kept = None
     states_pooler = Pooler(frozen, tokenizer, prefix) if variant == "options" else pooler
     params = set_trainable(encoder, variant)
     plan = batches(pairs, batch_size, seed)
@@ -198,6 +239,8 @@ def tune(encoder: Any, tokenizer: Any, pairs: Sequence[Pair], *, variant: str = 
         target = torch.arange(len(batch))
         loss = (torch.nn.functional.cross_entropy(logits, target)
                 + torch.nn.functional.cross_entropy(logits.T, target)) / 2
+        if kept is not None:
+            loss = loss + kept.loss()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -212,7 +255,8 @@ def tune(encoder: Any, tokenizer: Any, pairs: Sequence[Pair], *, variant: str = 
     names = {id(p): name for name, p in encoder.named_parameters()}
     encoder.eval()
     encoder.requires_grad_(False)
-    return {"variant": variant, "trained": sorted(names[id(p)] for p in params), "steps": steps, "planned_steps": len(plan),
+    drift = {} if kept is None else {"keep_drift": round(kept.drift(), 5), "kept_texts": len(kept.rows)}
+    return {**drift, "variant": variant, "trained": sorted(names[id(p)] for p in params), "steps": steps, "planned_steps": len(plan),
             "pairs_seen": sum(len(b) for b in plan[:steps]), "seconds": round(seconds, 1),
             "minutes": round(seconds / 60, 2), "steps_per_s": round(steps / seconds, 3) if seconds else 0.0,
             "stopped_by_time": stopped_by_time, "trained_parameters": sum(p.numel() for p in params),

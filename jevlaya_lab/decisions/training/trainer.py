@@ -104,6 +104,7 @@ class TrainConfig:
     written_holdout: str = ""  # a writer batch ("a", "b", ...) held out whole instead of a random share
     label_aliases: float = 0.0  # share of written choice rows whose options get a user's other names
     tune_encoder: int = 0  # intent pairs the encoder is contrastively tuned on first (0: frozen); see _tune_encoder
+    tune_keep: float = 0.0  # with tune_encoder: weight holding the written training rows' vectors in place (0: none)
     reference: int = 1000  # reference states kept to standardise noul statements (0: none); see prior.py
     language_references: int = 0  # per language, reference states for unseen statements (0: none); see prior.py
     n_heldout_synthetic: int = 1500
@@ -131,6 +132,11 @@ class TrainConfig:
         if self.tune_encoder and not (self.datasets.strip() and self.dataset_rows):
             raise ValueError(f"tune_encoder={self.tune_encoder}: the encoder is tuned on the datasets' utterances; "
                              "give datasets (and dataset_rows > 0), or tune_encoder=0")
+        if isinstance(self.tune_keep, bool) or not isinstance(self.tune_keep, (int, float)) or self.tune_keep < 0:
+            raise ValueError(f"tune_keep={self.tune_keep!r}: must be a number >= 0 (0 keeps nothing in place)")
+        if self.tune_keep and not (self.tune_encoder and self.written_groups and self.written_copies):
+            raise ValueError(f"tune_keep={self.tune_keep}: it holds the written training rows in place while the "
+                             "encoder is tuned; give tune_encoder > 0 and written groups, or tune_keep=0")
         if not (isinstance(self.gate_quantile, (int, float)) and 0 < self.gate_quantile < 1):
             raise ValueError(f"gate_quantile={self.gate_quantile!r}: must be a number in (0, 1), e.g. 0.85")
         for name in ("generic_share", "multilingual_share", "heldout_share", "label_aliases"):
@@ -289,9 +295,14 @@ def _tune_encoder(encoder: nn.Module, tokenizer: Any, cfg: TrainConfig, log: Cal
     from jevlaya_lab.decisions.training import encoder_tuning
 
     pairs = encoder_pairs(cfg)
+    keep = None
+    if cfg.tune_keep:
+        states, options = keep_texts(cfg)
+        keep = {"states": states, "options": options, "weight": cfg.tune_keep, "batch": KEEP_BATCH}
+        log(f"holding {len(states)} written states and {len(options)} option texts in place (weight {cfg.tune_keep})")
     log(f"tuning the encoder ({TUNE_VARIANT}) on {len(pairs)} intent pairs")
     stats = encoder_tuning.tune(encoder, tokenizer, pairs, variant=TUNE_VARIANT, seed=cfg.seed, prefix=cfg.prefix,
-                                log=lambda *a, **_: log(" ".join(map(str, a))))
+                                keep=keep, log=lambda *a, **_: log(" ".join(map(str, a))))
     moved = stats.pop("trained")
     log(f"encoder tuned: {stats['steps']} steps in {stats['seconds']:.0f}s, loss {stats['loss_first50']} -> "
         f"{stats['loss_last50']}, {len(moved)} tensors moved")
@@ -315,6 +326,40 @@ def encoder_pairs(cfg: TrainConfig) -> list[tuple[str, str, str, str]]:
 TUNE_VARIANT = "all"
 """What ``tune_encoder`` moves (``encoder_tuning.VARIANTS``)."""
 
+KEEP_BATCH = 16
+"""Kept texts drawn per tuning step when ``tune_keep`` > 0 (``encoder_tuning.Keep``)."""
+
+
+def keep_texts(cfg: TrainConfig) -> tuple[list[Any], list[str]]:
+    """What ``tune_keep`` holds in place: the run's training written states, wrapped as its rows wrap
+    them, and the option texts of their questions (the presets' statements and options). The
+    written states the run holds out are left out, so its held-out report still reads unseen states."""
+    seed = cfg.seed if cfg.data_seed is None else cfg.data_seed
+    rng = random.Random(seed)
+    if cfg.dataset_names and cfg.dataset_rows:
+        _drawn_utterances(cfg, rng)  # the same draws as _examples, so the same written split
+    _, train_states = _written_split(cfg, rng)
+    examples = written_examples(train_states, copies=1, seed=seed + 4)
+    states = {json.dumps(ex.state, sort_keys=True, ensure_ascii=False): ex.state for ex in examples}
+    options = {t for ex in examples for t in option_texts(_parse(ex)) if t is not None}
+    return list(states.values()), sorted(options)
+
+
+def _written_split(cfg: TrainConfig, rng: random.Random) -> tuple[list[Any], list[Any]]:
+    """``(held-out, train)`` written states of a run, shuffled by ``rng``."""
+    states = list(load_written(cfg.written_groups))
+    rng.shuffle(states)
+    if cfg.written_holdout:  # another writer's batch, for cross-writer validation (bench/quality.py)
+        held_states = [s for s in states if s.batch == cfg.written_holdout]
+        train_states = [s for s in states if s.batch != cfg.written_holdout]
+        if not held_states:
+            raise ValueError(f"written_holdout={cfg.written_holdout!r}: no written state of group(s) "
+                             f"{cfg.written!r} is in that batch; give a batch some file name ends with "
+                             "(_b, _c; 'a' for none)")
+        return held_states, train_states
+    n_held = int(len(states) * cfg.heldout_share)
+    return states[:n_held], states[n_held:]
+
 
 def _examples(cfg: TrainConfig, log: Callable[[str], None]) -> tuple[list[Example], list[Example]]:
     """(train, held-out) examples: dataset utterances split by a seeded draw, plus synthetic rows."""
@@ -329,18 +374,7 @@ def _examples(cfg: TrainConfig, log: Callable[[str], None]) -> tuple[list[Exampl
         train += examples_from_utterances(train_utterances, intents, seed=seed + 2)
         log(f"datasets {', '.join(cfg.dataset_names)}: {len(train)} train / {len(held)} held-out rows")
     if cfg.written_groups and cfg.written_copies:
-        states = list(load_written(cfg.written_groups))
-        rng.shuffle(states)
-        if cfg.written_holdout:  # another writer's batch, for cross-writer validation (bench/quality.py)
-            held_states = [s for s in states if s.batch == cfg.written_holdout]
-            train_states = [s for s in states if s.batch != cfg.written_holdout]
-            if not held_states:
-                raise ValueError(f"written_holdout={cfg.written_holdout!r}: no written state of group(s) "
-                                 f"{cfg.written!r} is in that batch; give a batch some file name ends with "
-                                 "(_b, _c; 'a' for none)")
-        else:
-            n_held = int(len(states) * cfg.heldout_share)
-            held_states, train_states = states[:n_held], states[n_held:]
+        held_states, train_states = _written_split(cfg, rng)
         held += written_examples(held_states, copies=1, seed=seed + 3)
         train += written_examples(train_states, copies=cfg.written_copies, seed=seed + 4,
                                   alias_share=cfg.label_aliases)
