@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jevlaya_lab._cache_dir import build_directory, cache_home
+from jevlaya_lab.decisions import encoder_delta
 from jevlaya_lab.decisions.errors import BundledCheckpointError
 
 __all__ = ["BUNDLED", "BundledCheckpointError", "EncoderFiles", "checkpoint_dir", "encoder_dir", "head_dir",
@@ -216,12 +217,15 @@ def _assemble(name: str, heads: Path, staging: Path) -> None:
     tensors = {f"encoder.{k}": v for k, v in load_file(source.weights).items()
                if k not in _DROPPED_ENCODER_TENSORS}
     trained = load_file(heads / HEAD_WEIGHTS)
-    unknown = sorted(k for k in trained if k.startswith("encoder.") and k not in tensors)
-    if unknown:
-        raise BundledCheckpointError(f"bundled checkpoint {name!r}: shipped encoder tensors {unknown[:3]} "
-                                     f"do not exist in {wheel.distribution}; the shipped head is corrupt")
-    # fine-tuned encoder layers (shipped in fp16) replace the wheel's, in the wheel's dtype
-    tensors.update({k: v.to(tensors[k].dtype) if k in tensors else v for k, v in trained.items()})
+    # a tuned encoder ships as its change of the wheel's (encoder_delta), added here in the wheel's dtype
+    delta = {k: v for k, v in trained.items() if k.startswith((encoder_delta.PREFIX, "encoder."))}
+    try:
+        encoder_delta.apply(tensors, delta, prefix="encoder.")
+    except encoder_delta.DeltaError as exc:
+        raise BundledCheckpointError(f"bundled checkpoint {name!r}: its head does not fit {wheel.distribution}: "
+                                     f"{exc}; the shipped head is corrupt (retrain it, or reinstall the "
+                                     "package)") from exc
+    tensors.update({k: v for k, v in trained.items() if k not in delta})
     write_safetensors(tensors, staging / "model.safetensors", {"format": "pt"})
     (staging / "encoder").mkdir()
     shutil.copy2(source.encoder / "config.json", staging / "encoder" / "config.json")

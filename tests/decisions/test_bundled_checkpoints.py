@@ -80,6 +80,47 @@ def test_a_head_with_tuned_encoder_tensors_assembles_them_over_the_wheels(tmp_pa
         bundled._assemble("mini-en", heads, tmp_path / "again")
 
 
+def test_a_head_with_an_encoder_delta_assembles_the_wheel_plus_the_change(tmp_path):
+    """A tuned encoder ships as its change (``encoder_delta``): a low-rank change of a weight matrix
+    and moved embedding rows are added to the wheel's tensors, every other tensor is the wheel's,
+    the checkpoint loads strictly and holds no delta tensor; a delta of the wrong shape is refused."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    from jevlaya_lab.decisions import encoder_delta
+
+    heads = tmp_path / "heads"
+    shutil.copytree(bundled.head_dir("mini-en"), heads)
+    wheel = load_file(bundled.verified_encoder("mini-en").weights)
+    matrix, table = "encoder.layer.1.output.dense.weight", "embeddings.word_embeddings.weight"
+    gen = torch.Generator().manual_seed(0)
+    tuned = {matrix: wheel[matrix] + 0.01 * torch.randn(384, 2, generator=gen) @ torch.randn(2, 1536, generator=gen),
+             table: wheel[table].clone()}
+    tuned[table][[5, 2000]] += 0.05
+    delta = encoder_delta.compress(wheel, tuned, [matrix, table], rank=4, rows=10)
+    assert set(delta) == {f"encoder_delta.{matrix}.up", f"encoder_delta.{matrix}.down",
+                          f"encoder_delta.{table}.rows", f"encoder_delta.{table}.index"}
+    head = load_file(heads / bundled.HEAD_WEIGHTS)
+    save_file({**head, **delta}, heads / bundled.HEAD_WEIGHTS)
+    (tmp_path / "staging").mkdir()
+    bundled._assemble("mini-en", heads, tmp_path / "staging")
+    assembled = load_file(tmp_path / "staging" / "model.safetensors")
+    assert not any(k.startswith("encoder_delta.") for k in assembled)
+    for key in (matrix, table):
+        assert assembled[f"encoder.{key}"].dtype == torch.float32
+        assert torch.allclose(assembled[f"encoder.{key}"], tuned[key], atol=2e-4), key
+        assert not torch.equal(assembled[f"encoder.{key}"], wheel[key])
+    kept = [k for k in wheel if f"encoder.{k}" in assembled and k not in (matrix, table)]
+    assert len(kept) > 90 and all(torch.equal(assembled[f"encoder.{k}"], wheel[k]) for k in kept)
+    load_checkpoint(tmp_path / "staging")  # strict: every tensor name and shape
+    save_file({**head, **delta, f"encoder_delta.{matrix}.down": delta[f"encoder_delta.{matrix}.down"][:, :9].contiguous()},
+              heads / bundled.HEAD_WEIGHTS)
+    (tmp_path / "again").mkdir()
+    with pytest.raises(bundled.BundledCheckpointError, match="does not give the shape"):
+        bundled._assemble("mini-en", heads, tmp_path / "again")
+
+
 def test_mini_en_assembly_is_reused_on_later_calls(mini_en_dir):
     stamp = (mini_en_dir / "model.safetensors").stat().st_mtime_ns
     assert bundled.checkpoint_dir("mini-en") == mini_en_dir

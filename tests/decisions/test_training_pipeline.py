@@ -402,16 +402,25 @@ def test_tune_encoder_moves_the_encoder_on_pairs_no_later_fit_reads_and_ships_wh
     result = train(encoder, tokenizer, cfg, encoder_id=encoder_id, log=lambda m: None)
     assert all(torch.equal(v, before[k]) for k, v in encoder.state_dict().items())  # the caller's is untouched
     tuned = result.model.encoder.state_dict()
-    moved = result.tuned_encoder["moved"]
-    assert set(moved) == {k for k in before if not torch.equal(before[k], tuned[k])}
+    delta = result.tuned_encoder["delta"]
+    moved = {k[len("encoder_delta."):].rsplit(".", 1)[0] if k.startswith("encoder_delta.") else k[len("encoder."):]
+             for k in delta}
+    assert moved == {k for k in before if not torch.equal(before[k], tuned[k])}
     assert any(k.startswith("embeddings.") for k in moved) and any(k.startswith("encoder.layer.") for k in moved)
     assert result.tuned_encoder["steps"] > 0 and "contrastively tuned on 40" in result.config["encoder"]
+    # the head trained over exactly the encoder the delta gives once assembled over the wheel's
+    from jevlaya_lab.decisions import encoder_delta
+
+    rebuilt = dict(before)
+    encoder_delta.apply(rebuilt, delta, prefix="")
+    assert all(torch.equal(rebuilt[k], tuned[k]) for k in tuned)
     shipped = load_file(export_head(result, tmp_path / "head") / "head.safetensors")
-    encoder_tensors = {k for k in shipped if k.startswith("encoder.")}
-    assert encoder_tensors == {f"encoder.{k}" for k in moved}
-    assert all(shipped[k].dtype == torch.float16 for k in encoder_tensors)
+    encoder_tensors = {k for k in shipped if k.startswith(("encoder.", "encoder_delta."))}
+    assert encoder_tensors == set(delta) and all(torch.equal(shipped[k], delta[k]) for k in delta)
+    assert all(shipped[k].dtype == torch.float16 for k in encoder_tensors
+               if k.startswith("encoder_delta.") and not k.endswith(".index"))
     calibration = json.loads((tmp_path / "head" / "calibration.json").read_text())
-    assert calibration["tuned_encoder"]["pairs"] == 40 and "moved" not in calibration["tuned_encoder"]
+    assert calibration["tuned_encoder"]["pairs"] == 40 and "delta" not in calibration["tuned_encoder"]
     model, _, _ = load_checkpoint(_save(result, tmp_path))
     assert all(torch.equal(v, tuned[k]) for k, v in model.encoder.state_dict().items())
 

