@@ -32,7 +32,7 @@ from pathlib import Path
 
 from jevlaya_lab._cache_dir import build_directory, cache_home
 from jevlaya_lab.decisions import encoder_delta
-from jevlaya_lab.decisions.errors import BundledCheckpointError
+from jevlaya_lab.decisions.errors import BundledCheckpointError, CheckpointError
 
 __all__ = ["BUNDLED", "BundledCheckpointError", "EncoderFiles", "checkpoint_dir", "encoder_dir", "head_dir",
            "verified_encoder"]
@@ -221,7 +221,7 @@ def _assemble(name: str, heads: Path, staging: Path) -> None:
     delta = {k: v for k, v in trained.items() if k.startswith((encoder_delta.PREFIX, "encoder."))}
     try:
         encoder_delta.apply(tensors, delta, prefix="encoder.")
-    except encoder_delta.DeltaError as exc:
+    except CheckpointError as exc:
         raise BundledCheckpointError(f"bundled checkpoint {name!r}: its head does not fit {wheel.distribution}: "
                                      f"{exc}; the shipped head is corrupt (retrain it, or reinstall the "
                                      "package)") from exc

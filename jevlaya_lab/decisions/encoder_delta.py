@@ -27,17 +27,15 @@ from collections.abc import Iterable, Mapping, MutableMapping
 
 import torch
 
-__all__ = ["PREFIX", "RANK", "ROWS", "DeltaError", "apply", "compress", "size_bytes"]
+from jevlaya_lab.decisions.errors import CheckpointError
+
+__all__ = ["PREFIX", "RANK", "ROWS", "apply", "compress", "size_bytes"]
 
 PREFIX = "encoder_delta."
 RANK = 64
 ROWS = 3000
 WHOLE = "encoder."
 PARTS = ("up", "down", "rows", "index")
-
-
-class DeltaError(ValueError):
-    """A delta that does not fit the encoder it is applied to (names the tensor and the fix)."""
 
 
 def compress(base: Mapping[str, torch.Tensor], tuned: Mapping[str, torch.Tensor], names: Iterable[str], *,
@@ -49,7 +47,8 @@ def compress(base: Mapping[str, torch.Tensor], tuned: Mapping[str, torch.Tensor]
     out: dict[str, torch.Tensor] = {}
     for name in sorted(names):
         if name not in base or name not in tuned:
-            raise DeltaError(f"{name!r}: not a tensor of both encoders; pass the names of tensors the tuning moved")
+            raise ValueError(f"names: {name!r} is not a tensor of both encoders; pass the names of tensors the "
+                             "tuning moved")
         change = tuned[name].float() - base[name].float()
         if change.dim() == 2 and name.startswith("embeddings."):
             norms = change.norm(dim=1)
@@ -67,24 +66,25 @@ def compress(base: Mapping[str, torch.Tensor], tuned: Mapping[str, torch.Tensor]
 
 def apply(tensors: MutableMapping[str, torch.Tensor], delta: Mapping[str, torch.Tensor], *, prefix: str) -> None:
     """Put ``delta`` (what :func:`compress` returned, or a head's ``encoder_delta.*`` and moved
-    ``encoder.*`` tensors) into ``tensors``, whose keys are ``prefix`` + an encoder tensor's name, in
-    place and in each tensor's own dtype. A part for a tensor ``tensors`` does not hold, or of the
-    wrong shape, raises :class:`DeltaError`."""
+    ``encoder.*`` tensors) into ``tensors``, whose keys are ``prefix`` + an encoder tensor's name: each
+    changed entry is replaced by a new tensor in the old one's dtype (no tensor is written in place).
+    A part for a tensor ``tensors`` does not hold, or of the wrong shape, raises
+    :class:`~jevlaya_lab.decisions.errors.CheckpointError` naming the tensor (the head is malformed)."""
     grouped: dict[str, dict[str, torch.Tensor]] = {}
     for key, value in delta.items():
         if key.startswith(PREFIX):
             name, _, part = key[len(PREFIX):].rpartition(".")
             if part not in PARTS:
-                raise DeltaError(f"{key!r}: a delta part must end with one of {', '.join(PARTS)}")
+                raise CheckpointError(f"{key!r}: a delta part must end with one of {', '.join(PARTS)}")
             grouped.setdefault(name, {})[part] = value
         elif key.startswith(WHOLE):
             target = _target(tensors, prefix + key[len(WHOLE):], key)
             if target.shape != value.shape:
-                raise DeltaError(f"{key!r}: shape {tuple(value.shape)} replaces a tensor of shape "
+                raise CheckpointError(f"{key!r}: shape {tuple(value.shape)} replaces a tensor of shape "
                                  f"{tuple(target.shape)}")
             tensors[prefix + key[len(WHOLE):]] = value.to(target.dtype)
         else:
-            raise DeltaError(f"{key!r}: not an encoder delta tensor (names start with {PREFIX!r} or {WHOLE!r})")
+            raise CheckpointError(f"{key!r}: not an encoder delta tensor (names start with {PREFIX!r} or {WHOLE!r})")
     for name, parts in grouped.items():
         target = _target(tensors, prefix + name, PREFIX + name)
         # a new tensor, never an in-place add: ``tensors`` may share its storage with a live model
@@ -93,7 +93,7 @@ def apply(tensors: MutableMapping[str, torch.Tensor], delta: Mapping[str, torch.
 
 def _target(tensors: Mapping[str, torch.Tensor], key: str, shown: str) -> torch.Tensor:
     if key not in tensors:
-        raise DeltaError(f"{shown!r}: the encoder has no tensor {key!r}; the delta was made for another encoder")
+        raise CheckpointError(f"{shown!r}: the encoder has no tensor {key!r}; the delta was made for another encoder")
     return tensors[key]
 
 
@@ -103,17 +103,17 @@ def _change(name: str, parts: Mapping[str, torch.Tensor], target: torch.Tensor) 
         up, down = parts["up"].float(), parts["down"].float()
         if up.dim() != 2 or down.dim() != 2 or (up.shape[0], down.shape[1]) != tuple(target.shape) \
                 or up.shape[1] != down.shape[0]:
-            raise DeltaError(f"{PREFIX}{name}: up {tuple(up.shape)} @ down {tuple(down.shape)} does not give "
+            raise CheckpointError(f"{PREFIX}{name}: up {tuple(up.shape)} @ down {tuple(down.shape)} does not give "
                              f"the shape {tuple(target.shape)} of the encoder's tensor")
         return up @ down
     if set(parts) == {"rows", "index"}:
         rows, index = parts["rows"].float(), parts["index"].long()
         if rows.dim() != 2 or index.dim() != 1 or len(rows) != len(index) or rows.shape[1] != target.shape[1] \
                 or (len(index) and (int(index.min()) < 0 or int(index.max()) >= target.shape[0])):
-            raise DeltaError(f"{PREFIX}{name}: rows {tuple(rows.shape)} at {len(index)} indices do not fit the "
+            raise CheckpointError(f"{PREFIX}{name}: rows {tuple(rows.shape)} at {len(index)} indices do not fit the "
                              f"encoder's tensor of shape {tuple(target.shape)}")
         return torch.zeros(target.shape).index_add_(0, index, rows)
-    raise DeltaError(f"{PREFIX}{name}: has parts {sorted(parts)}; a delta is up and down, or rows and index")
+    raise CheckpointError(f"{PREFIX}{name}: has parts {sorted(parts)}; a delta is up and down, or rows and index")
 
 
 def size_bytes(delta: Mapping[str, torch.Tensor]) -> int:

@@ -320,7 +320,8 @@ def _shipped_delta(base: nn.Module, tuned: nn.Module, moved: Sequence[str],
     from jevlaya_lab.decisions import encoder_delta
 
     delta = encoder_delta.compress(base.state_dict(), tuned.state_dict(), moved)
-    shipped = {name: value for name, value in base.state_dict().items() if name in set(moved)}
+    moving = set(moved)
+    shipped = {name: value for name, value in base.state_dict().items() if name in moving}
     encoder_delta.apply(shipped, delta, prefix="")
     tuned.load_state_dict(shipped, strict=False)
     log(f"encoder delta: {len(moved)} tensors in {encoder_delta.size_bytes(delta) / 2**20:.1f} MB "
