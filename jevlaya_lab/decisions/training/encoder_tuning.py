@@ -178,8 +178,12 @@ class Keep:
             raise ValueError("keep: no states and no options to hold in place; pass some, or no Keep")
         self.pooler, self.weight, self.batch = pooler, weight, batch
         self.rng = random.Random(seed + 2)
+        self.targets = self._pool_all()
+
+    def _pool_all(self) -> torch.Tensor:
+        """Every kept text's vector now, in chunks of 64, no gradient."""
         with torch.no_grad():
-            self.targets = torch.cat([pooler.pool_with_grad(self.rows[i:i + 64]) for i in range(0, len(self.rows), 64)])
+            return torch.cat([self.pooler.pool_with_grad(self.rows[i:i + 64]) for i in range(0, len(self.rows), 64)])
 
     def loss(self) -> torch.Tensor:
         picked = self.rng.sample(range(len(self.rows)), min(self.batch, len(self.rows)))
@@ -188,9 +192,7 @@ class Keep:
 
     def drift(self) -> float:
         """Mean ``1 - cos`` of every kept text now against before tuning."""
-        with torch.no_grad():
-            now = torch.cat([self.pooler.pool_with_grad(self.rows[i:i + 64]) for i in range(0, len(self.rows), 64)])
-        return float((1 - (now * self.targets).sum(-1)).mean())
+        return float((1 - (self._pool_all() * self.targets).sum(-1)).mean())
 
 
 def tune(encoder: Any, tokenizer: Any, pairs: Sequence[Pair], *, variant: str = "all", seed: int = 0, lr: float = LR,
