@@ -44,7 +44,7 @@ def features(agent, task):
     texts = [x for x, _ in task["items"]]
     lps, vectors = adapt_features.base_features(agent, texts, (q,))
     targets = torch.tensor([answer_index(q, g, "gold") for _, g in task["items"]])
-    return q, lps[0], vectors, targets
+    return q, lps[0], vectors[0], targets
 
 
 def replay(q, lp, vectors, targets, train_rows, test_rows, method, seed):

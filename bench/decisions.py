@@ -6,6 +6,7 @@
     .venv/bin/python bench/decisions.py --bundled-only  # just the mini-en / mini-multi rows
     .venv/bin/python bench/decisions.py --vs-laya            # laya 0.4.15 and ours, same run
     .venv/bin/python bench/decisions.py --vs-laya --cells 1x5,8x5,64x5 --repeats 3
+    .venv/bin/python bench/decisions.py --open-cost  # mini-en's open part against its own head alone
 
 With ``--vs-laya`` a MiniLM-sized checkpoint is written by laya's own code (the real
 all-MiniLM-L6-v2 encoder, a seeded random 2-layer head, ``laya.train.save_checkpoint``) and
@@ -416,6 +417,52 @@ def reader_cost(name: str = "mini-en", repeats: int = 7) -> dict:
     return row
 
 
+def open_cost(name: str = "mini-en", repeats: int = 7) -> dict:
+    """What bundled checkpoint ``name``'s open part (decisions.open_questions) costs, on 64
+    hand-written messages: the 5 triage+email presets alone, 3 user questions alone (a statement and
+    two choices), and both in one call; each by the checkpoint as shipped and by its own head alone
+    (the open part removed: what answered every question before), in the same process, interleaved
+    rounds; median seconds per call, the ratio to the own head, and both processes' parameter counts."""
+    from jevlaya_lab.decisions import bundled, presets
+    from jevlaya_lab.decisions.checkpoint import load_checkpoint
+    from jevlaya_lab.decisions.open_questions import OPEN_KEY
+
+    path = ROOT / "tests" / "data" / "user_questions" / "en_states.json"
+    states = [s["text"] for s in json.loads(path.read_text(encoding="utf-8"))["states"]][:64]
+    directory = bundled.checkpoint_dir(name)
+    shipped = Agent(directory, device="cpu", model_id=name)
+    if shipped._open is None:
+        raise SystemExit(f"--open-cost: {name} has no open part to measure")
+    model, tokenizer, config = load_checkpoint(directory)
+    model.open_model = None
+    config.extra.pop(OPEN_KEY)
+    own = Agent((model, tokenizer, config), device="cpu", model_id=name)
+    preset_questions = {**presets.triage_questions(), "needs_reply": presets.email_questions()["needs_reply"]}
+    user = {"thanks": {"type": "noul", "instructions": "The customer says thank you."},
+            "desk": {"type": "choice", "instructions": "Which desk handles this?",
+                     "criteria": ["payments", "shipping", "accounts", "product"]},
+            "tone": {"type": "choice", "instructions": "How does the writer sound?",
+                     "criteria": ["calm", "annoyed", "furious"]}}
+    calls = {"presets": preset_questions, "user": user, "both": {**preset_questions, **user}}
+    times: dict[str, list[float]] = {f"{who} {kind}": [] for kind in calls for who in ("shipped", "own")}
+    for _ in range(repeats):
+        for kind, questions in calls.items():
+            for who, agent in (("shipped", shipped), ("own", own)):
+                started = time.perf_counter()
+                agent.predict_batch(states, questions)
+                times[f"{who} {kind}"].append(time.perf_counter() - started)
+    row: dict = {k: statistics.median(v[1:]) for k, v in times.items()}
+    row["parameters"] = {"shipped": parameter_count(shipped.decision_model), "own": parameter_count(model)}
+    for kind in calls:
+        row[f"{kind} ratio"] = row[f"shipped {kind}"] / row[f"own {kind}"]
+        print(f"{name}, 64 messages x {kind} ({len(calls[kind])} questions): with the open part "
+              f"{row[f'shipped {kind}'] * 1000:.0f} ms, own head alone {row[f'own {kind}'] * 1000:.0f} ms, "
+              f"ratio {row[f'{kind} ratio']:.2f}")
+    print(f"parameters: {row['parameters']['shipped'] / 1e6:.1f} M with the open part, "
+          f"{row['parameters']['own'] / 1e6:.1f} M without")
+    return row
+
+
 def merge_into(out: Path, key: str, value: object) -> int:
     """Write ``value`` under ``key`` into the results file, keeping its other entries."""
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -442,6 +489,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reader-cost", nargs="?", const="mini-en", choices=["mini-en", "mini-multi"],
                         help="only the cost of that bundled checkpoint's statement reader (default mini-en) on a "
                              "user's statement and choice (on against off)")
+    parser.add_argument("--open-cost", action="store_true",
+                        help="only what mini-en's open part costs: presets, user questions and both, against "
+                             "its own head alone")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -450,6 +500,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.reader_cost:
         key = "reader_cost" if args.reader_cost == "mini-en" else f"reader_cost_{args.reader_cost.replace('-', '_')}"
         return merge_into(Path(args.out), key, reader_cost(args.reader_cost))
+    if args.open_cost:
+        return merge_into(Path(args.out), "open_cost", open_cost())
     if args.bundled_only:
         return merge_into(Path(args.out), "bundled", bundled_rows(args.threads))
     load_started = time.perf_counter()

@@ -124,6 +124,7 @@ from jevlaya_lab.decisions.adaptation import (
     question_key,
 )
 from jevlaya_lab.decisions.errors import LabelError
+from jevlaya_lab.decisions.open_questions import answering
 from jevlaya_lab.decisions.questions import Question, parse_questions
 
 __all__ = ["ADAPTATION_KEY", "Adaptation", "AdaptationReport", "QuestionAdaptation", "adapt",
@@ -294,17 +295,18 @@ def adapt(agent: Agent, examples: Any, questions: Mapping[Any, Any], *, seed: in
     position = {i: p for p, i in enumerate(used)}
     lps, vectors = base_features(agent, [states[i] for i in used], parsed)
     assert vectors is not None
+    parts = answering(agent, parsed)  # with an open part, its questions read its head (open_questions)
     entries = [e for e in (agent._adaptation.entries.values() if agent._adaptation else ())]
     reports = []
-    for q, lp in zip(parsed, lps):
+    for q, lp, pooled, part in zip(parsed, lps, vectors, parts):
         rows = torch.tensor([position[i] for i, _ in labels[q.id]])
         targets = torch.tensor([option for _, option in labels[q.id]])
-        fit, center, report = fit_question(q, lp[rows], vectors[rows], targets, seed=seed, method=method)
+        fit, center, report = fit_question(q, lp[rows], pooled[rows], targets, seed=seed, method=method)
         reports.append(report)
         key = question_key(q)
         entries = [e for e in entries if e.key != key]
         entries.append(QuestionAdaptation(
-            key, q.id, _definition(questions, q), fit.method, agent.temperatures.get(q.type, q.n_options),
+            key, q.id, _definition(questions, q), fit.method, part.temperatures.get(q.type, q.n_options),
             fit.log_a, None if fit.bias is None else fit.bias.tolist(),
             None if fit.weight is None else fit.weight.tolist(),
             None if fit.weight is None else center.tolist(), len(targets)))

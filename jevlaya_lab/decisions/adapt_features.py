@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from jevlaya_lab.decisions.open_questions import answering
 from jevlaya_lab.decisions.prior_inputs import pool_rows
 from jevlaya_lab.decisions.questions import Question
 
@@ -25,10 +26,26 @@ LOG_FLOOR = -30.0
 
 
 def base_features(agent: Agent, states: Sequence[Any], parsed: tuple[Question, ...],
-                  *, vectors: bool = True) -> tuple[list[torch.Tensor], torch.Tensor | None]:
+                  *, vectors: bool = True) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
     """Per question ``[n, k]`` log-probabilities (caller order, at the agent's temperatures) that
-    the agent's checkpoint gives ``states`` without any adaptation, and the ``[n, d]`` pooled state
-    vectors (None unless ``vectors``)."""
+    the agent's checkpoint gives ``states`` without any adaptation, and per question the ``[n, d]``
+    pooled state vectors (None unless ``vectors``). With an open part (:mod:`.open_questions`) each
+    question's features come from the part that answers it: its own temperatures and its own
+    encoder's vectors, which is what a correction reads when the adapted Agent answers."""
+    parts = answering(agent, parsed)
+    found: dict[Question, tuple[torch.Tensor, torch.Tensor | None]] = {}
+    for part in {id(p): p for p in parts}.values():
+        questions = tuple(q for q, p in zip(parsed, parts) if p is part)
+        lps, pooled = _head_features(part, states, questions, vectors=vectors)
+        found.update({q: (lp, pooled) for q, lp in zip(questions, lps)})
+    per_vectors = [found[q][1] for q in parsed]
+    return [found[q][0] for q in parsed], (None if not vectors else [v for v in per_vectors if v is not None])
+
+
+def _head_features(agent: Agent, states: Sequence[Any], parsed: tuple[Question, ...],
+                   *, vectors: bool = True) -> tuple[list[torch.Tensor], torch.Tensor | None]:
+    """:func:`base_features` of one head (the agent's own, never routed): the vectors are one
+    ``[n, d]`` tensor for all its questions."""
     from jevlaya_lab.decisions.encoding import tokenize_states
 
     max_len, head_max_len = agent._budgets()

@@ -22,6 +22,8 @@ lifecycle, :meth:`jevlaya_lab.hooks.CallHooks.lifecycle`, with one
 - Encoding uses a private copy of the Rust tokenizer that is never mutated, so threads encode
   concurrently without a lock; the forward pass runs under ``torch.inference_mode()``.
 - ``ctx.usage`` is set only when there are results (``predict_batch([])`` leaves it ``None``).
+- A checkpoint with an open part answers the questions its own head was not trained on with that
+  part (:mod:`~.open_questions`), inside the same call and lifecycle.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from jevlaya_lab.decisions.encoding import (
     tokenize_states,
 )
 from jevlaya_lab.decisions.model import DecisionModel, DecisionOutput
+from jevlaya_lab.decisions.open_questions import OpenRoute
 from jevlaya_lab.decisions.prior_inputs import PriorBuilder, PriorInputs
 from jevlaya_lab.decisions.questions import Question, parse_questions
 from jevlaya_lab.decisions.results import AgentResult, ResultList
@@ -141,6 +144,7 @@ class Agent(HookHost):
         self._adaptation = adaptation_of(config)
         self.adaptation_report: Any = None
         """What :meth:`adapt` fitted (an ``AdaptationReport``) on an Agent it returned, else None."""
+        self._open = OpenRoute.of(self, network, tokenizer, config, quantize, make=Agent)
 
     def __repr__(self) -> str:
         return (f"<Agent model_id={self.model_id!r} device={self.device.type} "
@@ -295,7 +299,17 @@ class Agent(HookHost):
         max_len, head_max_len = self._budgets(ctx.max_len, ctx.head_max_len)
         tokens = tokenize_states(self._rows, states)
         order = sorted(range(len(states)), key=lambda i: len(tokens[i].ids)) if sort_by_length else None
-        results: list[dict[str, Any]] = [{} for _ in states]
+        if self._open is None:
+            return self._answer(tokens, parsed, max_len, head_max_len, batch_size, order)
+        part = self._open.agent  # the open part answers the open questions (decisions.open_questions)
+        return self._open.answer(
+            parsed, lambda own: self._answer(tokens, own, max_len, head_max_len, batch_size, order),
+            lambda opened: part._answer(tokens, opened, max_len, head_max_len, batch_size, order))
+
+    def _answer(self, tokens: Sequence[Any], parsed: tuple[Question, ...], max_len: int, head_max_len: int,
+                batch_size: int | None, order: Sequence[int] | None) -> list[dict[str, Any]]:
+        """This head's results for tokenised states (one per state, in input order)."""
+        results: list[dict[str, Any]] = [{} for _ in tokens]
         for picked, batch, prior in self._chunks(tokens, parsed, max_len, head_max_len, batch_size, order):
             out = self._forward(batch, prior)
             if self._adaptation is not None:  # the user's few-shot corrections (decisions.adapt)

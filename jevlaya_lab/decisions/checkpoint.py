@@ -10,7 +10,8 @@ The schema of ``rl_agent_config.json`` is :mod:`~.checkpoint_config` and finding
 disk or on the hub :mod:`~.checkpoint_source`; this module reads and writes the files.
 
 - Weights load strictly. Two tolerated differences, both harmless: an encoder pooler that the
-  file does not contain is removed from the model (``encoder.pooler.*`` was often not saved),
+  file does not contain is removed from the model (``encoder.pooler.*`` was often not saved;
+  the same for an open part's encoder, :mod:`~.open_questions`),
   and stale ``encoder.embeddings.position_ids`` / ``token_type_ids`` buffers in the file are
   ignored (current transformers does not persist them).
 - Unknown keys of ``rl_agent_config.json`` are kept in :attr:`CheckpointConfig.extra` and
@@ -29,6 +30,7 @@ from typing import Any, NamedTuple
 from jevlaya_lab.decisions.checkpoint_config import CONFIG_FILE, HEAD_ACTIVATIONS, CheckpointConfig
 from jevlaya_lab.decisions.checkpoint_source import resolve_source
 from jevlaya_lab.decisions.errors import CheckpointError, CheckpointNotFoundError
+from jevlaya_lab.decisions.open_questions import OPEN_KEY, OPEN_PREFIX, open_config
 from jevlaya_lab.decisions.weights import weights_on_meta
 
 WEIGHTS_FILE = "model.safetensors"
@@ -68,12 +70,13 @@ def _check_files(path: Path) -> None:
 
 def _fit_state_dict(model: Any, tensors: dict[str, Any], weights: Path) -> dict[str, Any]:
     """Apply the tolerated differences, then check names and shapes strictly."""
+    for prefix, part in (("", model), (OPEN_PREFIX, model.open_model)):  # the open part's encoder too
+        has_pooler = any(k.startswith(f"{prefix}encoder.pooler.") for k in tensors)
+        if part is not None and not has_pooler and getattr(part.encoder, "pooler", None) is not None:
+            part.encoder.pooler = None
     expected = model.state_dict()
-    has_pooler = any(k.startswith("encoder.pooler.") for k in tensors)
-    if not has_pooler and getattr(model.encoder, "pooler", None) is not None:
-        model.encoder.pooler = None
-        expected = model.state_dict()
-    tensors = {k: v for k, v in tensors.items() if not (k in _LEGACY_BUFFERS and k not in expected)}
+    tensors = {k: v for k, v in tensors.items()
+               if not (k.removeprefix(OPEN_PREFIX) in _LEGACY_BUFFERS and k not in expected)}
     missing = sorted(set(expected) - set(tensors))
     unexpected = sorted(set(tensors) - set(expected))
     if missing or unexpected:
@@ -201,10 +204,19 @@ def load_checkpoint(source: Any, *, subfolder: str | None = None, revision: str 
     except Exception as exc:  # safetensors raises its own error types for corrupt files
         raise CheckpointError(f"{weights} is not a readable safetensors file ({exc})") from None
 
+    opened = open_config(config, path / CONFIG_FILE)
+
     def build() -> Any:
+        open_model = None
+        if opened is not None:  # the open part: the same encoder layout, its own head (open_questions)
+            open_model = DecisionModel(
+                AutoModel.from_config(encoder_config), head_layers=opened.head_layers,  # type: ignore[no-untyped-call]
+                n_act=opened.n_act, activation=opened.head_activation,
+                prior=prior_config(opened, f"{path / CONFIG_FILE}: {OPEN_KEY}"))
         encoder = AutoModel.from_config(encoder_config)  # type: ignore[no-untyped-call]
         return DecisionModel(encoder, head_layers=config.head_layers, n_act=config.n_act,
-                             activation=config.head_activation, prior=prior_config(config, path / CONFIG_FILE))
+                             activation=config.head_activation, prior=prior_config(config, path / CONFIG_FILE),
+                             open_model=open_model)
 
     with weights_on_meta():
         model = build()

