@@ -248,13 +248,14 @@ def test_alias_option_texts_train_but_are_never_anchors(tmp_path):
     whose gate is shut, so the alias texts must stay out of the anchors (and out of the gate's
     placement); every other training text is an anchor, as without aliases."""
     from jevlaya_lab.decisions.prior_inputs import option_texts
-    from jevlaya_lab.decisions.training.trainer import _examples, _parse
+    from jevlaya_lab.decisions.training.trainer import _examples, _parse, run_split
     from jevlaya_lab.decisions.training.written import is_alias_text
 
     source = make_tiny_checkpoint(tmp_path / "tiny", seed=1)
     encoder, tokenizer, encoder_id = train_cli.load_encoder(str(source))
     cfg = TrainConfig(**{**TINY, "steps": 2}, datasets="", written="en", written_copies=1, label_aliases=0.5)
-    texts = {t for ex in _examples(cfg, lambda m: None)[0] for t in option_texts(_parse(ex)) if t is not None}
+    texts = {t for ex in _examples(cfg, run_split(cfg), lambda m: None)[0]
+             for t in option_texts(_parse(ex)) if t is not None}
     aliases = {t for t in texts if is_alias_text(t)}
     assert len(aliases) > 20 and "tech support" in {t.partition(": ")[0] for t in aliases}
     result = train(encoder, tokenizer, cfg, encoder_id=encoder_id, log=lambda m: None)
@@ -262,7 +263,8 @@ def test_alias_option_texts_train_but_are_never_anchors(tmp_path):
     assert result.config["similarity_prior"]["anchors"] == len(anchors) == len(texts) - len(aliases)
     assert tuple(result.config["similarity_prior"]["gate"]) == gate_for(anchors, cfg.gate_quantile)
     plain = train(encoder, tokenizer, replace(cfg, label_aliases=0.0), encoder_id=encoder_id, log=lambda m: None)
-    assert not any(is_alias_text(t) for ex in _examples(replace(cfg, label_aliases=0.0), lambda m: None)[0]
+    plain_cfg = replace(cfg, label_aliases=0.0)
+    assert not any(is_alias_text(t) for ex in _examples(plain_cfg, run_split(plain_cfg), lambda m: None)[0]
                    for t in option_texts(_parse(ex)) if t is not None)
     assert plain.config["similarity_prior"]["anchors"] > 0
 
@@ -379,7 +381,7 @@ def test_tune_encoder_moves_the_encoder_on_pairs_no_later_fit_reads_and_ships_wh
 
     from jevlaya_lab.decisions.training.intents import READER_HOLD_OUT, split_intents
     from jevlaya_lab.decisions.training.reader import ReaderTraining
-    from jevlaya_lab.decisions.training.trainer import _drawn_utterances, encoder_pairs
+    from jevlaya_lab.decisions.training.trainer import _drawn_utterances, encoder_pairs, run_split
 
     with pytest.raises(ValueError, match="tune_encoder=-1"):
         TrainConfig(tune_encoder=-1)
@@ -388,8 +390,10 @@ def test_tune_encoder_moves_the_encoder_on_pairs_no_later_fit_reads_and_ships_wh
     source = make_tiny_checkpoint(tmp_path / "tiny", seed=1)
     data = _tiny_datasets(tmp_path / "data")
     cfg = TrainConfig(**TINY, data_dir=str(data), tune_encoder=40)
-    pairs = encoder_pairs(cfg)
-    held, kept = _drawn_utterances(cfg, random.Random(cfg.seed))
+    split = run_split(cfg)
+    pairs = encoder_pairs(cfg, split)
+    held, kept = _drawn_utterances(cfg, random.Random(cfg.seed))  # the same seeded draw, read directly
+    assert [u.text for u in split.held_utterances] == [u.text for u in held]
     _, reader_held = split_intents(ReaderTraining.hold_out, cfg.seed)
     assert ReaderTraining.hold_out == READER_HOLD_OUT
     assert len(pairs) == 40 and held and kept
@@ -434,7 +438,7 @@ def test_tune_keep_holds_the_runs_training_written_states_and_their_statements(t
     """``tune_keep``: the tuning holds in place the written states the run trains on (wrapped as its
     rows wrap them) and their questions' option texts, never the written states it holds out; the run
     reports how far they drifted. Without tuning or written rows the option is refused."""
-    from jevlaya_lab.decisions.training.trainer import _drawn_utterances, _written_split, keep_texts
+    from jevlaya_lab.decisions.training.trainer import _drawn_utterances, _written_split, keep_texts, run_split
 
     with pytest.raises(ValueError, match="tune_keep=-1"):
         TrainConfig(tune_keep=-1)
@@ -446,7 +450,7 @@ def test_tune_keep_holds_the_runs_training_written_states_and_their_statements(t
     data = _tiny_datasets(tmp_path / "data")
     cfg = TrainConfig(**{**TINY, "n_synthetic": 0}, data_dir=str(data), tune_encoder=40, tune_keep=5.0,
                       written="en", written_copies=1)
-    states, options = keep_texts(cfg)
+    states, options = keep_texts(cfg, run_split(cfg))
     rng = random.Random(cfg.seed)
     _drawn_utterances(cfg, rng)
     held, trained = _written_split(cfg, rng)

@@ -156,10 +156,10 @@ def test_no_text_is_in_two_writer_batches():
 def test_a_held_out_writer_batch_is_the_whole_written_held_out_split_and_nothing_of_it_is_trained():
     """Cross-writer validation (bench/quality.py --cross-writer): batch b's states are held out
     whole, once per question, and the other batches train (written_copies rows each)."""
-    from jevlaya_lab.decisions.training.trainer import TrainConfig, _examples
+    from jevlaya_lab.decisions.training.trainer import TrainConfig, _examples, run_split
 
     cfg = TrainConfig(datasets="", n_synthetic=4, n_heldout_synthetic=4, written="en", written_holdout="b")
-    train, held = _examples(cfg, lambda m: None)
+    train, held = _examples(cfg, run_split(cfg), lambda m: None)
     states = load_written(("en",))
     questions = {p: len(presets.PRESETS[p]()) for p in presets.PRESETS}
     held_rows = [e for e in held if e.task.startswith("written.")]
@@ -174,4 +174,4 @@ def test_a_held_out_writer_batch_is_the_whole_written_held_out_split_and_nothing
     assert all(text_of(e) in held_texts for e in held_rows)
     assert not any(text_of(e) in held_texts for e in train_rows)
     with pytest.raises(ValueError, match="written_holdout='z'"):
-        _examples(TrainConfig(datasets="", n_synthetic=4, written="en", written_holdout="z"), lambda m: None)
+        run_split(TrainConfig(datasets="", n_synthetic=4, written="en", written_holdout="z"))

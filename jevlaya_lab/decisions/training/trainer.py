@@ -288,7 +288,28 @@ def _drawn_utterances(cfg: TrainConfig, rng: random.Random) -> tuple[list[Any], 
     return utterances[:n_held], utterances[n_held:]
 
 
-def _tune_encoder(encoder: nn.Module, tokenizer: Any, cfg: TrainConfig, log: Callable[[str], None]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class RunSplit:
+    """What a run holds out and what it trains on, drawn once with its data seed: the datasets'
+    utterances and the hand-written states. Every part of the run reads this one split (its rows,
+    the encoder tuning's pairs and kept texts), so no part trains on what another holds out."""
+
+    held_utterances: list[Any]
+    train_utterances: list[Any]
+    held_states: list[Any]
+    train_states: list[Any]
+
+
+def run_split(cfg: TrainConfig) -> RunSplit:
+    """The run's :class:`RunSplit`: the utterances first, then the written states, from one seeded rng."""
+    rng = random.Random(cfg.seed if cfg.data_seed is None else cfg.data_seed)
+    utterances = _drawn_utterances(cfg, rng) if cfg.dataset_names and cfg.dataset_rows else ([], [])
+    states = _written_split(cfg, rng) if cfg.written_groups else ([], [])
+    return RunSplit(*utterances, *states)
+
+
+def _tune_encoder(encoder: nn.Module, tokenizer: Any, cfg: TrainConfig, split: RunSplit,
+                  log: Callable[[str], None]) -> dict[str, Any]:
     """Tune ``encoder`` in place (``training.encoder_tuning``, variant :data:`TUNE_VARIANT`) on
     ``cfg.tune_encoder`` pairs of the datasets' train utterances with their intents' option texts,
     leaving out what later fits read as unseen: the utterances this run holds out (temperatures and
@@ -298,10 +319,10 @@ def _tune_encoder(encoder: nn.Module, tokenizer: Any, cfg: TrainConfig, log: Cal
     shipped form)."""
     from jevlaya_lab.decisions.training import encoder_tuning
 
-    pairs = encoder_pairs(cfg)
+    pairs = encoder_pairs(cfg, split)
     keep = None
     if cfg.tune_keep:
-        states, options = keep_texts(cfg)
+        states, options = keep_texts(cfg, split)
         keep = {"states": states, "options": options, "weight": cfg.tune_keep, "batch": KEEP_BATCH}
         log(f"holding {len(states)} written states and {len(options)} option texts in place (weight {cfg.tune_keep})")
     log(f"tuning the encoder ({TUNE_VARIANT}) on {len(pairs)} intent pairs")
@@ -329,14 +350,13 @@ def _shipped_delta(base: nn.Module, tuned: nn.Module, moved: Sequence[str],
     return delta
 
 
-def encoder_pairs(cfg: TrainConfig) -> list[tuple[str, str, str, str]]:
-    """The ``(dataset, intent, utterance, option text)`` pairs :func:`_tune_encoder` trains on."""
+def encoder_pairs(cfg: TrainConfig, split: RunSplit) -> list[tuple[str, str, str, str]]:
+    """The ``(dataset, intent, utterance, option text)`` pairs :func:`_tune_encoder` trains on: drawn
+    from the datasets' whole train splits but the utterances ``split`` holds out."""
     from jevlaya_lab.decisions.training import encoder_tuning
     from jevlaya_lab.decisions.training.intents import READER_HOLD_OUT, split_intents
 
-    seed = cfg.seed if cfg.data_seed is None else cfg.data_seed
-    held_utterances, _ = _drawn_utterances(cfg, random.Random(seed))
-    held_texts = {u.text for u in held_utterances}
+    held_texts = {u.text for u in split.held_utterances}
     trained_intents, _ = split_intents(READER_HOLD_OUT, cfg.seed)
     data = {name: {"train": [u for u in load_dataset(name, cfg.data_dir)["train"] if u.text not in held_texts]}
             for name in cfg.dataset_names}
@@ -350,16 +370,12 @@ KEEP_BATCH = 16
 """Kept texts drawn per tuning step when ``tune_keep`` > 0 (``encoder_tuning.Keep``)."""
 
 
-def keep_texts(cfg: TrainConfig) -> tuple[list[Any], list[str]]:
-    """What ``tune_keep`` holds in place: the run's training written states, wrapped as its rows wrap
-    them, and the option texts of their questions (the presets' statements and options). The
+def keep_texts(cfg: TrainConfig, split: RunSplit) -> tuple[list[Any], list[str]]:
+    """What ``tune_keep`` holds in place: the run's training written states (``split``), wrapped as its
+    rows wrap them, and the option texts of their questions (the presets' statements and options). The
     written states the run holds out are left out, so its held-out report still reads unseen states."""
     seed = cfg.seed if cfg.data_seed is None else cfg.data_seed
-    rng = random.Random(seed)
-    if cfg.dataset_names and cfg.dataset_rows:
-        _drawn_utterances(cfg, rng)  # the same draws as _examples, so the same written split
-    _, train_states = _written_split(cfg, rng)
-    examples = written_examples(train_states, copies=1, seed=seed + 4)
+    examples = written_examples(split.train_states, copies=1, seed=seed + 4)
     states = {json.dumps(ex.state, sort_keys=True, ensure_ascii=False): ex.state for ex in examples}
     options = {t for ex in examples for t in option_texts(_parse(ex)) if t is not None}
     return list(states.values()), sorted(options)
@@ -381,24 +397,22 @@ def _written_split(cfg: TrainConfig, rng: random.Random) -> tuple[list[Any], lis
     return states[:n_held], states[n_held:]
 
 
-def _examples(cfg: TrainConfig, log: Callable[[str], None]) -> tuple[list[Example], list[Example]]:
-    """(train, held-out) examples: dataset utterances split by a seeded draw, plus synthetic rows."""
+def _examples(cfg: TrainConfig, split: RunSplit, log: Callable[[str], None]) -> tuple[list[Example], list[Example]]:
+    """(train, held-out) examples: the split's dataset utterances and written states, plus synthetic rows."""
     seed = cfg.seed if cfg.data_seed is None else cfg.data_seed
-    rng = random.Random(seed)
     train: list[Example] = []
     held: list[Example] = []
     if cfg.dataset_names and cfg.dataset_rows:
         intents = load_intents()
-        held_utterances, train_utterances = _drawn_utterances(cfg, rng)
-        held += examples_from_utterances(held_utterances, intents, seed=seed + 1)
-        train += examples_from_utterances(train_utterances, intents, seed=seed + 2)
+        held += examples_from_utterances(split.held_utterances, intents, seed=seed + 1)
+        train += examples_from_utterances(split.train_utterances, intents, seed=seed + 2)
         log(f"datasets {', '.join(cfg.dataset_names)}: {len(train)} train / {len(held)} held-out rows")
     if cfg.written_groups and cfg.written_copies:
-        held_states, train_states = _written_split(cfg, rng)
-        held += written_examples(held_states, copies=1, seed=seed + 3)
-        train += written_examples(train_states, copies=cfg.written_copies, seed=seed + 4,
+        held += written_examples(split.held_states, copies=1, seed=seed + 3)
+        train += written_examples(split.train_states, copies=cfg.written_copies, seed=seed + 4,
                                   alias_share=cfg.label_aliases)
-        log(f"written {', '.join(cfg.written_groups)}: {len(train_states)} train / {len(held_states)} held-out states")
+        log(f"written {', '.join(cfg.written_groups)}: {len(split.train_states)} train / "
+            f"{len(split.held_states)} held-out states")
     shares = {"generic_share": cfg.generic_share, "multilingual_share": cfg.multilingual_share}
     if cfg.n_synthetic:
         train += generate(cfg.n_synthetic, seed=seed, **shares)
@@ -543,7 +557,8 @@ def train(encoder: nn.Module, tokenizer: Any, cfg: TrainConfig, *, encoder_id: s
     torch.manual_seed(cfg.seed)
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
-    train_examples, held_examples = _examples(cfg, log)
+    split = run_split(cfg)
+    train_examples, held_examples = _examples(cfg, split, log)
     tuned = None
     if cfg.tune_encoder:
         if memo is not None:
@@ -552,7 +567,7 @@ def train(encoder: nn.Module, tokenizer: Any, cfg: TrainConfig, *, encoder_id: s
         t_tune = time.perf_counter()
         base = encoder
         encoder = copy.deepcopy(encoder)  # the caller's encoder stays as it was (several runs may share it)
-        tuned = _tune_encoder(encoder, tokenizer, cfg, log)
+        tuned = _tune_encoder(encoder, tokenizer, cfg, split, log)
         tuned["delta"] = _shipped_delta(base, encoder, tuned.pop("moved"), log)
         seconds["tune_encoder"] = time.perf_counter() - t_tune
     for p in encoder.parameters():
