@@ -4,8 +4,9 @@ An ipywidgets composition: a summary table (escaped HTML), per-model tables (cal
 failures and tokens, latency/TTFT percentiles, failures by cause, race wins), the most recent
 failures with their error detail, and four plotly ``FigureWidget``s (tokens, latency, race
 wins, quality over time). ``refresh()`` (or the button) re-reads the source, so it can follow
-a live Broker. ``summary`` and ``tables`` hold the same numbers as plain dicts for notebook
-checks.
+a live Broker; the "read N×" line, the summary and the tables are one widget (``readout``), so a
+refresh reaches the page as one message and never shows a new summary beside old tables.
+``summary`` and ``tables`` hold the same numbers as plain dicts for notebook checks.
 
 What a reader of the tables can rely on: every cell is HTML-escaped (journal text such as an error
 detail or an operation is shown as text, never markup); numbers show three significant digits
@@ -134,9 +135,9 @@ class JournalDashboard(w.VBox):
         self.summary: dict[str, Any] = {}
         self.tables: dict[str, list[dict[str, Any]]] = {}
         self.refreshes = 0
-        self.refreshed = w.HTML()
-        self.summary_html = w.HTML()
-        self.tables_html = w.HTML()
+        self.readout = w.HTML()
+        """The "read N×" line, the summary and the tables, in one widget: a refresh redraws them with
+        one message, so the page never shows a new summary beside old tables."""
         import plotly.graph_objects as go
 
         self.figures = {name: go.FigureWidget() for name in FIGURES}
@@ -145,8 +146,7 @@ class JournalDashboard(w.VBox):
         tabs = w.Tab(children=list(self.figures.values()))
         for i, name in enumerate(self.figures):
             tabs.set_title(i, name)
-        super().__init__([w.HBox([self.button, self.refreshed]), self.summary_html,
-                          self.tables_html, tabs], **kwargs)
+        super().__init__([self.button, self.readout, tabs], **kwargs)
         self.add_class("jevlaya")  # the views' theme-aware styles (widgets.css) apply
         self.add_class("jv-dashboard")
         self.refresh()
@@ -165,13 +165,11 @@ class JournalDashboard(w.VBox):
         self.tables = {k: jsonable(df.reset_index().to_dict("records")) for k, df in frames.items()}
         summary = build_table([(k, summary_text(v)) for k, v in self.summary.items()], row_heads=True,
                               css_class="jv-table jv-summary")
-        self.summary_html.value = f"<style>{css()}</style>{summary}"
-        self.tables_html.value = "".join(f"<h4>{escape(HEADINGS[k])}</h4>{table_html(df, k)}"
-                                         for k, df in frames.items() if not df.empty)
+        tables = "".join(f"<h4>{escape(HEADINGS[k])}</h4>{table_html(df, k)}"
+                         for k, df in frames.items() if not df.empty)
         self.refreshes += 1
-        self.refreshed.value = (f"<span class='jv-muted jv-refreshed'>read {self.refreshes}× · "
-                                f"{escape(journal.source)}"
-                                "</span>")
+        self.readout.value = (f"<style>{css()}</style><div class='jv-muted jv-refreshed'>read {self.refreshes}× · "
+                              f"{escape(journal.source)}</div>{summary}{tables}")
         self.quality_bucket = self.quality_freq or quality_bucket(journal)
         for name, make in FIGURES.items():
             fig = make(journal, self.quality_bucket) if name == "quality" else make(journal)

@@ -32,7 +32,7 @@ def test_dashboard_shows_the_analysis_numbers_and_refreshes(broker: Any, server:
     assert failure["called_at"].endswith("UTC")
     assert [t.name for t in dash.figures["tokens"].data] == ["prompt", "completion"]
     assert len(dash.figures["latency"].data) >= 2
-    assert "<script" not in dash.tables_html.value + dash.summary_html.value
+    assert "<script" not in dash.readout.value
     server.set_fault("a", None)
     b.ask("again", max_tokens=4)
     dash.button.click()
@@ -41,7 +41,7 @@ def test_dashboard_shows_the_analysis_numbers_and_refreshes(broker: Any, server:
 
 def test_a_journal_without_rows_shows_an_empty_dashboard(broker: Any) -> None:
     dash = JournalDashboard(broker("a"))
-    assert dash.summary["attempts"] == 0 and dash.tables_html.value == ""
+    assert dash.summary["attempts"] == 0 and "<h4>" not in dash.readout.value
     assert all(rows == [] for rows in dash.tables.values())
 
 
@@ -73,7 +73,7 @@ def test_the_quality_bucket_follows_the_ratings_span(broker: Any) -> None:
     assert bucket < pd.Timedelta("1min")
     points = sum(len(trace.x) for trace in dash.figures["quality"].data)
     assert points >= 2 or rated.max() == rated.min()
-    assert "<td class='jv-n'>" in dash.tables_html.value
+    assert "<td class='jv-n'>" in dash.readout.value
     week = analysis.Journal(dash.journal.attempts, dash.journal.ratings.assign(
         rated_at=pd.to_datetime(["2026-01-01", "2026-01-03", "2026-01-05", "2026-01-08"],
                                 utc=True)))

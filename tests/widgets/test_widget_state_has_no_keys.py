@@ -25,7 +25,7 @@ def test_stream_view_and_dashboard_state_never_hold_the_key(tmp_path: Path) -> N
                 assert view.wait(30)
                 dash = JournalDashboard(b)
                 seen.append(json.dumps(view.get_state(), default=str) + repr(view) + repr(dash)
-                            + dash.summary_html.value + dash.tables_html.value
+                            + dash.readout.value
                             + json.dumps(analysis.summary(dash.journal)))
                 assert view.status == ("done" if key == RIGHT else "error")
                 view.close()
