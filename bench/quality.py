@@ -443,7 +443,8 @@ def fallback_lodo(agent, name: str, seeds: list[int], data_dir: str | None) -> d
     dataset's test split with held-out statements (half true, half a near intent's; ``seeds`` draw
     the pairs), next to the checkpoint's own answer without the refit and the cosine at the split's
     median. The encoder is frozen, so the shipped checkpoint's pooled vectors are the ones a
-    leave-one-out run would compute; the fallback alone answers these statements (gate ~0). The
+    leave-one-out run would compute (its own head's: an open part's encoder was tuned on all three
+    datasets, so it cannot leave one out); the fallback alone answers these statements (gate ~0). The
     anchors that the hubness reads are the shipped head's, which include the held dataset's training
     statements (not its test utterances nor these held-out statements)."""
     import dataclasses
@@ -562,7 +563,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.user_questions and agent is not None:
             results["user_questions"][name] = user_questions(agent, name, args.locked, args.data_dir)
             _print_user(name, results["user_questions"][name])
-            prior = agent.decision_model.prior
+            # a user's own questions are answered by the open part where the checkpoint has one
+            answering = (agent._open.agent if agent._open is not None else agent).decision_model
+            prior = answering.prior
             if args.also_without_fallback and prior is not None and prior.config.fallback:
                 import dataclasses
 
@@ -572,18 +575,18 @@ def main(argv: list[str] | None = None) -> int:
                 results["user_questions"][key] = user_questions(agent, name, args.locked, args.data_dir)
                 _print_user(key, results["user_questions"][key])
                 prior.config = with_fallback
-            reader = agent.decision_model.reader
+            reader = answering.reader
             if args.also_without_reader and reader is not None:
                 results.setdefault("own_wording", {})
                 print(f"\n{name}: a user's own wording of three triage questions, with the statement reader")
                 results["own_wording"][name] = own_wording(agent)
-                agent.decision_model.reader = None
+                answering.reader = None
                 print(f"{name}: the same without it")
                 results["own_wording"][f"{name} without reader"] = own_wording(agent)
                 key = f"{name} without reader"
                 results["user_questions"][key] = user_questions(agent, name, args.locked, args.data_dir)
                 _print_user(key, results["user_questions"][key])
-                agent.decision_model.reader = reader
+                answering.reader = reader
         if args.fallback_lodo and agent is not None:
             print(f"\n{name}: unseen-statement fallback, leave one dataset out (seeds {args.seeds})")
             results.setdefault("fallback_lodo", {})[name] = fallback_lodo(agent, name, args.seeds, args.data_dir)

