@@ -84,17 +84,23 @@ to its last planned step; ``--out`` to a scratch file, rows in the table's forma
     banking77 options    0  0.702  0.702  +0.000 | 0.466->0.454 |   0.803->0.810 |    71  1.73  0.7   2240
     hwu64     all        0  0.646  0.730  +0.084 | 0.471->0.582 |   0.796->0.875 |   501  0.91  9.2  16000
     hwu64     options    0  0.646  0.697  +0.051 | 0.471->0.506 |   0.796->0.835 |   501  1.37  6.1  16000
+    clinc150  all        0  0.770  0.820  +0.050 | 0.492->0.565 |   0.770->0.895 |   501  0.89  9.4  16000
+    banking77 all        0  0.702  0.705  +0.003 | 0.466->0.547 |   0.803->0.917 |   501  1.03  8.1  16000
 
 The gain grows with the pairs: seven times the pairs took HWU64's all-layer gain from +0.050 to
 +0.084 and the unseen dev user choices from +0.06 to +0.111 (what_they_want 0.311 -> 0.267, mood
 0.158 -> 0.333, how_to_answer 0.333 -> 0.542, ds_house 0.929 -> 0.945, ds_lists 0.625 -> 0.825).
 The option tower, which leaves every state vector as shipped, keeps about 0.6 of it. ``mini-en``
 retrained over an all-layer tuning (``jevlaya-lab train --tune-encoder 24000``) met the choice target
-on the locked user questions but lowered its yes/no presets, so it was not shipped (README, "Tuning
-the encoder"). An option tower on the same 24,000 pairs, put in ``mini-en``'s place for unseen choice
+on the locked user questions but lowered its yes/no presets, so it was not shipped as the head of
+every question (README, "Tuning the encoder"); it now ships as ``mini-en``'s open part, which answers
+only the questions its own head was not trained on (README, "The open part"). An option tower on the same 24,000 pairs, put in ``mini-en``'s place for unseen choice
 options only (a scratch patch of ``PriorBuilder.question_vectors``), left its dev user choices where
 they were: 0.695 (option in context) and 0.671 (plain option text) against 0.700. The CLINC150 and
-BANKING77 runs at 16,000 pairs were not made.
+BANKING77 rows at 16,000 pairs (a later run, nice 5, ``--variants all --held clinc150,banking77``)
+leave one dataset out as ``mini-en``'s open part is tuned: +0.050 on CLINC150 and +0.003 on BANKING77,
+so the three datasets' mean gain is +0.046 (HWU64 +0.084): the +0.05 target is met on two of three,
+and BANKING77's fine distinctions inside one bank are still not taught by the other two datasets.
 """
 
 from __future__ import annotations
