@@ -38,8 +38,10 @@ def base_features(agent: Agent, states: Sequence[Any], parsed: tuple[Question, .
         questions = tuple(q for q, p in zip(parsed, parts) if p is part)
         lps, pooled = _head_features(part, states, questions, vectors=vectors)
         found.update({q: (lp, pooled) for q, lp in zip(questions, lps)})
-    per_vectors = [found[q][1] for q in parsed]
-    return [found[q][0] for q in parsed], (None if not vectors else [v for v in per_vectors if v is not None])
+    lps = [found[q][0] for q in parsed]
+    if not vectors:
+        return lps, None
+    return lps, [v for q in parsed if (v := found[q][1]) is not None]  # each head pooled its states
 
 
 def _head_features(agent: Agent, states: Sequence[Any], parsed: tuple[Question, ...],
