@@ -21,7 +21,7 @@ from typing import Any
 
 from jevlaya_lab._rendering import MIME, register_renderer
 
-__all__ = ["MIME", "Html", "answer_rows", "answer_text", "answers_bundle", "answers_html", "bars_html",
+__all__ = ["MIME", "Html", "answer_rows", "answer_text", "type_text", "answers_bundle", "answers_html", "bars_html",
            "card", "gate_text", "model_label", "clip", "clipped_html", "decision_html", "escape",
            "jsonable", "llm_card", "llm_html", "stream_bundle", "stream_html", "stream_plain",
            "table_html"]
@@ -156,7 +156,8 @@ def answer_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     one, as :func:`jevlaya_lab.decisions.calibration.apply_min_confidence` gates) and
     ``threshold`` is the answer's ``abstention_threshold`` (``None`` when not gated), so a view
     never shows one number while another decided. A score also carries its ``scale``
-    (``"0–3"``) and its nearest ``level``.
+    (``"0–3"``) and its nearest ``level``; ``part`` is ``"open"`` for an answer of a checkpoint's
+    open part, else None.
     """
     answers = result.get("answers") if isinstance(result, Mapping) else None
     if not isinstance(answers, Mapping):
@@ -193,8 +194,15 @@ def answer_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
             "confidence": jsonable(a.get(gated_by)),
             "threshold": jsonable(a.get("abstention_threshold")),
             "abstained": a.get("abstention") == "abstained",
+            "part": a.get("part"),
         })
     return rows
+
+
+def type_text(row: Mapping[str, Any]) -> str:
+    """The question's type as shown, with the part of the checkpoint that answered it when that is
+    its open part (``noul · open part``; :mod:`jevlaya_lab.decisions.open_questions`)."""
+    return f"{row['type']} · {row['part']} part" if row.get("part") else str(row["type"])
 
 
 def answer_text(row: Mapping[str, Any]) -> str:
@@ -225,7 +233,7 @@ def answers_html(result: Mapping[str, Any]) -> str:
         style = f"color:{RED_TEXT};font-weight:bold" if row["abstained"] else ""
         parts.append(
             f"<div style='margin:.3em 0'><b>{escape(row['question'])}</b> "
-            f"<i>({escape(str(row['type']))})</i>: {escape(answer_text(row))}{level} "
+            f"<i>({escape(type_text(row))})</i>: {escape(answer_text(row))}{level} "
             f"<small style='{style}'>{escape(gate_text(row))}</small>"
             f"{bars_html(row['bars'], RED if row['abstained'] else BLUE)}</div>")
     model = result.get("model", "")

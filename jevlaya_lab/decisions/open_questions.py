@@ -30,7 +30,9 @@ correction (:mod:`.adapt`) is fitted on, and applied to, that part's outputs.
 **What a call costs.** One pass per part that has questions: a call that asks presets only, or
 open questions only, costs what one head costs; a call that mixes both encodes its states twice.
 The answers of both parts come back in the caller's question order, as one result per state whose
-``usage`` counts the tokens both passes read.
+``usage`` counts the tokens both passes read. Each answer of the open part says so, ``"part":
+"open"``, and the answers card and view show it ("noul · open part"), so a notebook shows which
+head read a question.
 
 What the issue left open, and this module decides: the route is by question, not by state or by
 option (a choice's options are compared in one softmax, so all of them come from one part); a
@@ -51,12 +53,15 @@ from jevlaya_lab.decisions.checkpoint_config import CONFIG_FILE, CheckpointConfi
 from jevlaya_lab.decisions.errors import CheckpointError
 from jevlaya_lab.decisions.statement_reader import READ_BELOW
 
-__all__ = ["OPEN_KEY", "OPEN_PREFIX", "OpenRoute", "answering", "merge_results", "merge_usage", "open_config"]
+__all__ = ["OPEN_KEY", "OPEN_PREFIX", "PART_KEY", "OpenRoute", "answering", "merge_results", "merge_usage",
+           "open_config"]
 
 OPEN_KEY = "open_questions"
 """The key of ``rl_agent_config.json`` that declares an open part."""
 OPEN_PREFIX = "open_model."
 """Where the open part's tensors live in ``model.safetensors``."""
+PART_KEY = "part"
+"""The key an answer of the open part carries (``"open"``); the own head's answers have none."""
 
 
 def open_config(config: CheckpointConfig, source: Any = CONFIG_FILE) -> CheckpointConfig | None:
@@ -140,12 +145,16 @@ class OpenRoute:
                answer_own: Callable[[tuple[Any, ...]], list[dict[str, Any]]],
                answer_open: Callable[[tuple[Any, ...]], list[dict[str, Any]]]) -> list[dict[str, Any]]:
         """One result per state for ``questions``: each part answers its questions (a part with none
-        is not run), merged in the questions' order (:func:`merge_results`)."""
+        is not run), merged in the questions' order (:func:`merge_results`); each answer of the open
+        part carries ``"part": "open"``."""
         own, opened = self.split(questions)
         if not opened:
             return answer_own(questions)
-        parts = [answer_open(opened)] + ([answer_own(own)] if own else [])
-        return merge_results(questions, parts)
+        from_open = answer_open(opened)
+        for result in from_open:  # what a notebook shows beside the answer (display.answer_rows)
+            for answer in result["answers"].values():
+                answer[PART_KEY] = "open"
+        return merge_results(questions, [from_open] + ([answer_own(own)] if own else []))
 
 
 def answering(agent: Any, questions: tuple[Any, ...]) -> list[Any]:

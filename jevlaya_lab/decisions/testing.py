@@ -156,3 +156,29 @@ def fixed_prior_parts(similarity_prior: dict[str, Any], *, anchors: tuple[str, .
     model.prior.config = config
     parts.config.extra[PRIOR_KEY] = config.to_value()
     return parts
+
+
+OPEN_ANCHORS = ("The customer asks for money back.", "refund")
+"""The training texts of :func:`tiny_open_parts`' own head: a question in these words is its own."""
+
+
+def tiny_open_parts(*, unseen: tuple[str, ...] = ("The writer attaches a photograph.", "happy", "angry",
+                                                   "calm")) -> Any:
+    """Tiny parts with an open part (:mod:`~jevlaya_lab.decisions.open_questions`): the own head of
+    :func:`fixed_prior_parts` with :data:`OPEN_ANCHORS` as its training texts and the gate put between
+    them and ``unseen``, and as the open part another seeded head over another encoder, with
+    temperatures of its own (0.7, 1.0, 1.3). ``tiny_open_parts().model.open_model`` is that part."""
+    from jevlaya_lab.decisions.open_questions import OPEN_KEY
+
+    own = fixed_prior_parts({"rank": 0, "reference": 3, "anchors": 2, "fallback": [1.5, 0.25, 0.0]},
+                            anchors=OPEN_ANCHORS, unseen=unseen)
+    part = tiny_open_part()
+    own.model.open_model = part.model
+    own.config.extra[OPEN_KEY] = part.config.to_dict()
+    return own
+
+
+def tiny_open_part() -> Checkpoint:
+    """The open part of :func:`tiny_open_parts` alone, as a checkpoint of its own."""
+    return make_tiny_parts(seed=7, similarity_prior={"rank": 0, "reference": 0, "anchors": 0},
+                           temperature=(0.7, 1.0, 1.3))

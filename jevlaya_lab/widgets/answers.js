@@ -20,7 +20,7 @@ function render({ model, el }) {
         res.state == null ? null : h("div", { class: "jv-muted jv-state" }, res.state));
       for (const row of res.rows) {
         card.append(h("div", { class: row.abstained ? "jv-q jv-abstained" : "jv-q" },
-          h("b", {}, row.question), " ", h("i", {}, `(${row.type})`), ": ",
+          h("b", {}, row.question), " ", h("i", { class: "jv-type" }, row.part ? `(${row.type} · ${row.part} part)` : `(${row.type})`), ": ",
           h("span", { class: "jv-answer" }, answerText(row)),
           row.level ? h("span", { class: "jv-muted" }, ` (${row.level})`) : null, " ",
           row.top_p == null ? null : h("small", { class: "jv-muted" }, `p ${fmt(row.top_p, 2)} · `),

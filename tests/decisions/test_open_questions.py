@@ -14,9 +14,15 @@ from jevlaya_lab.decisions.checkpoint import load_checkpoint, save_checkpoint
 from jevlaya_lab.decisions.errors import CheckpointError
 from jevlaya_lab.decisions.open_questions import OPEN_KEY, OPEN_PREFIX
 from jevlaya_lab.decisions.questions import parse_questions
-from jevlaya_lab.decisions.testing import fixed_prior_parts, make_tiny_parts
+from jevlaya_lab.decisions.testing import (
+    OPEN_ANCHORS,
+    fixed_prior_parts,
+    make_tiny_parts,
+    tiny_open_part,
+    tiny_open_parts,
+)
 
-KNOWN = "The customer asks for money back."
+KNOWN = OPEN_ANCHORS[0]
 UNSEEN = "The writer attaches a photograph."
 PRIOR = {"rank": 0, "reference": 3, "anchors": 2, "fallback": [1.5, 0.25, 0.0]}
 STATES = ["my invoice is wrong and i want my money back please", "thanks, all good now",
@@ -31,21 +37,16 @@ OWN, OPEN = ("known", "route"), ("new", "mood")
 
 
 def _own():
-    """The checkpoint's own head: its anchors are KNOWN and "refund", so UNSEEN and the moods are far."""
-    return fixed_prior_parts(PRIOR, anchors=(KNOWN, "refund"), unseen=(UNSEEN, "happy", "angry", "calm"))
+    """The checkpoint's own head alone: its anchors are KNOWN and "refund", so UNSEEN and the moods are far."""
+    return fixed_prior_parts(PRIOR, anchors=OPEN_ANCHORS, unseen=(UNSEEN, "happy", "angry", "calm"))
 
 
 def _open_part():
-    """Another head over another encoder (other seeded weights), with temperatures of its own."""
-    return make_tiny_parts(seed=7, similarity_prior={"rank": 0, "reference": 0, "anchors": 0},
-                           temperature=(0.7, 1.0, 1.3))
+    return tiny_open_part()
 
 
 def _with_open(tmp_path):
-    own, part = _own(), _open_part()
-    own.model.open_model = part.model
-    own.config.extra[OPEN_KEY] = part.config.to_dict()
-    return save_checkpoint(tmp_path / "both", *own)
+    return save_checkpoint(tmp_path / "both", *tiny_open_parts())
 
 
 def _answers(agent, questions, states=STATES):
@@ -74,18 +75,19 @@ def test_each_question_is_answered_by_the_part_it_belongs_to_in_one_call(tmp_pat
     expected_open = _answers(alone_open, {k: QUESTIONS[k] for k in OPEN})
     for result, a, b in zip(both, expected_own, expected_open):
         assert list(result["answers"]) == list(QUESTIONS)
-        for qid in OWN:
-            assert result["answers"][qid] == a["answers"][qid]
+        for qid in OWN:  # the own head's answers as they were, the open part's marked as its
+            assert result["answers"][qid] == a["answers"][qid] and "part" not in a["answers"][qid]
         for qid in OPEN:
-            assert result["answers"][qid] == b["answers"][qid]
+            assert result["answers"][qid] == {**b["answers"][qid], "part": "open"}
         assert result["usage"]["input_tokens"] == a["usage"]["input_tokens"] + b["usage"]["input_tokens"]
     # the open part differs from the own head on the open questions: the route matters
     own_on_open = _answers(alone_own, {k: QUESTIONS[k] for k in OPEN})
     assert any(_p(x["answers"]["new"]) != _p(y["answers"]["new"]) for x, y in zip(own_on_open, both))
     # a call with presets only runs the own head alone, and one with open questions only the open part
-    for qid, alone in (("known", alone_own), ("new", alone_open)):
+    for qid, alone, mark in (("known", alone_own, {}), ("new", alone_open, {"part": "open"})):
         for x, y in zip(_answers(agent, {qid: QUESTIONS[qid]}), _answers(alone, {qid: QUESTIONS[qid]})):
-            assert (x["answers"], x["usage"], x["model"]) == (y["answers"], y["usage"], agent.model_id)
+            assert (x["answers"][qid], x["usage"], x["model"]) == ({**y["answers"][qid], **mark}, y["usage"],
+                                                                   agent.model_id)
 
 
 def test_the_open_part_survives_save_and_load_with_its_tensors_and_config(tmp_path):
@@ -228,3 +230,16 @@ def test_train_open_reads_and_writes_the_open_part_of_a_bundled_checkpoint(tmp_p
     with pytest.raises(SystemExit, match="mini-multi has no open part; train one first with --name mini-multi --open"):
         train_cli.main(["--name", "mini-multi", "--open", "--fallback-only", "--datasets", "", "--written", "multi",
                         "--out", str(tmp_path / "nothing")])
+
+
+def test_a_notebook_shows_which_part_answered(tmp_path):
+    """The answers card names the open part beside an open question's type, and nothing beside the
+    own head's (the answers view draws the same text: tests/widgets/test_widgets_in_chromium.py)."""
+    from jevlaya_lab.display import answer_rows, answers_html
+
+    result = _answers(Agent(_with_open(tmp_path)), QUESTIONS)[0]
+    rows = {r["question"]: r for r in answer_rows(result)}
+    assert {q: r["part"] for q, r in rows.items()} == {"known": None, "new": "open", "route": None, "mood": "open"}
+    html = answers_html(result)
+    assert "<i>(noul · open part)</i>" in html and "<i>(choice · open part)</i>" in html
+    assert "<i>(noul)</i>" in html and "<i>(choice)</i>" in html

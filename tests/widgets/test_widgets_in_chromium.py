@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 from jevlaya_lab import analysis
+from jevlaya_lab.decisions.agent import Agent
 from jevlaya_lab.decisions.presets import triage_questions
+from jevlaya_lab.decisions.testing import OPEN_ANCHORS, tiny_open_parts
 from jevlaya_lab.widgets import AnswersView, HookTimeline, RoutingView, StreamView
 
 from .browser_host import WidgetHost
@@ -28,6 +30,10 @@ def test_views_render_in_chromium_with_payloads_as_text(page: Any, router: Any, 
                                                         broker: Any, tmp_path: Path) -> None:
     routing = RoutingView(router, f"Здравствуйте! {PAYLOAD}")
     answers = AnswersView(agent.predict_batch([PAYLOAD], triage_questions()), states=[PAYLOAD])
+    both = Agent(tiny_open_parts())  # a checkpoint with an open part: its answers say which part read them
+    opened = AnswersView(both.predict_batch(["my parcel is late"], {
+        "own": {"type": "noul", "instructions": OPEN_ANCHORS[0]},
+        "new": {"type": "noul", "instructions": "The writer attaches a photograph."}}))
     timeline = HookTimeline(throttle=0)
     agent.predict_batch(["one", "two"], triage_questions(), hooks=[timeline])
     agent.predict_batch(["three"], triage_questions(), hooks=[timeline])
@@ -38,9 +44,9 @@ def test_views_render_in_chromium_with_payloads_as_text(page: Any, router: Any, 
     figures = [analysis.tokens_figure(journal).to_html(full_html=False, include_plotlyjs=True),
                analysis.latency_figure(journal).to_html(full_html=False, include_plotlyjs=False)]
 
-    with WidgetHost([routing, answers, timeline, stream], extra=figures) as host:
+    with WidgetHost([routing, answers, timeline, stream, opened], extra=figures) as host:
         page.goto(host.url)
-        page.wait_for_selector("body[data-ready='4']", timeout=20_000)
+        page.wait_for_selector("body[data-ready='5']", timeout=20_000)
 
         # routing card: chosen checkpoint, reason, and the payload only as text
         assert page.inner_text("#w0 .jv-model") == "→ multilingual"
@@ -49,6 +55,7 @@ def test_views_render_in_chromium_with_payloads_as_text(page: Any, router: Any, 
         # answers: one question block per question; the state shown verbatim
         assert page.locator("#w1 .jv-q").count() == len(triage_questions())
         assert page.inner_text("#w1 .jv-state") == PAYLOAD
+        assert page.locator("#w4 .jv-type").all_text_contents() == ["(noul)", "(noul · open part)"]
         # timeline: one lane per run
         assert page.locator("#w2 .jv-lane").count() == len(timeline.lanes()) == 2
         hover = page.get_attribute("#w2 .jv-lane .jv-span", "title")
