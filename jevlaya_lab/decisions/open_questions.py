@@ -34,7 +34,7 @@ The answers of both parts come back in the caller's question order, as one resul
 "open"``, and the answers card and view show it ("noul · open part"), so a notebook shows which
 head read a question.
 
-What the issue left open, and this module decides: the route is by question, not by state or by
+Decided here, as a user of both heads would expect: the route is by question, not by state or by
 option (a choice's options are compared in one softmax, so all of them come from one part); a
 checkpoint whose own head has no similarity prior cannot route (it has no gate) and is refused
 when loaded; the open part may not have an open part of its own; a calibration file given to the
