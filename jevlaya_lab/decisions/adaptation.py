@@ -27,9 +27,13 @@ ADAPTATION_VERSION = 1
 # -- which question is which --------------------------------------------------------------------
 def question_key(q: Question) -> str:
     """The content key an adaptation is stored and looked up under (type, instructions, options,
-    and whether the reader may read it: a correction fit on read answers does not fit unread ones)."""
-    return json.dumps([q.type, q.instructions, [str(label) for label in q.labels], list(q.option_texts),
-                       list(q.legend), q.read], ensure_ascii=False)
+    whether the reader may read it, and the head its ``part`` key names, if any: a correction fit on
+    one head's or on read answers does not fit another's or unread ones)."""
+    key: list[Any] = [q.type, q.instructions, [str(label) for label in q.labels], list(q.option_texts),
+                      list(q.legend), q.read]
+    if q.part is not None:  # keys of questions without the key stay as they were
+        key.append(q.part)
+    return json.dumps(key, ensure_ascii=False)
 
 
 # -- the stored correction and how a forward pass uses it --------------------------------------

@@ -17,7 +17,9 @@ for the questions it was trained on, and an **open part** for every other questi
 and ``model.safetensors`` holds the part's tensors under ``open_model.`` (its whole encoder among
 them; a bundled head ships only the change of the wheel's encoder, :mod:`.encoder_delta`).
 
-**Which questions are open.** A question is open when any text it is read by is far from the
+**Which questions are open.** A question whose definition says ``"part": "own"`` or ``"open"``
+goes there (:mod:`.questions`): a user who finds a wording answered better by the other head can
+say so. Otherwise a question is open when any text it is read by is far from the
 training texts of the checkpoint's own head: the gate of its prior (:meth:`SimilarityPrior.gate
 <jevlaya_lab.decisions.prior.SimilarityPrior.gate>`) below
 :data:`~jevlaya_lab.decisions.statement_reader.READ_BELOW`, the line below which the reader
@@ -137,6 +139,9 @@ class OpenRoute:
         own: list[Any] = []
         opened: list[Any] = []
         for j, q in enumerate(questions):
+            if q.part is not None:  # the user's "part" key decides
+                (opened if q.part == "open" else own).append(q)
+                continue
             texts = gate[j][_text_mask(q, true_slot[j], width)]
             (opened if len(texts) and float(texts.min()) < READ_BELOW else own).append(q)
         return tuple(own), tuple(opened)

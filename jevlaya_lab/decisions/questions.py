@@ -28,6 +28,11 @@ The rules, each tested in ``tests/decisions``:
   comes from the similarity prior alone, and a call costs one encoder pass over the states (a read
   4-option choice costs 6-7x that on the bundled checkpoints). Only a bool is accepted (``"no"``
   would be truthy), and a ``score`` question, which is never read, refuses the key.
+- ``part`` (this project's key, any type): ``"own"`` or ``"open"`` sends the question to a
+  checkpoint's own head or to its open part whatever its texts
+  (:mod:`~jevlaya_lab.decisions.open_questions`); without it the texts decide. A checkpoint
+  without an open part answers every question with its one head, so there the key changes nothing
+  (a Router may send a call to either kind). Any other value is refused.
 """
 
 from __future__ import annotations
@@ -44,9 +49,9 @@ QUESTION_TYPES: tuple[str, ...] = ("choice", "score", "noul")
 TYPE_IDS: dict[str, int] = {name: index for index, name in enumerate(QUESTION_TYPES)}
 
 _ALLOWED_KEYS: dict[str, frozenset[str]] = {
-    "choice": frozenset({"type", "instructions", "criteria", "option_order", "read"}),
-    "score": frozenset({"type", "instructions", "criteria", "option_order"}),
-    "noul": frozenset({"type", "instructions", "criteria", "labels", "read"}),
+    "choice": frozenset({"type", "instructions", "criteria", "option_order", "read", "part"}),
+    "score": frozenset({"type", "instructions", "criteria", "option_order", "part"}),
+    "noul": frozenset({"type", "instructions", "criteria", "labels", "read", "part"}),
 }
 _NOUL_DEFAULT_TEXT = {
     "false": "no, the statement does not hold",
@@ -73,6 +78,9 @@ class Question:
     """Yes/no only: the (false, true) words of ``labels`` when given, shown on the answer."""
     read: bool = True
     """``False``: the statement reader never reads this question (its ``read`` key)."""
+    part: str | None = None
+    """``"own"`` / ``"open"``: the head that answers it on a checkpoint with an open part (its
+    ``part`` key); None lets its texts decide."""
 
     @property
     def type_id(self) -> int:
@@ -255,6 +263,19 @@ def _read(qid: str | int, definition: Mapping[str, Any]) -> bool:
     return value
 
 
+PARTS = ("own", "open")
+"""The values of a question's ``part`` key."""
+
+
+def _part(qid: str | int, definition: Mapping[str, Any]) -> str | None:
+    value = definition.get("part")
+    if value is not None and value not in PARTS:
+        raise _fail(qid, f"part must be 'own' or 'open', got {type(value).__name__} {value!r}; "
+                         "write 'part': 'own' for the checkpoint's own head, 'open' for its open part, "
+                         "or leave it out to let the question's texts decide")
+    return value
+
+
 def parse_question(qid: Any, definition: Any) -> Question:
     """Validate one definition and render its options; raises :class:`QuestionError`."""
     if isinstance(qid, bool) or not isinstance(qid, (str, int)) or (isinstance(qid, str) and not qid.strip()):
@@ -290,7 +311,8 @@ def parse_question(qid: Any, definition: Any) -> Question:
     if qtype == "noul" and definition.get("labels") is not None:
         named = _noul_labels(qid, definition["labels"])
         words = (named["false"], named["true"])
-    return Question(qid, qtype, instructions, labels, texts, order, legend, words, _read(qid, definition))
+    return Question(qid, qtype, instructions, labels, texts, order, legend, words, _read(qid, definition),
+                    _part(qid, definition))
 
 
 def parse_questions(questions: Any) -> tuple[Question, ...]:

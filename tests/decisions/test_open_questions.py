@@ -243,3 +243,29 @@ def test_a_notebook_shows_which_part_answered(tmp_path):
     html = answers_html(result)
     assert "<i>(noul · open part)</i>" in html and "<i>(choice · open part)</i>" in html
     assert "<i>(noul)</i>" in html and "<i>(choice)</i>" in html
+
+
+def test_a_questions_part_key_sends_it_to_that_head(tmp_path):
+    """``"part": "open"`` / ``"own"`` overrides the texts' route; on a checkpoint without an open part
+    the key changes nothing; a correction fitted under the key is kept apart from one without it; any
+    other value is refused, naming the key and the fix."""
+    from jevlaya_lab.decisions.adaptation import question_key
+    from jevlaya_lab.decisions.errors import QuestionError
+
+    agent = Agent(_with_open(tmp_path))
+    alone_own = Agent(save_checkpoint(tmp_path / "own", *_own()))
+    alone_open = Agent(save_checkpoint(tmp_path / "open", *_open_part()))
+    forced = {"known": {**QUESTIONS["known"], "part": "open"}, "new": {**QUESTIONS["new"], "part": "own"}}
+    own, opened = agent._open.split(parse_questions(forced))
+    assert [q.id for q in own] == ["new"] and [q.id for q in opened] == ["known"]
+    expected_open = _answers(alone_open, {"known": QUESTIONS["known"]})
+    expected_own = _answers(alone_own, {"new": QUESTIONS["new"]})
+    for result, o, w in zip(_answers(agent, forced), expected_open, expected_own):
+        assert result["answers"]["known"] == {**o["answers"]["known"], "part": "open"}
+        assert result["answers"]["new"] == w["answers"]["new"]
+    plain = [r["answers"]["new"] for r in _answers(alone_own, {"new": {**QUESTIONS["new"], "part": "open"}})]
+    assert plain == [r["answers"]["new"] for r in expected_own]
+    (keyed,), (unkeyed,) = parse_questions({"new": forced["new"]}), parse_questions({"new": QUESTIONS["new"]})
+    assert question_key(keyed) != question_key(unkeyed)
+    with pytest.raises(QuestionError, match="part must be 'own' or 'open', got str 'mine'; write 'part': 'own'"):
+        parse_questions({"x": {**QUESTIONS["new"], "part": "mine"}})
