@@ -392,7 +392,7 @@ def test_tune_encoder_moves_the_encoder_on_pairs_no_later_fit_reads_and_ships_wh
     cfg = TrainConfig(**TINY, data_dir=str(data), tune_encoder=40)
     split = run_split(cfg)
     pairs = encoder_pairs(cfg, split)
-    held, kept = _drawn_utterances(cfg, random.Random(cfg.seed))  # the same seeded draw, read directly
+    held, kept = _drawn_utterances(cfg, random.Random(cfg.seed), split.train_splits)  # the same seeded draw, directly
     assert [u.text for u in split.held_utterances] == [u.text for u in held]
     _, reader_held = split_intents(ReaderTraining.hold_out, cfg.seed)
     assert ReaderTraining.hold_out == READER_HOLD_OUT
@@ -452,7 +452,7 @@ def test_tune_keep_holds_the_runs_training_written_states_and_their_statements(t
                       written="en", written_copies=1)
     states, options = keep_texts(cfg, run_split(cfg))
     rng = random.Random(cfg.seed)
-    _drawn_utterances(cfg, rng)
+    _drawn_utterances(cfg, rng, run_split(cfg).train_splits)
     held, trained = _written_split(cfg, rng)
     shown = " ".join(json.dumps(s, ensure_ascii=False) for s in states)
     assert len(states) == len(trained) and held

@@ -168,6 +168,11 @@ class TrainConfig:
     def written_groups(self) -> tuple[str, ...]:
         return tuple(n.strip() for n in self.written.split(",") if n.strip())
 
+    @property
+    def draw_seed(self) -> int:
+        """The seed of the data draw: ``data_seed``, else ``seed``."""
+        return self.seed if self.data_seed is None else self.data_seed
+
 
 @dataclass
 class EncodedRows:
@@ -278,10 +283,11 @@ def row_logits(model: DecisionModel, rows: EncodedRows, index: torch.Tensor | No
     return logits.masked_fill(~rows.option_mask[index], -1e4)
 
 
-def _drawn_utterances(cfg: TrainConfig, rng: random.Random) -> tuple[list[Any], list[Any]]:
+def _drawn_utterances(cfg: TrainConfig, rng: random.Random,
+                      train_splits: dict[str, list[Any]]) -> tuple[list[Any], list[Any]]:
     """``(held-out, train)`` dataset utterances of a run: ``dataset_rows`` of the datasets' train
-    splits in ``rng``'s order, the first ``heldout_share`` of them held out."""
-    utterances = [u for name in cfg.dataset_names for u in load_dataset(name, cfg.data_dir)["train"]]
+    splits (``train_splits``, as read) in ``rng``'s order, the first ``heldout_share`` of them held out."""
+    utterances = [u for name in cfg.dataset_names for u in train_splits[name]]
     rng.shuffle(utterances)
     utterances = utterances[:cfg.dataset_rows]
     n_held = int(len(utterances) * cfg.heldout_share)
@@ -294,6 +300,8 @@ class RunSplit:
     utterances and the hand-written states. Every part of the run reads this one split (its rows,
     the encoder tuning's pairs and kept texts), so no part trains on what another holds out."""
 
+    train_splits: dict[str, list[Any]]
+    """Each dataset's whole train split as read (the draw and the tuning's pairs both come from it)."""
     held_utterances: list[Any]
     train_utterances: list[Any]
     held_states: list[Any]
@@ -301,11 +309,14 @@ class RunSplit:
 
 
 def run_split(cfg: TrainConfig) -> RunSplit:
-    """The run's :class:`RunSplit`: the utterances first, then the written states, from one seeded rng."""
-    rng = random.Random(cfg.seed if cfg.data_seed is None else cfg.data_seed)
-    utterances = _drawn_utterances(cfg, rng) if cfg.dataset_names and cfg.dataset_rows else ([], [])
+    """The run's :class:`RunSplit`: the datasets read once, the utterances drawn first, then the written
+    states, from one seeded rng."""
+    rng = random.Random(cfg.draw_seed)
+    reads = cfg.dataset_names and (cfg.dataset_rows or cfg.tune_encoder)
+    train_splits = {name: load_dataset(name, cfg.data_dir)["train"] for name in cfg.dataset_names} if reads else {}
+    utterances = _drawn_utterances(cfg, rng, train_splits) if cfg.dataset_names and cfg.dataset_rows else ([], [])
     states = _written_split(cfg, rng) if cfg.written_groups else ([], [])
-    return RunSplit(*utterances, *states)
+    return RunSplit(train_splits, *utterances, *states)
 
 
 def _tune_encoder(encoder: nn.Module, tokenizer: Any, cfg: TrainConfig, split: RunSplit,
@@ -358,7 +369,7 @@ def encoder_pairs(cfg: TrainConfig, split: RunSplit) -> list[tuple[str, str, str
 
     held_texts = {u.text for u in split.held_utterances}
     trained_intents, _ = split_intents(READER_HOLD_OUT, cfg.seed)
-    data = {name: {"train": [u for u in load_dataset(name, cfg.data_dir)["train"] if u.text not in held_texts]}
+    data = {name: {"train": [u for u in split.train_splits[name] if u.text not in held_texts]}
             for name in cfg.dataset_names}
     return encoder_tuning.training_pairs(data, trained_intents, cfg.dataset_names, cfg.tune_encoder, cfg.seed)
 
@@ -374,7 +385,7 @@ def keep_texts(cfg: TrainConfig, split: RunSplit) -> tuple[list[Any], list[str]]
     """What ``tune_keep`` holds in place: the run's training written states (``split``), wrapped as its
     rows wrap them, and the option texts of their questions (the presets' statements and options). The
     written states the run holds out are left out, so its held-out report still reads unseen states."""
-    seed = cfg.seed if cfg.data_seed is None else cfg.data_seed
+    seed = cfg.draw_seed
     examples = written_examples(split.train_states, copies=1, seed=seed + 4)
     states = {json.dumps(ex.state, sort_keys=True, ensure_ascii=False): ex.state for ex in examples}
     options = {t for ex in examples for t in option_texts(_parse(ex)) if t is not None}
@@ -399,7 +410,7 @@ def _written_split(cfg: TrainConfig, rng: random.Random) -> tuple[list[Any], lis
 
 def _examples(cfg: TrainConfig, split: RunSplit, log: Callable[[str], None]) -> tuple[list[Example], list[Example]]:
     """(train, held-out) examples: the split's dataset utterances and written states, plus synthetic rows."""
-    seed = cfg.seed if cfg.data_seed is None else cfg.data_seed
+    seed = cfg.draw_seed
     train: list[Example] = []
     held: list[Example] = []
     if cfg.dataset_names and cfg.dataset_rows:
