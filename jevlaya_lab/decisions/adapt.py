@@ -293,9 +293,9 @@ def adapt(agent: Agent, examples: Any, questions: Mapping[Any, Any], *, seed: in
                              "a state is a str, a dict or a list of messages")
     used = sorted({i for pairs in labels.values() for i, _ in pairs})
     position = {i: p for p, i in enumerate(used)}
-    lps, vectors = base_features(agent, [states[i] for i in used], parsed)
-    assert vectors is not None
     parts = answering(agent, parsed)  # with an open part, its questions read its head (open_questions)
+    lps, vectors = base_features(agent, [states[i] for i in used], parsed, parts=parts)
+    assert vectors is not None
     entries = [e for e in (agent._adaptation.entries.values() if agent._adaptation else ())]
     reports = []
     for q, lp, pooled, part in zip(parsed, lps, vectors, parts):

@@ -25,14 +25,15 @@ LOG_FLOOR = -30.0
 """Base log-probabilities are floored here, so a saturated zero-shot answer stays finite to fit."""
 
 
-def base_features(agent: Agent, states: Sequence[Any], parsed: tuple[Question, ...],
-                  *, vectors: bool = True) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
+def base_features(agent: Agent, states: Sequence[Any], parsed: tuple[Question, ...], *, vectors: bool = True,
+                  parts: Sequence[Agent] | None = None) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
     """Per question ``[n, k]`` log-probabilities (caller order, at the agent's temperatures) that
     the agent's checkpoint gives ``states`` without any adaptation, and per question the ``[n, d]``
     pooled state vectors (None unless ``vectors``). With an open part (:mod:`.open_questions`) each
     question's features come from the part that answers it: its own temperatures and its own
-    encoder's vectors, which is what a correction reads when the adapted Agent answers."""
-    parts = answering(agent, parsed)
+    encoder's vectors, which is what a correction reads when the adapted Agent answers. ``parts``:
+    :func:`~.open_questions.answering` of ``parsed``, when the caller has it already."""
+    parts = answering(agent, parsed) if parts is None else parts
     found: dict[Question, tuple[torch.Tensor, torch.Tensor | None]] = {}
     for part in {id(p): p for p in parts}.values():
         questions = tuple(q for q, p in zip(parsed, parts) if p is part)

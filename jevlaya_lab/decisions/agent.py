@@ -301,10 +301,8 @@ class Agent(HookHost):
         order = sorted(range(len(states)), key=lambda i: len(tokens[i].ids)) if sort_by_length else None
         if self._open is None:
             return self._answer(tokens, parsed, max_len, head_max_len, batch_size, order)
-        part = self._open.agent  # the open part answers the open questions (decisions.open_questions)
-        return self._open.answer(
-            parsed, lambda own: self._answer(tokens, own, max_len, head_max_len, batch_size, order),
-            lambda opened: part._answer(tokens, opened, max_len, head_max_len, batch_size, order))
+        # the open part answers the open questions (decisions.open_questions)
+        return self._open.answer(self, tokens, parsed, max_len, head_max_len, batch_size, order)
 
     def _answer(self, tokens: Sequence[Any], parsed: tuple[Question, ...], max_len: int, head_max_len: int,
                 batch_size: int | None, order: Sequence[int] | None) -> list[dict[str, Any]]:

@@ -146,20 +146,21 @@ class OpenRoute:
             (opened if len(texts) and float(texts.min()) < READ_BELOW else own).append(q)
         return tuple(own), tuple(opened)
 
-    def answer(self, questions: tuple[Any, ...],
-               answer_own: Callable[[tuple[Any, ...]], list[dict[str, Any]]],
-               answer_open: Callable[[tuple[Any, ...]], list[dict[str, Any]]]) -> list[dict[str, Any]]:
-        """One result per state for ``questions``: each part answers its questions (a part with none
-        is not run), merged in the questions' order (:func:`merge_results`); each answer of the open
-        part carries ``"part": "open"``."""
+    def answer(self, agent: Any, tokens: Sequence[Any], questions: tuple[Any, ...],
+               *budgets: Any) -> list[dict[str, Any]]:
+        """One result per state of ``tokens`` for ``questions``: ``agent`` (the checkpoint's own) and
+        the open part each answer their questions with ``Agent._answer`` and the call's ``budgets``
+        (a part with none is not run), merged in the questions' order (:func:`merge_results`); each
+        answer of the open part carries ``"part": "open"``."""
         own, opened = self.split(questions)
         if not opened:
-            return answer_own(questions)
-        from_open = answer_open(opened)
+            alone: list[dict[str, Any]] = agent._answer(tokens, questions, *budgets)
+            return alone
+        from_open = self.agent._answer(tokens, opened, *budgets)
         for result in from_open:  # what a notebook shows beside the answer (display.answer_rows)
             for answer in result["answers"].values():
                 answer[PART_KEY] = "open"
-        return merge_results(questions, [from_open] + ([answer_own(own)] if own else []))
+        return merge_results(questions, [from_open] + ([agent._answer(tokens, own, *budgets)] if own else []))
 
 
 def answering(agent: Any, questions: tuple[Any, ...]) -> list[Any]:
