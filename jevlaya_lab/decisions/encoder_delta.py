@@ -81,7 +81,7 @@ def apply(tensors: MutableMapping[str, torch.Tensor], delta: Mapping[str, torch.
             target = _target(tensors, prefix + key[len(WHOLE):], key)
             if target.shape != value.shape:
                 raise CheckpointError(f"{key!r}: shape {tuple(value.shape)} replaces a tensor of shape "
-                                 f"{tuple(target.shape)}")
+                                      f"{tuple(target.shape)}")
             tensors[prefix + key[len(WHOLE):]] = value.to(target.dtype)
         else:
             raise CheckpointError(f"{key!r}: not an encoder delta tensor (names start with {PREFIX!r} or {WHOLE!r})")
@@ -104,14 +104,14 @@ def _change(name: str, parts: Mapping[str, torch.Tensor], target: torch.Tensor) 
         if up.dim() != 2 or down.dim() != 2 or (up.shape[0], down.shape[1]) != tuple(target.shape) \
                 or up.shape[1] != down.shape[0]:
             raise CheckpointError(f"{PREFIX}{name}: up {tuple(up.shape)} @ down {tuple(down.shape)} does not give "
-                             f"the shape {tuple(target.shape)} of the encoder's tensor")
+                                  f"the shape {tuple(target.shape)} of the encoder's tensor")
         return up @ down
     if set(parts) == {"rows", "index"}:
         rows, index = parts["rows"].float(), parts["index"].long()
         if rows.dim() != 2 or index.dim() != 1 or len(rows) != len(index) or rows.shape[1] != target.shape[1] \
                 or (len(index) and (int(index.min()) < 0 or int(index.max()) >= target.shape[0])):
             raise CheckpointError(f"{PREFIX}{name}: rows {tuple(rows.shape)} at {len(index)} indices do not fit the "
-                             f"encoder's tensor of shape {tuple(target.shape)}")
+                                  f"encoder's tensor of shape {tuple(target.shape)}")
         return torch.zeros(target.shape).index_add_(0, index, rows)
     raise CheckpointError(f"{PREFIX}{name}: has parts {sorted(parts)}; a delta is up and down, or rows and index")
 

@@ -41,10 +41,6 @@ def _own():
     return fixed_prior_parts(PRIOR, anchors=OPEN_ANCHORS, unseen=(UNSEEN, "happy", "angry", "calm"))
 
 
-def _open_part():
-    return tiny_open_part()
-
-
 def _with_open(tmp_path):
     return save_checkpoint(tmp_path / "both", *tiny_open_parts())
 
@@ -64,7 +60,7 @@ def test_each_question_is_answered_by_the_part_it_belongs_to_in_one_call(tmp_pat
     answers alone; one result per state, in the caller's question order, usage summed."""
     path = _with_open(tmp_path)
     alone_own = Agent(save_checkpoint(tmp_path / "own", *_own()))
-    alone_open = Agent(save_checkpoint(tmp_path / "open", *_open_part()))
+    alone_open = Agent(save_checkpoint(tmp_path / "open", *tiny_open_part()))
     agent = Agent(path)
     assert agent._open is not None
     own, opened = agent._open.split(parse_questions(QUESTIONS))
@@ -95,7 +91,7 @@ def test_the_open_part_survives_save_and_load_with_its_tensors_and_config(tmp_pa
     config = json.loads((path / "rl_agent_config.json").read_text())
     assert config[OPEN_KEY]["temperature"] == [0.7, 1.0, 1.3]
     model, _, _ = load_checkpoint(path)
-    part = _open_part().model
+    part = tiny_open_part().model
     for name, tensor in part.state_dict().items():
         assert torch.equal(model.open_model.state_dict()[name], tensor), name
     agent = Agent(path)
@@ -115,7 +111,7 @@ def test_adapt_fits_each_question_on_the_part_that_answers_it(tmp_path):
     def only(qids):
         return [(s, {k: v for k, v in answers.items() if k in qids}) for s, answers in labels]
 
-    alone_open = Agent(save_checkpoint(tmp_path / "open", *_open_part())).adapt(
+    alone_open = Agent(save_checkpoint(tmp_path / "open", *tiny_open_part())).adapt(
         only({"new", "mood"}), {k: questions[k] for k in ("new", "mood")}, method="temperature")
     alone_own = Agent(save_checkpoint(tmp_path / "own", *_own())).adapt(
         only({"known"}), {"known": questions["known"]}, method="temperature")
@@ -149,7 +145,7 @@ def test_a_malformed_open_part_is_refused_naming_the_key(tmp_path, value, words)
 
 def test_an_open_part_needs_a_similarity_prior_to_route_by(tmp_path):
     plain = make_tiny_parts(seed=1)
-    plain.config.extra[OPEN_KEY] = _open_part().config.to_dict()
+    plain.config.extra[OPEN_KEY] = tiny_open_part().config.to_dict()
     path = save_checkpoint(tmp_path / "plain", *plain)
     with pytest.raises(CheckpointError, match="similarity_prior"):
         load_checkpoint(path)
@@ -157,7 +153,7 @@ def test_an_open_part_needs_a_similarity_prior_to_route_by(tmp_path):
 
 def test_a_network_and_config_that_disagree_about_the_part_are_refused():
     own = _own()
-    own.config.extra[OPEN_KEY] = _open_part().config.to_dict()
+    own.config.extra[OPEN_KEY] = tiny_open_part().config.to_dict()
     with pytest.raises(ValueError, match="open_model"):
         Agent(own)
 
@@ -254,7 +250,7 @@ def test_a_questions_part_key_sends_it_to_that_head(tmp_path):
 
     agent = Agent(_with_open(tmp_path))
     alone_own = Agent(save_checkpoint(tmp_path / "own", *_own()))
-    alone_open = Agent(save_checkpoint(tmp_path / "open", *_open_part()))
+    alone_open = Agent(save_checkpoint(tmp_path / "open", *tiny_open_part()))
     forced = {"known": {**QUESTIONS["known"], "part": "open"}, "new": {**QUESTIONS["new"], "part": "own"}}
     own, opened = agent._open.split(parse_questions(forced))
     assert [q.id for q in own] == ["new"] and [q.id for q in opened] == ["known"]
