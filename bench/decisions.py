@@ -385,6 +385,12 @@ def versus_laya(seconds: float, cells: list[tuple[int, int]], repeats: int) -> d
             "load_average": __import__("os").getloadavg()}
 
 
+def user_messages(n: int = 64) -> list[str]:
+    """The first ``n`` hand-written messages of the user-question benchmark (what the cost rows read)."""
+    path = ROOT / "tests" / "data" / "user_questions" / "en_states.json"
+    return [s["text"] for s in json.loads(path.read_text(encoding="utf-8"))["states"]][:n]
+
+
 def reader_cost(name: str = "mini-en", repeats: int = 7) -> dict:
     """What bundled checkpoint ``name``'s statement reader costs a user's own questions on 64
     hand-written messages: a yes/no statement read and unread (``"read": False``; only when the
@@ -392,8 +398,7 @@ def reader_cost(name: str = "mini-en", repeats: int = 7) -> dict:
     unread, in the same process, interleaved rounds; median seconds per call and their ratios."""
     from jevlaya_lab import load
 
-    path = ROOT / "tests" / "data" / "user_questions" / "en_states.json"
-    states = [s["text"] for s in json.loads(path.read_text(encoding="utf-8"))["states"]][:64]
+    states = user_messages()
     agent = load(name, device="cpu")
     statement = {"type": "noul", "instructions": "The customer says thank you."}
     choice = {"type": "choice", "instructions": "Which desk handles this?",
@@ -427,8 +432,7 @@ def open_cost(name: str = "mini-en", repeats: int = 7) -> dict:
     from jevlaya_lab.decisions.checkpoint import load_checkpoint
     from jevlaya_lab.decisions.open_questions import OPEN_KEY
 
-    path = ROOT / "tests" / "data" / "user_questions" / "en_states.json"
-    states = [s["text"] for s in json.loads(path.read_text(encoding="utf-8"))["states"]][:64]
+    states = user_messages()
     directory = bundled.checkpoint_dir(name)
     shipped = Agent(directory, device="cpu", model_id=name)
     if shipped._open is None:

@@ -192,16 +192,17 @@ def merge_results(questions: Sequence[Any], parts: Sequence[list[dict[str, Any]]
 def merge_usage(questions: Sequence[Any], usages: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """One state's usage over the parts' rows: tokens summed (every question has its row in one
     part), the state's own length once, the most state tokens any row lost, the truncated questions
-    in ``questions``' order, and the collapsed options of every part."""
+    in ``questions``' order, and the collapsed options of every part; any other key as the first
+    part gives it (nothing is dropped)."""
     truncated = {qid for usage in usages for qid in usage["truncated_questions"]}
-    out = {
+    out = dict(usages[0])
+    out.update({
         "input_tokens": sum(u["input_tokens"] for u in usages),
         "output_tokens": sum(u["output_tokens"] for u in usages),
-        "state_tokens": usages[0]["state_tokens"],
         "state_tokens_dropped": max(u["state_tokens_dropped"] for u in usages),
         "truncated": bool(truncated),
         "truncated_questions": [q.id for q in questions if q.id in truncated],
-    }
+    })
     options = {qid: info for usage in usages for qid, info in usage.get("options", {}).items()}
     if options:
         out["options"] = {q.id: options[q.id] for q in questions if q.id in options}
