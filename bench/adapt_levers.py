@@ -10,13 +10,17 @@ states with the fitted correction applied exactly as the adapted Agent applies i
 (``tests/decisions/test_adapt.py``) checks that this replay gives the adapted Agent's answers.
 
 Each setting is ``NAME=VALUE[,NAME=VALUE...]`` over adapt_fit's float constants, or
-``method=<method>``; ``base`` is the module as it ships. Printed per setting and k: mean
-balanced accuracy of the yes/no statements, mean accuracy of the choices, mean ECE, over the
-seeds; the dev half only (the locked half is read by ``bench/adapt.py --half locked``, once, for
-the figures that are reported).
+``method=<method>``, or ``self-train=M``; ``base`` is the module as it ships. ``self-train=M`` measures
+self-training, which ``adapt`` does not do: after the fit, the held-out states' most confident answers
+of each predicted class (M per label the class was given) join the labels, and a second fit answers
+the held-out states. It reads the unlabelled states, so it would need the table as well as the labels.
+
+Printed per setting and k: mean balanced accuracy of the yes/no statements, mean accuracy of the
+choices, mean ECE, over the seeds; the dev half only (the locked half is read by ``bench/adapt.py
+--half locked``, once, for the figures that are reported).
 
     .venv/bin/python bench/adapt_levers.py --seeds 0 1 2 \\
-        base THRESHOLD_PENALTY=0.01 YESNO_BALANCE=0 method=auto method=linear-0.003
+        base THRESHOLD_PENALTY=0.01 YESNO_BALANCE=0 method=auto method=linear-0.003 self-train=1
 """
 
 from __future__ import annotations
@@ -58,6 +62,27 @@ def replay(q, lp, vectors, targets, train_rows, test_rows, method, seed):
     return torch.softmax(adapt_fit.apply_fit(fit, center, lp[test], vectors[test]), dim=-1)
 
 
+def self_trained(q, lp, vectors, targets, train_rows, test_rows, method, seed, per_label: float):
+    """:func:`replay`, then a second fit with the held-out states' most confident answers as labels:
+    for each predicted class, ``per_label`` times the labels it was given (at least one)."""
+    import torch
+
+    from jevlaya_lab.decisions import adapt_fit
+
+    probs = replay(q, lp, vectors, targets, train_rows, test_rows, method, seed)
+    confidence, predicted = probs.max(dim=1)
+    given = targets[torch.tensor(train_rows)]
+    taken: list[int] = []
+    for c in range(lp.shape[1]):
+        mine = sorted((i for i in range(len(test_rows)) if predicted[i] == c), key=lambda i: -float(confidence[i]))
+        taken += mine[:int(per_label * max(1, int((given == c).sum())))]
+    rows = torch.tensor(train_rows + [test_rows[i] for i in taken])
+    labels = torch.cat([given, predicted[torch.tensor(taken, dtype=torch.long)]])
+    fit, center, _ = adapt_fit.fit_question(q, lp[rows], vectors[rows], labels, seed=seed, method=method)
+    test = torch.tensor(test_rows)
+    return torch.softmax(adapt_fit.apply_fit(fit, center, lp[test], vectors[test]), dim=-1)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("settings", nargs="*", default=["base"])
@@ -81,13 +106,19 @@ def main(argv=None) -> int:
             if part.startswith("method="):
                 values["method"] = part.partition("=")[2]
                 continue
+            if part.startswith("self-train="):
+                try:
+                    values["self-train"] = float(part.partition("=")[2])
+                except ValueError:
+                    parser.error(f"{part}: self-train takes a number of pseudo-labels per label, e.g. self-train=1")
+                continue
             try:
                 name, number = fit_constant(part)
             except ValueError as exc:
-                parser.error(f"{exc}, or method=<method>")
+                parser.error(f"{exc}, or method=<method>, or self-train=M")
             values[name] = number
         parsed_settings.append((setting, values))
-    varied = {name for _, values in parsed_settings for name in values if name != "method"}
+    varied = {name for _, values in parsed_settings for name in values if name not in ("method", "self-train")}
     shipped = {name: getattr(adapt_fit, name) for name in varied}  # restored after each setting
     found, notes = tasks("dev", args.data_dir, 0)
     for note in notes:
@@ -115,7 +146,12 @@ def main(argv=None) -> int:
                     index = positions[t["id"]]
                     train, test = draw(t["items"], k, seed + k)
                     test_rows = [index[id(x)] for x in test]
-                    probs = replay(q, lp, vectors, targets, [index[id(x)] for x in train], test_rows, method, 0)
+                    train_rows = [index[id(x)] for x in train]
+                    if "self-train" in values:
+                        probs = self_trained(q, lp, vectors, targets, train_rows, test_rows, method, 0,
+                                             float(values["self-train"]))
+                    else:
+                        probs = replay(q, lp, vectors, targets, train_rows, test_rows, method, 0)
                     gold = targets[test_rows]
                     balanced, accuracy, calibration = score(probs.tolist(), gold.tolist(), list(range(q.n_options)))
                     (yn if t["kind"] == "yesno" else ch).append(balanced if t["kind"] == "yesno" else accuracy)

@@ -279,6 +279,38 @@ def test_the_lever_sweep_replays_what_the_adapted_agent_answers(either: Agent) -
         assert torch.allclose(replayed, expected, atol=2e-4), (qid, replayed, expected)
 
 
+def test_the_self_training_lever_is_adapt_on_the_labels_and_its_confident_answers(either: Agent) -> None:
+    """``bench/adapt_levers.py self-train=M`` (measured, not shipped) must mean what its docstring says:
+    the answers of an Agent adapted on the labels plus, as more labels, the most confident held-out
+    answers of each predicted class; with M = 0 it is the plain replay."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from bench import adapt_levers
+
+    train, test = task(8, seed=5), task(12, seed=6)
+    items = [(s, gold["team"]) for s, gold in train + test]
+    q, lp, vectors, targets = adapt_levers.features(either, {"id": "team", "question": QUESTIONS["team"], "items": items})
+    rows, held = list(range(8)), list(range(8, 20))
+    plain = adapt_levers.replay(q, lp, vectors, targets, rows, held, "linear", 0)
+    assert torch.equal(adapt_levers.self_trained(q, lp, vectors, targets, rows, held, "linear", 0, 0.0), plain)
+    confidence, predicted = plain.max(dim=1)
+    labels = list(QUESTIONS["team"]["criteria"])
+    taken = []
+    for c in range(3):
+        mine = sorted((i for i in range(12) if predicted[i] == c), key=lambda i: -float(confidence[i]))
+        taken += mine[:max(1, sum(1 for _, g in train if g["team"] == labels[c]))]
+    assert taken, "the fit predicted no class at all"
+    pseudo = [(test[i][0], {"team": labels[int(predicted[i])]}) for i in taken]
+    adapted = either.adapt([(s, {"team": g["team"]}) for s, g in train] + pseudo, {"team": QUESTIONS["team"]})
+    got = answers(adapted, [s for s, _ in test], {"team": QUESTIONS["team"]})
+    expected = torch.tensor([[a["team"]["probabilities"][label] for label in labels] for a in got], dtype=torch.float64)
+    measured = adapt_levers.self_trained(q, lp, vectors, targets, rows, held, "linear", 0, 1.0)
+    assert torch.allclose(measured, expected, atol=2e-4), (measured, expected)
+    assert not torch.allclose(measured, plain, atol=1e-3)
+
+
 def test_separable_labels_without_a_penalty_fit_finite_numbers(either: Agent) -> None:
     """Labels a linear correction separates perfectly, with no L2 penalty to hold it: the fit's
     line search once overflowed the temperature (``exp(log a)``) into NaN answers, or a
