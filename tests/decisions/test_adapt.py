@@ -291,7 +291,8 @@ def test_the_self_training_lever_is_adapt_on_the_labels_and_its_confident_answer
 
     train, test = task(8, seed=5), task(12, seed=6)
     items = [(s, gold["team"]) for s, gold in train + test]
-    q, lp, vectors, targets = adapt_levers.features(either, {"id": "team", "question": QUESTIONS["team"], "items": items})
+    task_ = {"id": "team", "question": QUESTIONS["team"], "items": items}
+    q, lp, vectors, targets = adapt_levers.features(either, task_)
     rows, held = list(range(8)), list(range(8, 20))
     plain = adapt_levers.replay(q, lp, vectors, targets, rows, held, "linear", 0)
     assert torch.equal(adapt_levers.self_trained(q, lp, vectors, targets, rows, held, "linear", 0, 0.0), plain)
