@@ -200,3 +200,29 @@ def test_nothing_in_the_package_reads_the_benchmark():
     not among it (a tuning decision may read the dev half through bench/, never the locked one)."""
     for path in (ROOT / "jevlaya_lab").rglob("*.py"):
         assert "user_questions" not in path.read_text(encoding="utf-8"), path
+
+
+def test_the_statement_lines_bench_refits_a_shared_offset_and_knows_its_ceiling() -> None:
+    """``bench/statement_lines.py`` (the README's "where each statement's line falls"): statements whose
+    log-odds all sit 2 too low read "no" to most true rows at 0.5; a refit on the other statements
+    finds the shared offset and reaches each one's own best line, and the own line is a ceiling."""
+    import random
+
+    import torch
+
+    sys.path.insert(0, str(ROOT))
+    from bench import statement_lines
+
+    rng = random.Random(0)
+    statements = []
+    for name in "abcde":
+        gold = [rng.random() < 0.3 for _ in range(60)]
+        answers = torch.tensor([(1.0 if g else -1.0) + rng.gauss(0, 0.6) - 2.0 for g in gold])
+        statements.append((name, answers, (answers - answers.mean()) / answers.std(), gold))
+    got = statement_lines.lines(statements)
+    assert set(got) == {"shipped", "refit", "z", "refit+z", "own line"}
+    mean = {k: sum(v) / len(v) for k, v in got.items()}
+    assert mean["shipped"] < 0.75 < mean["refit"]
+    assert all(r <= o + 1e-9 for r, o in zip(got["refit"], got["own line"]))
+    assert mean["own line"] - mean["refit"] < 0.05
+    assert statement_lines.balanced([2.0, -1.0, 0.5, -3.0], [True, True, False, False]) == 0.5
