@@ -29,10 +29,10 @@ retraining) and writes its head with the new config. Before the fallback is fit,
 ``--language-references N`` (``mini-multi``'s default: 300) draws the prior's reference states by
 language (``training.language_references``), so an unseen statement on a Spanish message is read
 against Spanish messages; ``--language-references 0`` drops them. ``--reader-only`` trains the bundled
-checkpoint's statement reader (``training.reader``; 1500 steps take 8 minutes on an idle 2-core
-AVX-512 machine, about 25 on an AVX2 one) and writes its head with the reader's tensors (fp16)
-added; ``--reader-refit`` keeps the shipped reader and refits only its yes/no blend and choice
-weight (minutes). With ``--reader-choices-only`` the reader reads choice options only and yes/no
+checkpoint's statement reader (``training.reader``; 1500 steps took 8 minutes on an idle 2-core
+AVX-512 machine, and a three-layer reader's 1500 took 9 on an idle 2-core AVX2 one, its blend fit 4
+more) and writes its head with the reader's tensors (fp16) added; ``--reader-refit`` keeps the shipped
+reader and refits only its yes/no blend and choice weight (minutes). With ``--reader-choices-only`` the reader reads choice options only and yes/no
 statements keep their answer without it (no blend is fit, and a checkpoint without a fallback may
 carry it): ``mini-multi``'s reader, whose yes/no blend ranked its English dev statements below the
 cosine (that run took 34 minutes on the AVX2 machine, a blend fit included).
