@@ -228,6 +228,44 @@ def test_train_open_reads_and_writes_the_open_part_of_a_bundled_checkpoint(tmp_p
                         "--out", str(tmp_path / "nothing")])
 
 
+@pytest.mark.public_datasets
+def test_train_open_trains_and_refits_the_open_parts_reader(tmp_path):
+    """``--open --reader-only`` and ``--open --reader-refit`` (the second of the open part's two
+    documented commands) read and write the open part: on a tiny budget the new head keeps every tensor
+    of the shipped open head but its reader (the encoder change among them) and carries a new one-layer
+    reader in fp16; a refit keeps all of its tensors, reader included, and refits the blend and the
+    choice weight in its config. The own head is not written."""
+    from safetensors.torch import load_file
+
+    from jevlaya_lab.decisions.prior import PRIOR_KEY
+    from jevlaya_lab.decisions.training import cli as train_cli
+
+    opened = bundled.head_dir("mini-en") / bundled.OPEN_DIR
+    own_before = (bundled.head_dir("mini-en") / "head.safetensors").stat().st_mtime_ns
+    shipped = load_file(opened / "head.safetensors")
+    out = tmp_path / "open-reader"
+    assert train_cli.main(["--name", "mini-en", "--open", "--reader-only", "--reader-layers", "1", "--reader-steps",
+                           "2", "--reader-blend-rows", "64", "--out", str(out)]) == 0
+    written = load_file(out / "head.safetensors")
+    kept = {k: v for k, v in shipped.items() if not k.startswith("reader.")}
+    assert any(k.startswith("encoder_delta.") for k in kept)
+    assert all(torch.equal(written[k], v) for k, v in kept.items())
+    reader = {k: v for k, v in written.items() if k.startswith("reader.")}
+    assert {k.split(".")[2] for k in reader if k.startswith("reader.layers.")} == {"0"}
+    assert {v.dtype for v in reader.values()} == {torch.float16}
+    assert json.loads((out / "config.json").read_text())[PRIOR_KEY]["reader"]["layers"] == 1
+    refit = tmp_path / "open-refit"
+    assert train_cli.main(["--name", "mini-en", "--open", "--reader-refit", "--reader-blend-rows", "128",
+                           "--out", str(refit)]) == 0
+    rewritten = load_file(refit / "head.safetensors")
+    assert rewritten.keys() == shipped.keys() and all(torch.equal(rewritten[k], v) for k, v in shipped.items())
+    config = json.loads((refit / "config.json").read_text())[PRIOR_KEY]["reader"]
+    before = json.loads((opened / "config.json").read_text())[PRIOR_KEY]["reader"]
+    assert config["layers"] == before["layers"] == 3 and len(config["blend"]) == 3 and config["choices"] > 0
+    assert config["blend"] != before["blend"]  # fit on 128 rows instead of 4000
+    assert (bundled.head_dir("mini-en") / "head.safetensors").stat().st_mtime_ns == own_before
+
+
 def test_a_notebook_shows_which_part_answered(tmp_path):
     """The answers card names the open part beside an open question's type, and nothing beside the
     own head's (the answers view draws the same text: tests/widgets/test_widgets_in_chromium.py)."""
