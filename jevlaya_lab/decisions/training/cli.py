@@ -32,10 +32,11 @@ against Spanish messages; ``--language-references 0`` drops them. ``--reader-onl
 checkpoint's statement reader (``training.reader``; 1500 steps took 8 minutes on an idle 2-core
 AVX-512 machine, and a three-layer reader's 1500 took 9 on an idle 2-core AVX2 one, its blend fit 4
 more) and writes its head with the reader's tensors (fp16) added; ``--reader-refit`` keeps the shipped
-reader and refits only its yes/no blend and choice weight (minutes). With ``--reader-choices-only`` the reader reads choice options only and yes/no
-statements keep their answer without it (no blend is fit, and a checkpoint without a fallback may
-carry it): ``mini-multi``'s reader, whose yes/no blend ranked its English dev statements below the
-cosine (that run took 34 minutes on the AVX2 machine, a blend fit included).
+reader and refits only its yes/no blend and choice weight (minutes). With ``--reader-choices-only``
+the reader reads choice options only and yes/no statements keep their answer without it (no blend
+is fit, and a checkpoint without a fallback may carry it): ``mini-multi``'s reader, whose yes/no blend
+ranked its English dev statements below the cosine (that run took 34 minutes on the AVX2 machine, a
+blend fit included).
 
 Real utterances come from ``--data-dir`` (default ``$JEVLAYA_DATA_DIR``, else ``shared/datasets``
 beside the checkout); ``--datasets ''`` trains on synthetic data only.

@@ -170,7 +170,7 @@ class TrainConfig:
 
     @property
     def draw_seed(self) -> int:
-        """The seed of the data draw: ``data_seed``, else ``seed``."""
+        """``data_seed`` when given, else ``seed``: where the data draw's random generator starts."""
         return self.seed if self.data_seed is None else self.data_seed
 
 
