@@ -9,7 +9,7 @@ distance to 0.80 balanced accuracy a better line could close without labels:
 - ``refit``: one logistic over the answer's log-odds ``L``, fit on the other dev statements for each
   statement in turn (every statement weighs the same, yes and no alike: ``trainer.balanced_logistic``);
 - ``z``: the same over ``(L - mean) / spread`` of the statement's log-odds on ``--reference``
-  hand-written training messages (``training/data/written``, a seeded draw): the statement read
+  hand-written training messages (``training.written``, a seeded draw): the statement read
   against how it answers typical messages;
 - ``refit+z``: both features;
 - ``own line``: each statement's best threshold on its own gold rows, which needs labels (a ceiling
@@ -23,7 +23,6 @@ Printed: the mean balanced accuracy over the dev statements and how many stay be
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import random
 import statistics
@@ -34,18 +33,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-WRITTEN = ROOT / "jevlaya_lab" / "decisions" / "training" / "data" / "written"
-
-
 def reference_texts(n: int, seed: int) -> list[str]:
-    """``n`` hand-written English training messages (each row's first text of 16+ characters)."""
-    texts = []
-    for path in sorted(WRITTEN.glob("en_*.json")):
-        for row in json.loads(path.read_text(encoding="utf-8")):
-            text = next((v for v in row.values() if isinstance(v, str) and len(v) > 15), None)
-            if text is not None:
-                texts.append(text)
-    return random.Random(seed).sample(texts, min(n, len(texts)))
+    """``n`` hand-written English training messages (``training.written.load_written``), a seeded draw."""
+    from jevlaya_lab.decisions.training.written import load_written
+
+    return random.Random(seed).sample([s.text for s in load_written(("en",))], n)
 
 
 def log_odds(agent, texts: list[str], question: dict) -> list[float]:
@@ -59,9 +51,10 @@ def log_odds(agent, texts: list[str], question: dict) -> list[float]:
 
 
 def balanced(scores: list[float], gold: list[bool], threshold: float = 0.0) -> float:
-    pos = [s > threshold for s, g in zip(scores, gold) if g]
-    neg = [s <= threshold for s, g in zip(scores, gold) if not g]
-    return 0.5 * (sum(pos) / max(1, len(pos)) + sum(neg) / max(1, len(neg)))
+    """Balanced accuracy of "yes" above ``threshold`` (log-odds: 0 is the 0.5 line)."""
+    from bench.quality import _bal_at
+
+    return _bal_at(scores, gold, threshold)
 
 
 def lines(statements: list[tuple[str, Any, Any, list[bool]]]) -> dict[str, list[float]]:
