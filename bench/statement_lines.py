@@ -18,6 +18,16 @@ distance to 0.80 balanced accuracy a better line could close without labels:
 Printed: the mean balanced accuracy over the dev statements and how many stay below 0.80.
 
     JEVLAYA_DATA_DIR=DIR .venv/bin/python bench/statement_lines.py --threads 2
+
+``--fit-line`` fits the reader's ``line`` instead (``decisions/statement_reader.py``, "Read against
+reference messages"): every dev statement answered by the open part with its blended answer read
+against ``--reference`` hand-written messages (a checkpoint copy whose line is the identity), one
+logistic over those standardised answers, fit on the other dev statements for each statement
+(printed: balanced accuracy and ECE beside the answers as shipped) and then on all of them;
+``--ship`` writes that line and the reference texts into the package's open head (the dev half may
+guide any decision; the locked half is read only by ``bench/quality.py --locked``).
+
+    JEVLAYA_DATA_DIR=DIR .venv/bin/python bench/statement_lines.py --fit-line --threads 2 [--ship]
 """
 
 from __future__ import annotations
@@ -85,14 +95,55 @@ def lines(statements: list[tuple[str, Any, Any, list[bool]]]) -> dict[str, list[
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--checkpoint", default="mini-en")
-    parser.add_argument("--reference", type=int, default=300, help="hand-written messages a statement is read against")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--data-dir", help="the intent datasets' folder (default $JEVLAYA_DATA_DIR)")
-    parser.add_argument("--threads", type=int, default=2)
-    args = parser.parse_args(argv)
+def line_fit(statements: list[tuple[str, Any, list[bool]]]) -> tuple[dict[str, list[float]], tuple[float, float]]:
+    """``(per line, each statement's balanced accuracy then ECE, ``(scale, bias)`` fit on all)``:
+    ``statements`` are ``(id, standardised answer, gold)``; ``left out`` is the line fit on the other
+    statements for each one, ``as is`` the standardised answer at 0 (no line)."""
+    import torch
+
+    from jevlaya_lab.decisions.training import metrics
+    from jevlaya_lab.decisions.training.trainer import balanced_logistic
+
+    def fit(rows: list[tuple[str, Any, list[bool]]]) -> tuple[float, float]:
+        x = torch.cat([a for _, a, _ in rows])[:, None]
+        y = torch.tensor([float(g) for *_, gs in rows for g in gs])
+        (scale,), bias = balanced_logistic(x, y, [name for name, a, _ in rows for _ in range(len(a))])
+        return scale, bias
+
+    def scores(values: list[Any], golds: list[list[bool]]) -> list[float]:
+        bal = [balanced(v.tolist(), g) for v, g in zip(values, golds)]
+        ece = [metrics.expected_calibration_error([[1 - p, p] for p in torch.sigmoid(v).tolist()], [int(x) for x in g])
+               for v, g in zip(values, golds)]
+        return bal + ece
+
+    golds = [g for *_, g in statements]
+    left = []
+    for i, (_, a, _) in enumerate(statements):
+        scale, bias = fit([s for j, s in enumerate(statements) if j != i])
+        left.append(a * scale + bias)
+    return {"as is": scores([a for _, a, _ in statements], golds), "left out": scores(left, golds)}, fit(statements)
+
+
+def _identity_line_copy(name: str, reference: list[str], out: Path) -> float:
+    """A copy of the bundled ``name`` checkpoint in ``out`` whose open part reads a statement against
+    ``reference`` with the identity line; returns the open part's noul temperature (the line's unit)."""
+    import json
+    import shutil
+
+    from jevlaya_lab.decisions import bundled
+
+    shutil.copytree(bundled.checkpoint_dir(name), out)
+    path = out / "rl_agent_config.json"
+    config = json.loads(path.read_text(encoding="utf-8"))
+    temperature = float(config["open_questions"]["temperature"][2])
+    config["open_questions"]["similarity_prior"]["reader"].update(line=[temperature, 0.0], reference=reference)
+    path.write_text(json.dumps(config), encoding="utf-8")
+    return temperature
+
+
+def fit_line_main(args: Any) -> int:
+    import json
+    import tempfile
 
     import torch
 
@@ -100,7 +151,62 @@ def main(argv: list[str] | None = None) -> int:
     from jevlaya_lab.decisions import bundled
     from jevlaya_lab.decisions.agent import Agent
 
+    reference = reference_texts(args.reference, args.seed)
+    shipped = Agent(str(bundled.checkpoint_dir(args.checkpoint)), model_id=args.checkpoint)
+    with tempfile.TemporaryDirectory() as tmp:
+        temperature = _identity_line_copy(args.checkpoint, reference, Path(tmp) / "ckpt")
+        agent = Agent(str(Path(tmp) / "ckpt"), model_id=args.checkpoint)
+        assert agent._open is not None and agent._open.agent.temperatures.get("noul", 2) == temperature, \
+            "the line is in the open part's noul temperature, the third of its config's"
+        standardised, as_shipped, cache = [], [], {}
+        for q in uq.load_questions(("dev",)):
+            if q.kind != "yesno":
+                continue
+            rows = uq.gold_rows(q, "en", data_dir=args.data_dir, cache=cache)
+            texts, gold = [r[1] for r in rows], [bool(r[2]) for r in rows]
+            standardised.append((q.id, torch.tensor(log_odds(agent, texts, q.agent_question("en"))), gold))
+            as_shipped.append((q.id, torch.tensor(log_odds(shipped, texts, q.agent_question("en"))), gold))
+    results, (scale, bias) = line_fit(standardised)
+    results["shipped"] = line_fit(as_shipped)[0]["as is"]
+    n = len(standardised)
+    print(f"{args.checkpoint}: {n} dev statements read against {len(reference)} reference messages")
+    for name in ("shipped", "as is", "left out"):
+        bal, ece = results[name][:n], results[name][n:]
+        print(f"  {name:<9} balanced {statistics.mean(bal):.3f}  ECE {statistics.mean(ece):.3f}  "
+              f"below 0.80: {sum(v < 0.8 for v in bal)}")
+    line = [round(scale * temperature, 4), round(bias * temperature, 4)]
+    print(f"  line fit on all {n}: scale {scale:.4f}, bias {bias:.4f} -> config line {line} (x {temperature})")
+    if args.ship:
+        path = bundled.head_dir(args.checkpoint) / bundled.OPEN_DIR / bundled.HEAD_CONFIG
+        config = json.loads(path.read_text(encoding="utf-8"))
+        config["similarity_prior"]["reader"].update(line=line, reference=reference)
+        path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        print(f"  wrote {path}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--checkpoint", default="mini-en")
+    parser.add_argument("--reference", type=int, default=300, help="hand-written messages a statement is read against")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--data-dir", help="the intent datasets' folder (default $JEVLAYA_DATA_DIR)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--fit-line", action="store_true",
+                        help="fit the open part reader's line against the reference messages (see above)")
+    parser.add_argument("--ship", action="store_true", help="with --fit-line: write it into the package's open head")
+    args = parser.parse_args(argv)
+
+    import torch
+
     torch.set_num_threads(args.threads)
+    if args.fit_line:
+        return fit_line_main(args)
+
+    from bench import user_questions as uq
+    from jevlaya_lab.decisions import bundled
+    from jevlaya_lab.decisions.agent import Agent
+
     agent = Agent(str(bundled.checkpoint_dir(args.checkpoint)), model_id=args.checkpoint)
     reference = reference_texts(args.reference, args.seed)
     statements = []

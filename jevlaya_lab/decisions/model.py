@@ -184,7 +184,8 @@ class DecisionModel(nn.Module):
         read = None
         if self.reader is not None and len(prior.pair_row):
             read = (prior.pair_row, prior.pair_slot,
-                    self.reader(self.encoder, prior.pair_ids, prior.pair_types, prior.pair_mask))
+                    self.reader(self.encoder, prior.pair_ids, prior.pair_types, prior.pair_mask),
+                    prior.pair_center, prior.pair_spread)
         logits: torch.Tensor = self.prior(states, prior.option_vectors, batch.type_ids, prior.true_slot,
                                           prior.gate, (prior.center, prior.spread), read,
                                           (prior.local_center, prior.local_spread))

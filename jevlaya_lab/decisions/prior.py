@@ -301,15 +301,17 @@ class SimilarityPrior(nn.Module):
     def forward(self, state_vectors: torch.Tensor, option_vectors: torch.Tensor, type_ids: torch.Tensor,
                 true_slot: torch.Tensor, gate: torch.Tensor | None = None,
                 standard: tuple[torch.Tensor, torch.Tensor] | None = None,
-                read: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
+                read: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
                 local: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """``[rows, max_k]`` prior logits from unit state vectors ``[rows, d]`` and option vectors.
 
         ``gate`` is :meth:`gate` of ``option_vectors`` and ``standard`` their :meth:`standardiser`,
         passed in when the caller computed them once per question set (they compare every option
-        with every anchor and reference state). ``read`` is ``(rows, slots, log-odds)`` of the
-        statement reader: with a ``reader`` config it answers a row's unseen statement (at its true
-        slot) in place of the fallback, and adds ``choices * log-odds`` to a read choice option.
+        with every anchor and reference state). ``read`` is ``(rows, slots, log-odds, center, spread)``
+        of the statement reader: with a ``reader`` config it answers a row's unseen statement (at its
+        true slot) in place of the fallback (read against its ``reference`` texts' ``center`` and
+        ``spread`` when the reader has a ``line``), and adds ``choices * log-odds`` to a read choice
+        option.
         ``local`` is the center and spread an unseen statement's answer reads, by each row's state
         language (:meth:`standardisers`); without it, ``standard``'s."""
         cosine = torch.einsum("rd,rkd->rk", state_vectors, option_vectors)
@@ -323,9 +325,12 @@ class SimilarityPrior(nn.Module):
         reader = self.config.reader
         read_at = None  # (the reader's log-odds, where it read) over [rows, max_k], when it read any
         if reader is not None and read is not None and len(read[0]):
-            rows, slots, said = read
+            rows, slots, said, said_center, said_spread = read
             by_reader, has = torch.zeros_like(logits), torch.zeros_like(true_slot)
             by_reader[rows, slots], has[rows, slots] = said.to(logits.dtype), True
+            read_center, read_spread = torch.zeros_like(logits), torch.ones_like(logits)
+            read_center[rows, slots] = said_center.to(logits.dtype)
+            read_spread[rows, slots] = said_spread.to(logits.dtype)
             read_at = by_reader, has
             if reader.choices:  # a read choice option: the reader's log-odds, weighted
                 logits = logits + reader.choices * torch.where(has & ~true_slot, by_reader, 0.0)
@@ -337,6 +342,8 @@ class SimilarityPrior(nn.Module):
             if reader is not None and reader.blend is not None and read_at is not None:
                 by_reader, has = read_at
                 blended = reader.blend[0] * z + reader.blend[1] * by_reader + reader.blend[2]
+                if reader.line is not None:  # read against the reference texts (statement_reader)
+                    blended = reader.line[0] * (blended - read_center) / read_spread + reader.line[1]
                 unseen = torch.where(has, blended, unseen)
             near = (self.gate(option_vectors) if gate is None else gate) / self.gate_of_a_training_text()
             near = near.clamp(max=1.0)  # a training statement word for word keeps its trained answer alone

@@ -51,6 +51,11 @@ class PriorInputs(NamedTuple):
     """``[pairs]`` the row each pair answers, and ``pair_slot`` the slot: a yes/no statement's true
     slot, or the option a choice pair reads."""
     pair_slot: torch.Tensor
+    pair_center: torch.Tensor
+    """``[pairs]`` and ``pair_spread``: the mean and spread of a read statement's blended answer over the
+    reader's ``reference`` texts, which its answer is read against (0 and 1 where there is none: a
+    choice option, or a reader without a ``line``)."""
+    pair_spread: torch.Tensor
 
     def to(self, device: torch.device | str) -> PriorInputs:
         return PriorInputs(*(t.to(device) for t in self))
@@ -136,6 +141,8 @@ class PriorBuilder:
         self._prefix = tuple(rows.encode([prefix])[0].ids) if prefix else ()
         self._cache: LockedLRU[tuple[Any, ...], tuple[torch.Tensor, ...]] = LockedLRU(self.CACHE_SIZE)
         self._statements: LockedLRU[tuple[Any, ...], list[tuple[int, int, list[int]]]] = LockedLRU(self.CACHE_SIZE)
+        self._lines: LockedLRU[tuple[Any, ...], tuple[float, float]] = LockedLRU(self.CACHE_SIZE)
+        self._reference: tuple[Any, list[list[int]], torch.Tensor] | None = None
 
     def _wrap(self, ids: Sequence[int], max_len: int) -> list[int]:
         room = max(0, max_len - 2 - len(self._prefix))
@@ -212,12 +219,16 @@ class PriorBuilder:
         state_ids, state_mask = pad_rows(self.state_rows(states, max_len), self.rows.pad_id)
         n, q = len(states), len(questions)
         blocks = torch.tensor([self._block(s) for s in states] if len(centers) > 1 else [0] * n, dtype=torch.long)
-        pairs, pair_row, pair_slot = [], [], []
+        pairs, pair_row, pair_slot, pair_center, pair_spread = [], [], [], [], []
         if getattr(self.model, "reader", None) is not None:
             for j, slot, statement in self._read_texts(questions, true_slot, gate):
                 pairs += [(statement, s.ids) for s in states]
                 pair_row += [i * q + j for i in range(n)]
                 pair_slot += [slot] * n
+                center, spread = (self._line(statement, option_vectors[j, slot], centers[0, j, slot],
+                                             spreads[0, j, slot]) if bool(true_slot[j, slot]) else (0.0, 1.0))
+                pair_center += [center] * n
+                pair_spread += [spread] * n
         pair_ids, pair_types, pair_mask = (pair_rows(self.rows, pairs) if pairs
                                            else (torch.zeros((0, 0), dtype=torch.long),) * 3)
         return PriorInputs(state_ids, state_mask, torch.arange(n).repeat_interleave(q),
@@ -225,7 +236,38 @@ class PriorBuilder:
                            centers[0].repeat(n, 1), spreads[0].repeat(n, 1),
                            centers[blocks].reshape(n * q, -1), spreads[blocks].reshape(n * q, -1),
                            pair_ids, pair_types, pair_mask,
-                           torch.tensor(pair_row, dtype=torch.long), torch.tensor(pair_slot, dtype=torch.long))
+                           torch.tensor(pair_row, dtype=torch.long), torch.tensor(pair_slot, dtype=torch.long),
+                           torch.tensor(pair_center), torch.tensor(pair_spread))
+
+    def _line(self, statement: list[int], vector: torch.Tensor, center: torch.Tensor,
+              spread: torch.Tensor) -> tuple[float, float]:
+        """``(mean, spread)`` of a read statement's blended answer on the reader's ``reference`` texts
+        (:mod:`~jevlaya_lab.decisions.statement_reader`, "Read against reference messages"): its
+        standardised cosine to each (``center``, ``spread`` and ``vector``: the statement's own, as the
+        prior reads it) and the reader's log-odds, blended; ``(0, 1)`` for a reader without a ``line``.
+        Once per statement text, cached."""
+        config = self.model.prior.config.reader
+        if config.line is None:
+            return 0.0, 1.0
+        key = (tuple(statement), config)
+        hit = self._lines.get(key)
+        if hit is not None:
+            return hit
+        if self._reference is None or self._reference[0] != config.reference:
+            texts = list(config.reference)
+            self._reference = (config.reference, [list(e.ids) for e in self.rows.encode(texts)], self.vectors(texts))
+        _, rows, vectors = self._reference
+        z = (vectors @ vector.float() - float(center)) / float(spread)
+        device = next(self.model.parameters()).device
+        said = []
+        with torch.inference_mode():
+            for start in range(0, len(rows), 64):
+                ids, types, mask = pair_rows(self.rows, [(statement, r) for r in rows[start:start + 64]])
+                said.append(self.model.reader(self.model.encoder, ids.to(device), types.to(device),
+                                              mask.to(device)).float().cpu())
+        blend = config.blend
+        blended = blend[0] * z + blend[1] * torch.cat(said) + blend[2]
+        return self._lines.put(key, (float(blended.mean()), max(float(blended.std()), 1e-3)))
 
     def _block(self, state: Any) -> int:
         """The language block of a state (``StateTokens``), read from its text as the tokens give it."""

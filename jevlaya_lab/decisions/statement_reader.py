@@ -30,6 +30,21 @@ weighted equally within each: intents the reader was not trained on (their held-
 their utterances) and the hand-written training messages with the presets' statements (how users
 word a property of a message, which intents alone do not show).
 
+**Read against reference messages** (``"line": [a, b]`` with ``"reference": [texts]``, beside a
+``blend``): one statement-agnostic blend puts the 0.5 line of every unseen statement at the same
+place, yet the reader's log-odds sit higher for some statements than for others whatever the message
+(in the user-question benchmark's dev half, "Something arrived broken or got physically damaged."
+read "yes" for 96 % of the messages, 5 of 72 true). With a ``line``, the statement's blended answer is
+first computed on each ``reference`` text (hand-written messages), and what answers a state is::
+
+    unseen = a * (blended - mean) / std + b
+
+``mean`` and ``std`` those of the statement's blended answers on the references: the statement is
+read against how it answers typical messages. Each read statement costs one reader pass per
+reference text once (cached per statement, like its vector). ``a`` and ``b`` (times the noul
+temperature) are one logistic fit across statements; ``mini-en``'s open part was fit on the dev
+statements of the user-question benchmark (``bench/statement_lines.py --ship``, README).
+
 **Choices** (``choices``, a weight ``w`` > 0): a choice question with an option far from the
 training texts (gate below :data:`READ_BELOW`) gets every one of its options read as the pair
 ``[CLS] <instructions> <option text> [SEP] state [SEP]``, the same text the prior pools for an
@@ -61,6 +76,7 @@ key has no reader and answers exactly as before. Encoders the reader can run are
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -95,6 +111,11 @@ class ReaderConfig:
     are not read, only choice options)."""
     choices: float = 0.0
     """Weight of the reader's log-odds in an unseen choice option's logit (0: choices are not read)."""
+    line: tuple[float, float] | None = None
+    """``(scale, bias)`` of a read statement's blended answer standardised against ``reference``
+    (None: the blended answer as it is)."""
+    reference: tuple[str, ...] = ()
+    """The texts a read statement's blended answer is standardised against (with ``line``)."""
 
     @classmethod
     def from_value(cls, value: Any) -> ReaderConfig:
@@ -103,7 +124,8 @@ class ReaderConfig:
         def bad(what: str) -> ValueError:
             return ValueError(f"similarity_prior.reader = {value!r} is invalid; {what}")
 
-        if (not isinstance(value, dict) or not {"layers"} <= set(value) <= {"layers", "blend", "choices"}
+        if (not isinstance(value, dict) or not {"layers"} <= set(value) <= {"layers", "blend", "choices", "line",
+                                                                             "reference"}
                 or not ("blend" in value or value.get("choices"))):
             raise bad('use an object with "layers" and "blend" (statements read), "choices" (options read) or both, '
                       'e.g. {"layers": 2, "blend": [0.2, 0.8, -0.3], "choices": 1.0}')
@@ -116,8 +138,23 @@ class ReaderConfig:
         if isinstance(choices, bool) or not isinstance(choices, (int, float)) or not 0 <= choices < float("inf"):
             raise bad("choices must be a number >= 0 (the weight of the reader in an unseen option's logit; "
                       "0 or no key: choices are not read)")
+        line, reference = value.get("line"), value.get("reference")
+        if (line is None) != (reference is None):
+            raise bad('line and reference come together: "line": [scale, bias] reads a statement against the '
+                      '"reference" texts; give both or neither')
+        if line is not None:
+            if blend is None:
+                raise bad("line standardises a read statement's blended answer: it needs a blend")
+            if (not isinstance(line, (list, tuple)) or len(line) != 2 or any(
+                    isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) for x in line)):
+                raise bad("line must be [scale, bias] (finite numbers)")
+            if (not isinstance(reference, (list, tuple)) or len(reference) < 2
+                    or not all(isinstance(t, str) and t.strip() for t in reference)):
+                raise bad("reference must be a list of at least 2 non-empty texts (the messages a statement is "
+                          "read against)")
         return cls(layers, None if blend is None else (float(blend[0]), float(blend[1]), float(blend[2])),
-                   float(choices))
+                   float(choices), None if line is None else (float(line[0]), float(line[1])),
+                   tuple(reference or ()))
 
     def to_value(self) -> dict[str, Any]:
         value: dict[str, Any] = {"layers": self.layers}
@@ -125,6 +162,9 @@ class ReaderConfig:
             value["blend"] = list(self.blend)
         if self.choices:
             value["choices"] = self.choices
+        if self.line is not None:
+            value["line"] = list(self.line)
+            value["reference"] = list(self.reference)
         return value
 
 

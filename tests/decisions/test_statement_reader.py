@@ -117,6 +117,52 @@ def test_an_unseen_statement_is_the_blend_of_similarity_and_reader_and_a_known_o
     assert inputs.pair_row.tolist() == [1, 3, 5]  # rows are state-major: only "new" is read
 
 
+REFERENCE = ["where is my parcel", "thanks for the quick help", "my card was charged twice", "can we talk tomorrow"]
+
+
+def test_a_line_reads_an_unseen_statement_against_the_reference_texts(tmp_path):
+    """With ``"line": [s, t]`` and ``"reference"`` texts, an unseen statement's blended answer
+    ``u = a * z + b * r + c`` is standardised against the same blend on each reference text (its
+    cosine z-score and the reader's log-odds there): ``s * (u - mean) / std + t``; a known statement
+    and a choice option are not; the line and the texts survive a save and load."""
+    a, b, c, s, t = 0.5, 2.0, -0.75, 1.7, -0.4
+    parts = _reader_parts((a, b, c))
+    model, tokenizer, encoder = parts.model, parts.tokenizer, parts.model.encoder
+    path = save_checkpoint(tmp_path / "ck", *parts)
+    data = json.loads((path / "rl_agent_config.json").read_text())
+    data["similarity_prior"]["reader"].update(line=[s, t], reference=REFERENCE)
+    (path / "rl_agent_config.json").write_text(json.dumps(data))
+    agent, plain = Agent(path), Agent(save_checkpoint(tmp_path / "plain", *parts))
+    assert agent.decision_model.prior.config.reader.line == (s, t)
+    prior = model.prior
+    o = pooled_text(encoder, tokenizer, UNSEEN)
+    against = prior.reference @ o
+
+    def blended(text):
+        z = ((pooled_text(encoder, tokenizer, text) @ o - against.mean()) / against.std()).item()
+        return a * z + b * _plain_reader_logit(encoder, model.reader, tokenizer, UNSEEN, text) + c
+
+    on_reference = torch.tensor([blended(text) for text in REFERENCE])
+    mean, std = on_reference.mean().item(), on_reference.std().item()
+    g = trained_share(prior, o)
+    assert g < 0.01
+    questions = {"known": {"type": "noul", "instructions": KNOWN}, "new": {"type": "noul", "instructions": UNSEEN},
+                 "desk": CHOICE}
+    answers = zip(STATES, agent.predict_batch(STATES, questions), plain.predict_batch(STATES, questions))
+    for state, result, before in answers:
+        text = serialize_state(state)
+        z = ((pooled_text(encoder, tokenizer, text) @ o - against.mean()) / against.std()).item()
+        trained = 9.0 * z - 3.0
+        want = torch.sigmoid(torch.tensor(g * trained + (1 - g) * (s * (blended(text) - mean) / std + t))).item()
+        assert result["answers"]["new"]["noul"] == pytest.approx(want, abs=2e-4)
+        assert result["answers"]["new"]["noul"] != pytest.approx(before["answers"]["new"]["noul"], abs=1e-3)
+        for qid in ("known", "desk"):
+            assert result["answers"][qid] == before["answers"][qid]
+    again = save_checkpoint(tmp_path / "again", *load_checkpoint(path))
+    assert json.loads((again / "rl_agent_config.json").read_text())["similarity_prior"]["reader"] == {
+        "layers": 1, "blend": [a, b, c], "line": [s, t], "reference": REFERENCE}
+
+
 def _assert_options_read(parts, text, read, base, weight):
     """``read``'s CHOICE probabilities are ``base``'s times exp(weight * r), renormalised, r the
     reader's log-odds of each option in context with ``text``."""
@@ -238,6 +284,12 @@ def test_a_question_that_says_read_false_is_answered_without_the_reader(tmp_path
     ({"layers": 1, "blend": [1, 1, 0], "choices": True}, "choices must be a number >= 0"),
     ({"layers": 1, "blend": [1, 1, 0], "extra": 1}, '"layers" and "blend"'),
     ({"layers": 3, "blend": [1, 1, 0]}, "use at most 2"),
+    ({"layers": 1, "blend": [1, 1, 0], "line": [1, 0]}, "line and reference come together"),
+    ({"layers": 1, "blend": [1, 1, 0], "reference": ["a", "b"]}, "line and reference come together"),
+    ({"layers": 1, "choices": 1, "line": [1, 0], "reference": ["a", "b"]}, "line standardises .* it needs a blend"),
+    ({"layers": 1, "blend": [1, 1, 0], "line": [1, "x"], "reference": ["a", "b"]}, "line must be \\[scale, bias\\]"),
+    ({"layers": 1, "blend": [1, 1, 0], "line": [1, 0], "reference": ["a"]}, "reference must be a list of at least 2"),
+    ({"layers": 1, "blend": [1, 1, 0], "line": [1, 0], "reference": ["a", " "]}, "reference must be a list"),
 ])
 def test_a_bad_reader_entry_names_the_key_and_the_fix(tmp_path, reader, fragment):
     path = save_checkpoint(tmp_path / "ck", *_reader_parts())

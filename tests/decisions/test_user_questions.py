@@ -226,3 +226,47 @@ def test_the_statement_lines_bench_refits_a_shared_offset_and_knows_its_ceiling(
     assert all(r <= o + 1e-9 for r, o in zip(got["refit"], got["own line"]))
     assert mean["own line"] - mean["refit"] < 0.05
     assert statement_lines.balanced([2.0, -1.0, 0.5, -3.0], [True, True, False, False]) == 0.5
+
+
+def test_the_line_fit_moves_an_offset_line_and_is_fit_on_the_other_statements() -> None:
+    """``statement_lines.line_fit`` (``--fit-line``): standardised answers whose true rows sit above 1
+    read "yes" to far too many rows at 0; the line fit on the other statements moves the threshold
+    near 1 for each, and the line fit on all of them puts it there too."""
+    import random
+
+    import torch
+
+    from bench import statement_lines
+
+    rng = random.Random(1)
+    statements = []
+    for name in "abcdef":
+        x = [rng.gauss(0, 1) for _ in range(80)]
+        gold = [v + rng.gauss(0, 0.3) > 1.0 for v in x]
+        statements.append((name, torch.tensor(x), gold))
+    got, (scale, bias) = statement_lines.line_fit(statements)
+    n = len(statements)
+    as_is, left_out = got["as is"][:n], got["left out"][:n]
+    assert sum(left_out) / n > sum(as_is) / n + 0.05
+    assert scale > 0 and abs(-bias / scale - 1.0) < 0.3
+    assert len(got["left out"]) == 2 * n  # balanced accuracies, then ECEs
+
+
+def test_the_identity_line_copy_reads_mini_ens_open_part_against_the_reference(tmp_path) -> None:
+    """``statement_lines._identity_line_copy``: the copy's open part answers an unseen statement with
+    its blended answer standardised against the reference texts, so on those texts themselves the
+    log-odds have mean 0 and spread 1 (the statement is far from every training text); the shipped
+    checkpoint's answers there do not."""
+    import statistics
+
+    from bench import statement_lines
+    from jevlaya_lab.decisions import bundled
+    from jevlaya_lab.decisions.agent import Agent
+
+    reference = statement_lines.reference_texts(24, 0)
+    statement = {"type": "noul", "instructions": "The writer mentions a pet animal by its name."}
+    temperature = statement_lines._identity_line_copy("mini-en", reference, tmp_path / "ck")
+    copy = statement_lines.log_odds(Agent(str(tmp_path / "ck")), reference, statement)
+    assert abs(statistics.mean(copy)) < 0.05 and abs(statistics.stdev(copy) - 1.0) < 0.05, (temperature, copy[:4])
+    shipped = statement_lines.log_odds(Agent(str(bundled.checkpoint_dir("mini-en"))), reference, statement)
+    assert abs(statistics.mean(shipped)) > 0.2 or abs(statistics.stdev(shipped) - 1.0) > 0.2

@@ -331,6 +331,11 @@ def _reader_only(args: argparse.Namespace, cfg: Any, started: float) -> int:
               "without a blend) and its fitted choice weight is 0, so it would read nothing; train it longer "
               "(--reader-steps) or train one that reads statements too (drop --reader-choices-only)", file=sys.stderr)
         return 1
+    shipped = agent.decision_model.prior.config.reader if agent.decision_model.prior is not None else None
+    if shipped is not None and shipped.line is not None:
+        print("jevlaya-lab train: the shipped reader's line (its statements read against reference messages) "
+              "was fit over the old blend and is not kept; fit it again on the new head with "
+              "bench/statement_lines.py --fit-line --ship", file=sys.stderr)
     config[PRIOR_KEY]["reader"] = reader_config.to_value()
     out = _write_head(args, heads, config, {f"reader.{k}": v for k, v in reader.state_dict().items()},
                       replaces="reader.")
