@@ -199,11 +199,14 @@ def test_laya_reads_an_adapted_checkpoint(tmp_path) -> None:
 @pytest.mark.integration
 def test_mini_en_learns_a_users_own_statement_from_sixteen_labels(tmp_path) -> None:
     """Sixteen labels (8 + 8, four seeded draws) of a user's statement that the zero-shot answer
-    cannot read ("asks something they expect us to answer": near chance at 0.5 on the hand-written
-    messages) lift the held-out balanced accuracy; on urgency in the user's own words, whose 0.5
-    line sits too low (balanced 0.43 on the held-out part), sixteen labels move the line by more than
-    0.15 (measured 0.63; 0.78 when mini-en's own head answered it, before its open part, which ranks
-    this wording lower: AUC 0.61 against 0.69 on the 140 fresh triage messages), and asked with
+    reads badly ("Somebody is mentioned by name.": it ranks the hand-written messages below the
+    untrained cosine, AUC 0.73 against 0.86) lift the held-out balanced accuracy (measured: +0.26 on
+    the mean of the draws; "asks something they expect us to answer", the statement this test used
+    before the open part read statements against reference messages, is now read at about 0.63
+    zero-shot and sixteen labels keep it there); on urgency in the user's own words, which the open
+    part ranks poorly (AUC 0.61 on the 140 fresh triage messages, against 0.69 on mini-en's own head),
+    sixteen labels still lift the held-out part by more than 0.05 (measured 0.63 -> 0.71; before the
+    line its zero-shot 0.5 line sat too low, balanced 0.43, and the labels took it to 0.63), and asked with
     ``"part": "own"`` it reaches 0.7 again; the saved checkpoint answers the same after a reload."""
     import csv
     from pathlib import Path
@@ -212,7 +215,7 @@ def test_mini_en_learns_a_users_own_statement_from_sixteen_labels(tmp_path) -> N
 
     data = Path(__file__).parents[1] / "data"
     states = json.loads((data / "user_questions" / "en_states.json").read_text(encoding="utf-8"))["states"]
-    asks = {"asks": {"type": "noul", "instructions": "The sender asks something they expect us to answer."}}
+    named = {"named": {"type": "noul", "instructions": "Somebody is mentioned by name."}}
     with (data / "fresh" / "en_triage.tsv").open(encoding="utf-8") as handle:
         rows = [r for r in csv.reader(handle, delimiter="\t") if r and r[0] == "dev"]
     now = {"now": {"type": "noul", "instructions": "The customer needs this resolved right away."}}
@@ -235,16 +238,16 @@ def test_mini_en_learns_a_users_own_statement_from_sixteen_labels(tmp_path) -> N
     base = load("mini-en", device="cpu")
     lifts = []
     for seed in range(4):
-        train, test = split([s["text"] for s in states if "question" in s["tags"]],
-                            [s["text"] for s in states if "question" not in s["tags"]], "asks", seed)
-        adapted = base.adapt(train, asks)
-        lifts.append(balanced(adapted, test, asks) - balanced(base, test, asks))
+        train, test = split([s["text"] for s in states if "named" in s["tags"]],
+                            [s["text"] for s in states if "named" not in s["tags"]], "named", seed)
+        adapted = base.adapt(train, named)
+        lifts.append(balanced(adapted, test, named) - balanced(base, test, named))
         assert adapted.adaptation_report.seconds < 30
-    assert sum(lifts) / len(lifts) >= 0.05, lifts
+    assert sum(lifts) / len(lifts) >= 0.1, lifts
     train, test = split([r[4] for r in rows if int(r[3]) >= 2], [r[4] for r in rows if int(r[3]) < 2], "now", 0)
     adapted = base.adapt(train, now)
     zero, fitted = balanced(base, test, now), balanced(adapted, test, now)
-    assert fitted >= 0.6 and fitted >= zero + 0.15, (zero, fitted)
+    assert fitted >= 0.65 and fitted >= zero + 0.05, (zero, fitted)
     own = {"now": {**now["now"], "part": "own"}}  # the own head ranks this wording better: measured 0.79
     assert balanced(base.adapt(train, own), test, own) >= 0.7
     question = now
