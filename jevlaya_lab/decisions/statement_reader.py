@@ -43,7 +43,7 @@ first computed on each ``reference`` text (hand-written messages), and what answ
 read against how it answers typical messages. Each read statement costs one reader pass per
 reference text once (cached per statement, like its vector). ``a`` and ``b`` (times the noul
 temperature) are one logistic fit across statements; ``mini-en``'s open part was fit on the dev
-statements of the user-question benchmark (``bench/statement_lines.py --ship``, README).
+statements of the user-question benchmark (``bench/statement_lines.py --fit-line --ship``, README).
 
 **Choices** (``choices``, a weight ``w`` > 0): a choice question with an option far from the
 training texts (gate below :data:`READ_BELOW`) gets every one of its options read as the pair
@@ -122,7 +122,9 @@ class ReaderConfig:
         """Validate the parsed JSON value; a ``ValueError`` names the key, the value and the fix."""
 
         def bad(what: str) -> ValueError:
-            return ValueError(f"similarity_prior.reader = {value!r} is invalid; {what}")
+            shown = repr(value)  # clipped: a reference list holds hundreds of texts
+            shown = shown if len(shown) <= 240 else shown[:240] + " ...]"
+            return ValueError(f"similarity_prior.reader = {shown} is invalid; {what}")
 
         if (not isinstance(value, dict) or not {"layers"} <= set(value) <= {"layers", "blend", "choices", "line",
                                                                              "reference"}

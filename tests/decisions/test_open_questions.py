@@ -229,12 +229,13 @@ def test_train_open_reads_and_writes_the_open_part_of_a_bundled_checkpoint(tmp_p
 
 
 @pytest.mark.public_datasets
-def test_train_open_trains_and_refits_the_open_parts_reader(tmp_path):
+def test_train_open_trains_and_refits_the_open_parts_reader(tmp_path, capsys):
     """``--open --reader-only`` and ``--open --reader-refit`` (the second of the open part's two
     documented commands) read and write the open part: on a tiny budget the new head keeps every tensor
     of the shipped open head but its reader (the encoder change among them) and carries a new one-layer
     reader in fp16; a refit keeps all of its tensors, reader included, and refits the blend and the
-    choice weight in its config. The own head is not written."""
+    choice weight in its config, and drops the shipped line (it was fit over the old blend), saying so.
+    The own head is not written."""
     from safetensors.torch import load_file
 
     from jevlaya_lab.decisions.prior import PRIOR_KEY
@@ -263,6 +264,9 @@ def test_train_open_trains_and_refits_the_open_parts_reader(tmp_path):
     before = json.loads((opened / "config.json").read_text())[PRIOR_KEY]["reader"]
     assert config["layers"] == before["layers"] == 3 and len(config["blend"]) == 3 and config["choices"] > 0
     assert config["blend"] != before["blend"]  # fit on 128 rows instead of 4000
+    assert "line" in before and "line" not in config and "reference" not in config
+    notice = capsys.readouterr().err
+    assert "is not kept; fit it again on the new head with bench/statement_lines.py --fit-line" in notice
     assert (bundled.head_dir("mini-en") / "head.safetensors").stat().st_mtime_ns == own_before
 
 

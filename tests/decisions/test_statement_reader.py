@@ -290,14 +290,16 @@ def test_a_question_that_says_read_false_is_answered_without_the_reader(tmp_path
     ({"layers": 1, "blend": [1, 1, 0], "line": [1, "x"], "reference": ["a", "b"]}, "line must be \\[scale, bias\\]"),
     ({"layers": 1, "blend": [1, 1, 0], "line": [1, 0], "reference": ["a"]}, "reference must be a list of at least 2"),
     ({"layers": 1, "blend": [1, 1, 0], "line": [1, 0], "reference": ["a", " "]}, "reference must be a list"),
+    ({"layers": 1, "choices": 1, "line": [1, 0], "reference": ["a message"] * 300}, "is invalid; line standardises"),
 ])
 def test_a_bad_reader_entry_names_the_key_and_the_fix(tmp_path, reader, fragment):
     path = save_checkpoint(tmp_path / "ck", *_reader_parts())
     data = json.loads((path / "rl_agent_config.json").read_text())
     data["similarity_prior"]["reader"] = reader
     (path / "rl_agent_config.json").write_text(json.dumps(data))
-    with pytest.raises((CheckpointError, ValueError), match=fragment):
+    with pytest.raises((CheckpointError, ValueError), match=fragment) as caught:
         load_checkpoint(path)
+    assert len(str(caught.value)) < 900  # a long reference list is clipped in the message
 
 
 def test_the_choice_weight_is_set_on_a_copy_and_needs_a_reader():
