@@ -259,14 +259,16 @@ class PriorBuilder:
         _, rows, vectors = self._reference
         z = (vectors @ vector.float() - float(center)) / float(spread)
         device = next(self.model.parameters()).device
-        said = []
+        said = torch.zeros(len(rows))
+        order = sorted(range(len(rows)), key=lambda i: len(rows[i]))  # chunks of like lengths: little padding
         with torch.inference_mode():
-            for start in range(0, len(rows), 64):
-                ids, types, mask = pair_rows(self.rows, [(statement, r) for r in rows[start:start + 64]])
-                said.append(self.model.reader(self.model.encoder, ids.to(device), types.to(device),
-                                              mask.to(device)).float().cpu())
+            for start in range(0, len(order), 64):
+                picked = order[start:start + 64]
+                ids, types, mask = pair_rows(self.rows, [(statement, rows[i]) for i in picked])
+                said[picked] = self.model.reader(self.model.encoder, ids.to(device), types.to(device),
+                                                 mask.to(device)).float().cpu()
         blend = config.blend
-        blended = blend[0] * z + blend[1] * torch.cat(said) + blend[2]
+        blended = blend[0] * z + blend[1] * said + blend[2]
         return self._lines.put(key, (float(blended.mean()), max(float(blended.std()), 1e-3)))
 
     def _block(self, state: Any) -> int:
