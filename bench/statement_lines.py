@@ -67,24 +67,38 @@ def balanced(scores: list[float], gold: list[bool], threshold: float = 0.0) -> f
     return _bal_at(scores, gold, threshold)
 
 
+def _fit(rows: list[tuple[str, Any, list[bool]]]) -> tuple[list[float], float]:
+    """One balanced logistic over ``rows`` (``(id, features [n, k], gold)``), every statement weighing
+    the same and yes and no alike within each (``trainer.balanced_logistic``)."""
+    import torch
+
+    from jevlaya_lab.decisions.training.trainer import balanced_logistic
+
+    x = torch.cat([f for _, f, _ in rows])
+    y = torch.tensor([float(g) for *_, gs in rows for g in gs])
+    return balanced_logistic(x, y, [name for name, f, _ in rows for _ in range(len(f))])
+
+
+def _left_out(rows: list[tuple[str, Any, list[bool]]]) -> list[Any]:
+    """Each statement's log-odds through the line :func:`_fit` on the *other* statements."""
+    import torch
+
+    out = []
+    for i, (_, features, _) in enumerate(rows):
+        weights, bias = _fit([r for j, r in enumerate(rows) if j != i])
+        out.append(features @ torch.tensor(weights) + bias)
+    return out
+
+
 def lines(statements: list[tuple[str, Any, Any, list[bool]]]) -> dict[str, list[float]]:
     """Per line (``shipped``, ``refit``, ``z``, ``refit+z``, ``own line``), each statement's balanced
     accuracy; ``statements``: ``(id, log-odds, z-score against the reference, gold)``, tensors of
     one number per gold row."""
     import torch
 
-    from jevlaya_lab.decisions.training.trainer import balanced_logistic
-
     def left_out(features) -> list[float]:
-        out = []
-        for i, (_, answers, z, gold) in enumerate(statements):
-            others = [s for j, s in enumerate(statements) if j != i]
-            x = torch.cat([features(a, zz) for _, a, zz, _ in others])
-            y = torch.tensor([float(g) for *_, gs in others for g in gs])
-            groups = [name for name, a, _, _ in others for _ in range(len(a))]
-            weights, bias = balanced_logistic(x, y, groups)
-            out.append(balanced((features(answers, z) @ torch.tensor(weights) + bias).tolist(), gold))
-        return out
+        scores = _left_out([(name, features(a, z), gold) for name, a, z, gold in statements])
+        return [balanced(v.tolist(), gold) for v, (*_, gold) in zip(scores, statements)]
 
     return {
         "shipped": [balanced(a.tolist(), g) for _, a, _, g in statements],
@@ -102,26 +116,29 @@ def line_fit(statements: list[tuple[str, Any, list[bool]]]) -> tuple[dict[str, l
     import torch
 
     from jevlaya_lab.decisions.training import metrics
-    from jevlaya_lab.decisions.training.trainer import balanced_logistic
 
-    def fit(rows: list[tuple[str, Any, list[bool]]]) -> tuple[float, float]:
-        x = torch.cat([a for _, a, _ in rows])[:, None]
-        y = torch.tensor([float(g) for *_, gs in rows for g in gs])
-        (scale,), bias = balanced_logistic(x, y, [name for name, a, _ in rows for _ in range(len(a))])
-        return scale, bias
-
-    def scores(values: list[Any], golds: list[list[bool]]) -> list[float]:
+    def scores(values: list[Any]) -> list[float]:
+        golds = [g for *_, g in statements]
         bal = [balanced(v.tolist(), g) for v, g in zip(values, golds)]
         ece = [metrics.expected_calibration_error([[1 - p, p] for p in torch.sigmoid(v).tolist()], [int(x) for x in g])
                for v, g in zip(values, golds)]
         return bal + ece
 
-    golds = [g for *_, g in statements]
-    left = []
-    for i, (_, a, _) in enumerate(statements):
-        scale, bias = fit([s for j, s in enumerate(statements) if j != i])
-        left.append(a * scale + bias)
-    return {"as is": scores([a for _, a, _ in statements], golds), "left out": scores(left, golds)}, fit(statements)
+    rows = [(name, a[:, None], gold) for name, a, gold in statements]
+    (scale,), bias = _fit(rows)
+    return {"as is": scores([a for _, a, _ in statements]), "left out": scores(_left_out(rows))}, (scale, bias)
+
+
+def dev_statements(data_dir: str | None) -> list[tuple[str, list[str], list[bool], dict]]:
+    """``(id, texts, gold, question as asked)`` of every dev yes/no statement of the benchmark."""
+    from bench import user_questions as uq
+
+    out, cache = [], {}
+    for q in uq.load_questions(("dev",)):
+        if q.kind == "yesno":
+            rows = uq.gold_rows(q, "en", data_dir=data_dir, cache=cache)
+            out.append((q.id, [r[1] for r in rows], [bool(r[2]) for r in rows], q.agent_question("en")))
+    return out
 
 
 def _identity_line_copy(name: str, reference: list[str], out: Path) -> float:
@@ -147,7 +164,6 @@ def fit_line_main(args: Any) -> int:
 
     import torch
 
-    from bench import user_questions as uq
     from jevlaya_lab.decisions import bundled
     from jevlaya_lab.decisions.agent import Agent
 
@@ -158,14 +174,10 @@ def fit_line_main(args: Any) -> int:
         agent = Agent(str(Path(tmp) / "ckpt"), model_id=args.checkpoint)
         assert agent._open is not None and agent._open.agent.temperatures.get("noul", 2) == temperature, \
             "the line is in the open part's noul temperature, the third of its config's"
-        standardised, as_shipped, cache = [], [], {}
-        for q in uq.load_questions(("dev",)):
-            if q.kind != "yesno":
-                continue
-            rows = uq.gold_rows(q, "en", data_dir=args.data_dir, cache=cache)
-            texts, gold = [r[1] for r in rows], [bool(r[2]) for r in rows]
-            standardised.append((q.id, torch.tensor(log_odds(agent, texts, q.agent_question("en"))), gold))
-            as_shipped.append((q.id, torch.tensor(log_odds(shipped, texts, q.agent_question("en"))), gold))
+        standardised, as_shipped = [], []
+        for qid, texts, gold, question in dev_statements(args.data_dir):
+            standardised.append((qid, torch.tensor(log_odds(agent, texts, question)), gold))
+            as_shipped.append((qid, torch.tensor(log_odds(shipped, texts, question)), gold))
     results, (scale, bias) = line_fit(standardised)
     results["shipped"] = line_fit(as_shipped)[0]["as is"]
     n = len(standardised)
@@ -203,23 +215,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.fit_line:
         return fit_line_main(args)
 
-    from bench import user_questions as uq
     from jevlaya_lab.decisions import bundled
     from jevlaya_lab.decisions.agent import Agent
 
     agent = Agent(str(bundled.checkpoint_dir(args.checkpoint)), model_id=args.checkpoint)
     reference = reference_texts(args.reference, args.seed)
     statements = []
-    cache: dict = {}
-    for q in uq.load_questions(("dev",)):
-        if q.kind != "yesno":
-            continue
-        rows = uq.gold_rows(q, "en", data_dir=args.data_dir, cache=cache)
-        question = q.agent_question("en")
-        answers = torch.tensor(log_odds(agent, [r[1] for r in rows], question))
+    for qid, texts, gold, question in dev_statements(args.data_dir):
+        answers = torch.tensor(log_odds(agent, texts, question))
         on_reference = torch.tensor(log_odds(agent, reference, question))
         z = (answers - on_reference.mean()) / on_reference.std().clamp_min(1e-6)
-        statements.append((q.id, answers, z, [bool(r[2]) for r in rows]))
+        statements.append((qid, answers, z, gold))
 
     results = lines(statements)
     print(f"{args.checkpoint}: {len(statements)} dev statements, {len(reference)} reference messages")
