@@ -10,8 +10,8 @@
   Windows.
 
 Inside it: ``broker.db`` (the default journal), ``models/`` (chat models converted from GGUF),
-``checkpoints/`` (assembled bundled checkpoints) and ``encoders/`` (the converted multilingual
-encoder).
+``checkpoints/`` (assembled bundled checkpoints), ``encoders/`` (the converted multilingual
+encoder) and ``lines/`` (read statements' reference statistics, :mod:`jevlaya_lab.decisions.line_store`).
 
 :func:`build_directory` is the one way a folder is built there: into a temporary sibling, then
 renamed into place, so a crash or a concurrent process never leaves a half-built folder that a

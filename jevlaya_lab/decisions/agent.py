@@ -57,6 +57,7 @@ from jevlaya_lab.decisions.encoding import (
     row_tokenizer,
     tokenize_states,
 )
+from jevlaya_lab.decisions.line_store import LineStore
 from jevlaya_lab.decisions.model import DecisionModel, DecisionOutput
 from jevlaya_lab.decisions.open_questions import OpenRoute
 from jevlaya_lab.decisions.prior_inputs import PriorBuilder, PriorInputs
@@ -138,7 +139,7 @@ class Agent(HookHost):
         self._rows = row_tokenizer(tokenizer)
         self._amp = torch.bfloat16 if self.quantize == "bf16" else autocast_dtype(config, self.device)
         self._heads: LockedLRU[tuple[Any, ...], tuple[QuestionHead, ...]] = LockedLRU(_HEAD_CACHE_SIZE)
-        self._prior = PriorBuilder(network, self._rows) if network.prior is not None else None
+        self._prior = PriorBuilder(network, self._rows, store=LineStore()) if network.prior is not None else None
         from jevlaya_lab.decisions.adaptation import adaptation_of  # few-shot corrections, if any
 
         self._adaptation = adaptation_of(config)

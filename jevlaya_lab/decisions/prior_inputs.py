@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 import torch
 
 from jevlaya_lab._lru import LockedLRU
+from jevlaya_lab.decisions.line_store import LineStore, line_key
 from jevlaya_lab.decisions.statement_reader import READ_BELOW, READ_MAX_OPTIONS, pair_rows
 
 __all__ = ["PriorBuilder", "PriorInputs", "context_texts", "option_texts", "pad_rows", "pool_rows", "slot_layout"]
@@ -132,11 +133,15 @@ class PriorBuilder:
 
     CACHE_SIZE = 64
 
-    def __init__(self, model: Any, rows: Any, memo: dict[tuple[int, ...], torch.Tensor] | None = None) -> None:
+    def __init__(self, model: Any, rows: Any, memo: dict[tuple[int, ...], torch.Tensor] | None = None,
+                 store: LineStore | None = None) -> None:
         self.model = model
         self.rows = rows
         self.memo = memo
         """Optional: pooled vectors by exact token row, shared by training runs over one frozen encoder."""
+        self.store: LineStore | None = store
+        """Where read statements' reference statistics outlive the process (:mod:`.line_store`); None:
+        in memory only."""
         prefix = model.prior.config.prefix
         self._prefix = tuple(rows.encode([prefix])[0].ids) if prefix else ()
         self._cache: LockedLRU[tuple[Any, ...], tuple[torch.Tensor, ...]] = LockedLRU(self.CACHE_SIZE)
@@ -245,7 +250,7 @@ class PriorBuilder:
         (:mod:`~jevlaya_lab.decisions.statement_reader`, "Read against reference messages"): its
         standardised cosine to each (``center``, ``spread`` and ``vector``: the statement's own, as the
         prior reads it) and the reader's log-odds, blended; ``(0, 1)`` for a reader without a ``line``.
-        Once per statement text, cached."""
+        Once per statement text, cached in memory and, with a :attr:`store`, on disk."""
         config = self.model.prior.config.reader
         if config.line is None:
             return 0.0, 1.0
@@ -253,6 +258,12 @@ class PriorBuilder:
         hit = self._lines.get(key)
         if hit is not None:
             return hit
+        store, stored = self.store, ""
+        if store is not None:
+            stored = line_key(statement, config, vector, center, spread, self.model.reader)
+            kept = store.get(stored)
+            if kept is not None:
+                return self._lines.put(key, kept)
         if self._reference is None or self._reference[0] != config.reference:
             texts = list(config.reference)
             self._reference = (config.reference, [list(e.ids) for e in self.rows.encode(texts)], self.vectors(texts))
@@ -269,7 +280,10 @@ class PriorBuilder:
                                                  mask.to(device)).float().cpu()
         blend = config.blend
         blended = blend[0] * z + blend[1] * said + blend[2]
-        return self._lines.put(key, (float(blended.mean()), max(float(blended.std()), 1e-3)))
+        value = (float(blended.mean()), max(float(blended.std()), 1e-3))
+        if store is not None:
+            store.put(stored, value)
+        return self._lines.put(key, value)
 
     def _block(self, state: Any) -> int:
         """The language block of a state (``StateTokens``), read from its text as the tokens give it."""

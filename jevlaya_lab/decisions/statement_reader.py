@@ -41,7 +41,8 @@ first computed on each ``reference`` text (hand-written messages), and what answ
 
 ``mean`` and ``std`` those of the statement's blended answers on the references: the statement is
 read against how it answers typical messages. Each read statement costs one reader pass per
-reference text once (cached per statement, like its vector). ``a`` and ``b`` (times the noul
+reference text once (cached per statement, like its vector, and kept in the cache folder for later
+processes: :mod:`jevlaya_lab.decisions.line_store`). ``a`` and ``b`` (times the noul
 temperature) are one logistic fit across statements; ``mini-en``'s open part was fit on the dev
 statements of the user-question benchmark (``bench/statement_lines.py --fit-line --ship``, README).
 
