@@ -40,6 +40,7 @@ import resource
 import statistics
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import torch
@@ -395,8 +396,12 @@ def reader_cost(name: str = "mini-en", repeats: int = 7) -> dict:
     """What bundled checkpoint ``name``'s statement reader costs a user's own questions on 64
     hand-written messages: a yes/no statement read and unread (``"read": False``; only when the
     reader reads statements: mini-multi's reads choice options only), and a 4-option choice read and
-    unread, in the same process, interleaved rounds; median seconds per call and their ratios."""
+    unread, in the same process, interleaved rounds; median seconds per call and their ratios. Then
+    the first call of a statement never asked before (a fresh word in it), read and unread, and the
+    same statement's first call in a second Agent, which finds its reference statistics in the cache
+    folder (decisions.line_store) as a new process or kernel would."""
     from jevlaya_lab import load
+    from jevlaya_lab.decisions import bundled
 
     states = user_messages()
     agent = load(name, device="cpu")
@@ -420,14 +425,23 @@ def reader_cost(name: str = "mini-en", repeats: int = 7) -> dict:
         print(f"{name}, 64 messages x 1 user {kind}: read False {row[f'{kind} without'] * 1000:.0f} ms, "
               f"read {row[f'{kind} with'] * 1000:.0f} ms, ratio {row[f'{kind} ratio']:.2f}")
     if "statement" in kinds:  # a statement's first call also reads it against the reference texts, if any
+        word = uuid.uuid4().hex[:8]  # never asked before, in this process or in the cache folder
         for mode in ("without", "with"):
-            fresh = {"q": {**statement, "instructions": f"The customer mentions a {mode} pet.", "read": mode == "with"}}
+            fresh = {"q": {**statement, "instructions": f"The customer mentions a pet called {word}{mode}.",
+                           "read": mode == "with"}}
             started = time.perf_counter()
             agent.predict_batch(states, fresh)
             row[f"new statement first call {mode}"] = time.perf_counter() - started
+        # a second Agent (nothing in memory, as a new process or kernel): the line's numbers from the cache folder
+        later = Agent(bundled.checkpoint_dir(name), device="cpu", model_id=name)
+        later.predict_batch(states[:2], {"q": statement})  # its first call's one-off costs, not the statement's
+        started = time.perf_counter()
+        later.predict_batch(states, fresh)
+        row["new statement first call with, stored"] = time.perf_counter() - started
         print(f"{name}, 64 messages x a statement never asked before: read False "
               f"{row['new statement first call without'] * 1000:.0f} ms, read "
-              f"{row['new statement first call with'] * 1000:.0f} ms (its later calls: as above)")
+              f"{row['new statement first call with'] * 1000:.0f} ms; in a new Agent, its numbers kept in the cache "
+              f"folder: {row['new statement first call with, stored'] * 1000:.0f} ms (its later calls: as above)")
     return row
 
 
