@@ -28,6 +28,14 @@ logistic over those standardised answers, fit on the other dev statements for ea
 guide any decision; the locked half is read only by ``bench/quality.py --locked``).
 
     JEVLAYA_DATA_DIR=DIR .venv/bin/python bench/statement_lines.py --fit-line --threads 2 [--ship]
+
+``--fit-fallback`` does the same for an open part that reads no statement (``mini-multi``'s): one
+logistic over each dev statement's log-odds as answered, ``w * L + c``, fit on the other dev statements
+for each (printed beside the answers as shipped) and then on all; ``--ship`` folds it into the open
+head's ``fallback`` ``[scale, bias, hubness]`` (an unseen statement's logit before the temperature
+``T``): ``[w * scale, w * bias + c * T, w * hubness]``.
+
+    JEVLAYA_DATA_DIR=DIR .venv/bin/python bench/statement_lines.py --checkpoint mini-multi --fit-fallback [--ship]
 """
 
 from __future__ import annotations
@@ -197,6 +205,48 @@ def fit_line_main(args: Any) -> int:
     return 0
 
 
+def folded_fallback(fallback: list[float], w: float, c: float, temperature: float) -> list[float]:
+    """The ``fallback`` ``[scale, bias, hubness]`` whose unseen statements' log-odds are ``w * L + c``
+    where ``fallback``'s were ``L`` (a logit over the noul ``temperature``), rounded to 4 places."""
+    scale, bias, hubness = fallback
+    return [round(w * scale, 4), round(w * bias + c * temperature, 4), round(w * hubness, 4)]
+
+
+def fit_fallback_main(args: Any) -> int:
+    import json
+
+    import torch
+
+    from jevlaya_lab.decisions import bundled
+    from jevlaya_lab.decisions.agent import Agent
+
+    agent = Agent(str(bundled.checkpoint_dir(args.checkpoint)), model_id=args.checkpoint)
+    reader = None if agent._open is None else agent._open.agent.decision_model.prior.config.reader
+    if agent._open is None or (reader is not None and reader.blend is not None):
+        raise SystemExit(f"--fit-fallback: {args.checkpoint}'s open part must exist and read no statement "
+                         "(a reader with a blend answers them: use --fit-line)")
+    answers = [(qid, torch.tensor(log_odds(agent, texts, question)), gold)
+               for qid, texts, gold, question in dev_statements(args.data_dir)]
+    results, (w, c) = line_fit(answers)
+    n = len(answers)
+    print(f"{args.checkpoint}: {n} dev statements, log-odds as answered by the open part")
+    for name in ("as is", "left out"):
+        bal, ece = results[name][:n], results[name][n:]
+        print(f"  {name:<9} balanced {statistics.mean(bal):.3f}  ECE {statistics.mean(ece):.3f}  "
+              f"below 0.80: {sum(v < 0.8 for v in bal)}")
+    path = bundled.head_dir(args.checkpoint) / bundled.OPEN_DIR / bundled.HEAD_CONFIG
+    config = json.loads(path.read_text(encoding="utf-8"))
+    temperature = float(config["temperature"][2])
+    was = config["similarity_prior"]["fallback"]
+    fallback = folded_fallback(was, w, c, temperature)
+    print(f"  fit on all {n}: w {w:.4f}, c {c:.4f} -> fallback {fallback} (was {was}, T {temperature})")
+    if args.ship:
+        config["similarity_prior"]["fallback"] = fallback
+        path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        print(f"  wrote {path}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--checkpoint", default="mini-en")
@@ -206,7 +256,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--fit-line", action="store_true",
                         help="fit the open part reader's line against the reference messages (see above)")
-    parser.add_argument("--ship", action="store_true", help="with --fit-line: write it into the package's open head")
+    parser.add_argument("--fit-fallback", action="store_true",
+                        help="refit the open part's fallback on the dev statements (an open part without a blend)")
+    parser.add_argument("--ship", action="store_true",
+                        help="with --fit-line or --fit-fallback: write it into the package's open head")
     args = parser.parse_args(argv)
 
     import torch
@@ -214,6 +267,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     if args.fit_line:
         return fit_line_main(args)
+    if args.fit_fallback:
+        return fit_fallback_main(args)
 
     from jevlaya_lab.decisions import bundled
     from jevlaya_lab.decisions.agent import Agent

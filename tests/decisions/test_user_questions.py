@@ -270,3 +270,33 @@ def test_the_identity_line_copy_reads_mini_ens_open_part_against_the_reference(t
     assert abs(statistics.mean(copy)) < 0.05 and abs(statistics.stdev(copy) - 1.0) < 0.05, (temperature, copy[:4])
     shipped = statement_lines.log_odds(Agent(str(bundled.checkpoint_dir("mini-en"))), reference, statement)
     assert abs(statistics.mean(shipped)) > 0.2 or abs(statistics.stdev(shipped) - 1.0) > 0.2
+
+
+def test_the_folded_fallback_answers_an_unseen_statement_through_the_fitted_line(tmp_path) -> None:
+    """``statement_lines.folded_fallback`` (``--fit-fallback --ship``): a tiny checkpoint whose unseen
+    statement is answered by its fallback gives log-odds ``L``; with the folded fallback written into
+    its config it gives ``w * L + c`` (up to the statement's small trained share)."""
+    import torch
+
+    from bench import statement_lines
+    from jevlaya_lab.decisions.agent import Agent
+    from jevlaya_lab.decisions.checkpoint import save_checkpoint
+    from jevlaya_lab.decisions.testing import fixed_prior_parts
+
+    statement = {"type": "noul", "instructions": "The writer attaches a photograph."}
+    prior = {"rank": 0, "reference": 3, "anchors": 2, "gate": [0.9, 60.0], "fallback": [1.5, 0.25, 0.0]}
+    parts = fixed_prior_parts(prior, anchors=("The customer asks for money back.", "refund"),
+                              unseen=(statement["instructions"],))
+    parts.config.temperature = [0.8, 1.2, 1.7]  # the noul temperature, the third, is the one folded in
+    path = save_checkpoint(tmp_path / "ck", *parts)
+    states = ["my invoice is wrong", "the app crashes at login", "hi, please refund me", "where is my parcel"]
+    before = torch.tensor(statement_lines.log_odds(Agent(path), states, statement))
+    config_path = path / "rl_agent_config.json"
+    config = json.loads(config_path.read_text())
+    w, c = 1.6, 0.7
+    config["similarity_prior"]["fallback"] = statement_lines.folded_fallback(
+        config["similarity_prior"]["fallback"], w, c, float(config["temperature"][2]))
+    config_path.write_text(json.dumps(config))
+    after = torch.tensor(statement_lines.log_odds(Agent(path), states, statement))
+    assert torch.allclose(after, w * before + c, atol=0.02), (before, after)
+    assert not torch.allclose(after, before, atol=0.3)
