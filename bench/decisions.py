@@ -6,7 +6,7 @@
     .venv/bin/python bench/decisions.py --bundled-only  # just the mini-en / mini-multi rows
     .venv/bin/python bench/decisions.py --vs-laya            # laya 0.4.15 and ours, same run
     .venv/bin/python bench/decisions.py --vs-laya --cells 1x5,8x5,64x5 --repeats 3
-    .venv/bin/python bench/decisions.py --open-cost  # mini-en's open part against its own head alone
+    .venv/bin/python bench/decisions.py --open-cost [mini-multi]  # an open part against its own head alone
 
 With ``--vs-laya`` a MiniLM-sized checkpoint is written by laya's own code (the real
 all-MiniLM-L6-v2 encoder, a seeded random 2-layer head, ``laya.train.save_checkpoint``) and
@@ -516,9 +516,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reader-cost", nargs="?", const="mini-en", choices=["mini-en", "mini-multi"],
                         help="only the cost of that bundled checkpoint's statement reader (default mini-en) on a "
                              "user's statement and choice (on against off)")
-    parser.add_argument("--open-cost", action="store_true",
-                        help="only what mini-en's open part costs: presets, user questions and both, against "
-                             "its own head alone")
+    parser.add_argument("--open-cost", nargs="?", const="mini-en", choices=["mini-en", "mini-multi"],
+                        help="only what that bundled checkpoint's open part costs (default mini-en): presets, user "
+                             "questions and both, against its own head alone")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -528,7 +528,8 @@ def main(argv: list[str] | None = None) -> int:
         key = "reader_cost" if args.reader_cost == "mini-en" else f"reader_cost_{args.reader_cost.replace('-', '_')}"
         return merge_into(Path(args.out), key, reader_cost(args.reader_cost))
     if args.open_cost:
-        return merge_into(Path(args.out), "open_cost", open_cost())
+        key = "open_cost" if args.open_cost == "mini-en" else f"open_cost_{args.open_cost.replace('-', '_')}"
+        return merge_into(Path(args.out), key, open_cost(args.open_cost))
     if args.bundled_only:
         return merge_into(Path(args.out), "bundled", bundled_rows(args.threads))
     load_started = time.perf_counter()
