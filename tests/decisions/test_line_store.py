@@ -142,3 +142,26 @@ def test_a_quantised_encoder_keeps_numbers_of_its_own(tmp_path, monkeypatch):
     _ask(Agent(path))
     _ask(Agent(path, quantize="int8"))
     assert len(_files(tmp_path / "home")) == 2
+
+
+def _hammer(folder: str, value: float, rounds: int) -> list[str]:
+    """Write ``(value, value)`` under one key and read it back, ``rounds`` times; what was read wrong."""
+    store, wrong = LineStore(folder), []
+    for _ in range(rounds):
+        store.put("shared", (value, value))
+        got = store.get("shared")
+        if got is None or got[0] != got[1] or got[0] not in (1.5, 2.5):
+            wrong.append(repr(got))
+    return wrong
+
+
+def test_processes_writing_one_statement_at_once_never_read_half_a_file(tmp_path):
+    """Two worker processes (as Dask workers asking one statement) write and read the same file 3000
+    times each: every read finds one writer's whole numbers, never a torn or empty file, and no
+    temporary file is left behind."""
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        results = pool.starmap(_hammer, [(str(tmp_path), 1.5, 3000), (str(tmp_path), 2.5, 3000)])
+    assert results == [[], []]
+    assert [p.name for p in tmp_path.iterdir()] == ["shared.json"]
