@@ -328,9 +328,10 @@ class SimilarityPrior(nn.Module):
             rows, slots, said, said_center, said_spread = read
             by_reader, has = torch.zeros_like(logits), torch.zeros_like(true_slot)
             by_reader[rows, slots], has[rows, slots] = said.to(logits.dtype), True
-            read_center, read_spread = torch.zeros_like(logits), torch.ones_like(logits)
-            read_center[rows, slots] = said_center.to(logits.dtype)
-            read_spread[rows, slots] = said_spread.to(logits.dtype)
+            if reader.line is not None:  # each read statement's answer on its reference texts
+                read_center, read_spread = torch.zeros_like(logits), torch.ones_like(logits)
+                read_center[rows, slots] = said_center.to(logits.dtype)
+                read_spread[rows, slots] = said_spread.to(logits.dtype)
             read_at = by_reader, has
             if reader.choices:  # a read choice option: the reader's log-odds, weighted
                 logits = logits + reader.choices * torch.where(has & ~true_slot, by_reader, 0.0)

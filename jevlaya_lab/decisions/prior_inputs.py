@@ -9,7 +9,7 @@ yes/no statements and the choice options it answers (:mod:`jevlaya_lab.decisions
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
 import torch
@@ -18,7 +18,8 @@ from jevlaya_lab._lru import LockedLRU
 from jevlaya_lab.decisions.line_store import LineStore, line_key
 from jevlaya_lab.decisions.statement_reader import READ_BELOW, READ_MAX_OPTIONS, pair_rows
 
-__all__ = ["PriorBuilder", "PriorInputs", "context_texts", "option_texts", "pad_rows", "pool_rows", "slot_layout"]
+__all__ = ["PriorBuilder", "PriorInputs", "context_texts", "like_length_chunks", "option_texts", "pad_rows",
+           "pool_rows", "slot_layout"]
 
 
 class PriorInputs(NamedTuple):
@@ -103,21 +104,25 @@ def pad_rows(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, 
     return ids, (torch.arange(length)[None, :] < lengths[:, None]).long()
 
 
+def like_length_chunks(rows: Sequence[Sequence[Any]], chunk: int) -> list[list[int]]:
+    """The indices of ``rows`` sorted by length, in chunks of ``chunk``: batches with little padding."""
+    order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
+    return [order[start:start + chunk] for start in range(0, len(order), chunk)]
+
+
 def pool_rows(model: Any, rows: Sequence[Sequence[int]], pad_id: int, *, chunk: int = 64,
               progress: str | None = None) -> torch.Tensor:
     """``model.pool`` of whole token rows in length-sorted chunks (little padding); ``[n, d]`` on
     the CPU. ``progress`` names a tqdm bar (training pools tens of thousands of texts)."""
     device = next(model.parameters()).device
     out = torch.zeros((len(rows), model.hidden_size))
-    order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
-    starts = range(0, len(order), chunk)
+    chunks: Iterable[list[int]] = like_length_chunks(rows, chunk)
     if progress:
         from tqdm.auto import tqdm
 
-        starts = tqdm(starts, desc=progress, unit="chunk", leave=False)
+        chunks = tqdm(chunks, desc=progress, unit="chunk", leave=False)
     with torch.inference_mode():
-        for start in starts:
-            picked = order[start:start + chunk]
+        for picked in chunks:
             ids, mask = pad_rows([rows[i] for i in picked], pad_id)
             out[picked] = model.pool(ids.to(device), mask.to(device)).float().cpu()
     return out
@@ -271,10 +276,8 @@ class PriorBuilder:
         z = (vectors @ vector.float() - float(center)) / float(spread)
         device = next(self.model.parameters()).device
         said = torch.zeros(len(rows))
-        order = sorted(range(len(rows)), key=lambda i: len(rows[i]))  # chunks of like lengths: little padding
         with torch.inference_mode():
-            for start in range(0, len(order), 64):
-                picked = order[start:start + 64]
+            for picked in like_length_chunks(rows, 64):
                 ids, types, mask = pair_rows(self.rows, [(statement, rows[i]) for i in picked])
                 said[picked] = self.model.reader(self.model.encoder, ids.to(device), types.to(device),
                                                  mask.to(device)).float().cpu()
