@@ -166,8 +166,32 @@ def _identity_line_copy(name: str, reference: list[str], out: Path) -> float:
     return temperature
 
 
-def fit_line_main(args: Any) -> int:
+def _print_rows(results: dict[str, list[float]], names: tuple[str, ...], n: int) -> None:
+    """One line per name of :func:`line_fit`'s results (``n`` balanced accuracies, then ``n`` ECEs)."""
+    for name in names:
+        bal, ece = results[name][:n], results[name][n:]
+        print(f"  {name:<9} balanced {statistics.mean(bal):.3f}  ECE {statistics.mean(ece):.3f}  "
+              f"below 0.80: {sum(v < 0.8 for v in bal)}")
+
+
+def _open_head_config(name: str) -> tuple[Path, dict]:
+    """The package's open head config of bundled checkpoint ``name``: its path and parsed value."""
     import json
+
+    from jevlaya_lab.decisions import bundled
+
+    path = bundled.head_dir(name) / bundled.OPEN_DIR / bundled.HEAD_CONFIG
+    return path, json.loads(path.read_text(encoding="utf-8"))
+
+
+def _write_config(path: Path, config: dict) -> None:
+    import json
+
+    path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    print(f"  wrote {path}")
+
+
+def fit_line_main(args: Any) -> int:
     import tempfile
 
     import torch
@@ -190,18 +214,13 @@ def fit_line_main(args: Any) -> int:
     results["shipped"] = line_fit(as_shipped)[0]["as is"]
     n = len(standardised)
     print(f"{args.checkpoint}: {n} dev statements read against {len(reference)} reference messages")
-    for name in ("shipped", "as is", "left out"):
-        bal, ece = results[name][:n], results[name][n:]
-        print(f"  {name:<9} balanced {statistics.mean(bal):.3f}  ECE {statistics.mean(ece):.3f}  "
-              f"below 0.80: {sum(v < 0.8 for v in bal)}")
+    _print_rows(results, ("shipped", "as is", "left out"), n)
     line = [round(scale * temperature, 4), round(bias * temperature, 4)]
     print(f"  line fit on all {n}: scale {scale:.4f}, bias {bias:.4f} -> config line {line} (x {temperature})")
     if args.ship:
-        path = bundled.head_dir(args.checkpoint) / bundled.OPEN_DIR / bundled.HEAD_CONFIG
-        config = json.loads(path.read_text(encoding="utf-8"))
+        path, config = _open_head_config(args.checkpoint)
         config["similarity_prior"]["reader"].update(line=line, reference=reference)
-        path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-        print(f"  wrote {path}")
+        _write_config(path, config)
     return 0
 
 
@@ -213,8 +232,6 @@ def folded_fallback(fallback: list[float], w: float, c: float, temperature: floa
 
 
 def fit_fallback_main(args: Any) -> int:
-    import json
-
     import torch
 
     from jevlaya_lab.decisions import bundled
@@ -230,20 +247,15 @@ def fit_fallback_main(args: Any) -> int:
     results, (w, c) = line_fit(answers)
     n = len(answers)
     print(f"{args.checkpoint}: {n} dev statements, log-odds as answered by the open part")
-    for name in ("as is", "left out"):
-        bal, ece = results[name][:n], results[name][n:]
-        print(f"  {name:<9} balanced {statistics.mean(bal):.3f}  ECE {statistics.mean(ece):.3f}  "
-              f"below 0.80: {sum(v < 0.8 for v in bal)}")
-    path = bundled.head_dir(args.checkpoint) / bundled.OPEN_DIR / bundled.HEAD_CONFIG
-    config = json.loads(path.read_text(encoding="utf-8"))
+    _print_rows(results, ("as is", "left out"), n)
+    path, config = _open_head_config(args.checkpoint)
     temperature = float(config["temperature"][2])
     was = config["similarity_prior"]["fallback"]
     fallback = folded_fallback(was, w, c, temperature)
     print(f"  fit on all {n}: w {w:.4f}, c {c:.4f} -> fallback {fallback} (was {was}, T {temperature})")
     if args.ship:
         config["similarity_prior"]["fallback"] = fallback
-        path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-        print(f"  wrote {path}")
+        _write_config(path, config)
     return 0
 
 
