@@ -14,6 +14,8 @@ disk or on the hub :mod:`~.checkpoint_source`; this module reads and writes the 
   the same for an open part's encoder, :mod:`~.open_questions`),
   and stale ``encoder.embeddings.position_ids`` / ``token_type_ids`` buffers in the file are
   ignored (current transformers does not persist them).
+- An open part's token table is held as the own encoder's table plus the rows in which the file's
+  two tables differ (:mod:`~.shared_embedding`); :func:`save_checkpoint` writes it whole again.
 - Unknown keys of ``rl_agent_config.json`` are kept in :attr:`CheckpointConfig.extra` and
   written back by :func:`save_checkpoint`, so a round trip loses nothing.
 - Weights are loaded on the CPU; the Agent moves the model to its device.
@@ -95,6 +97,41 @@ def _fit_state_dict(model: Any, tensors: dict[str, Any], weights: Path) -> dict[
                                   f"{CONFIG_FILE} and {ENCODER_DIR}/config.json")
     # the model's dtypes win (an fp16 file still runs in fp32 on the CPU)
     return {k: v if v.dtype == expected[k].dtype else v.to(expected[k].dtype) for k, v in tensors.items()}
+
+
+def _open_table(model: Any) -> str | None:
+    """The state-dict name of the open part's token table, when the model has an open part whose
+    encoder's table may be shared with the own encoder's (:mod:`.shared_embedding`)."""
+    from jevlaya_lab.decisions.shared_embedding import table_name
+
+    if model.open_model is None:
+        return None
+    name = table_name(model.open_model.encoder)
+    return None if name is None or name != table_name(model.encoder) else f"{OPEN_PREFIX}encoder.{name}"
+
+
+def _share_open_table(model: Any, weights: Path, key: str) -> None:
+    """Give the open part the token table the file holds for it: the own encoder's table with the
+    rows that differ (:class:`~.shared_embedding.SharedEmbedding`), or, when most rows differ, the whole
+    table read from the file."""
+    import torch
+    from safetensors import safe_open
+
+    from jevlaya_lab.decisions.shared_embedding import load_shared
+
+    encoder = model.open_model.encoder
+    try:  # reads that do not map the file (safetensors >= 0.8); older versions copy every tensor anyway
+        reader = safe_open(weights, framework="pt", backend="pread")
+    except TypeError:
+        reader = safe_open(weights, framework="pt")
+    with reader as handle:
+        shared = load_shared(handle, key, key.removeprefix(OPEN_PREFIX), model.encoder.get_input_embeddings())
+        if shared is not None:
+            encoder.set_input_embeddings(shared)
+            return
+        table = encoder.get_input_embeddings()
+        table.weight = torch.nn.Parameter(handle.get_tensor(key).to(table.weight.dtype),
+                                           requires_grad=table.weight.requires_grad)
 
 
 def rope_fields_for_4x(encoder_config: dict[str, Any]) -> dict[str, Any]:
@@ -186,7 +223,7 @@ def load_checkpoint(source: Any, *, subfolder: str | None = None, revision: str 
     :class:`CheckpointNotFoundError` for missing sources or files and :class:`CheckpointError`
     for malformed contents.
     """
-    from safetensors.torch import load_file
+    from safetensors import safe_open
     from transformers import AutoModel, AutoTokenizer
 
     from jevlaya_lab.decisions.encoding import row_tokenizer
@@ -199,11 +236,6 @@ def load_checkpoint(source: Any, *, subfolder: str | None = None, revision: str 
     config = CheckpointConfig.from_file(path / CONFIG_FILE)
     encoder_config = _encoder_config(path)
     weights = path / WEIGHTS_FILE
-    try:
-        tensors = load_file(weights)
-    except Exception as exc:  # safetensors raises its own error types for corrupt files
-        raise CheckpointError(f"{weights} is not a readable safetensors file ({exc})") from None
-
     opened = open_config(config, path / CONFIG_FILE)
 
     def build() -> Any:
@@ -220,11 +252,24 @@ def load_checkpoint(source: Any, *, subfolder: str | None = None, revision: str 
 
     with weights_on_meta():
         model = build()
+    shared = _open_table(model)
+    try:
+        with safe_open(weights, framework="pt") as handle:
+            tensors = {k: handle.get_tensor(k) for k in handle.keys() if k != shared}  # noqa: SIM118
+            if shared is not None and shared in handle.keys():  # noqa: SIM118
+                own = tensors.get(shared.removeprefix(OPEN_PREFIX))
+                same = own is not None and tuple(own.shape) == tuple(handle.get_slice(shared).get_shape())
+                # a stand-in until the table is shared (_share_open_table): the own table, not a second copy
+                tensors[shared] = own if same else handle.get_tensor(shared)
+    except Exception as exc:  # safetensors raises its own error types for corrupt files
+        raise CheckpointError(f"{weights} is not a readable safetensors file ({exc})") from None
     # assign: the loaded tensors become the parameters (no second copy of every weight)
     model.load_state_dict(_fit_state_dict(model, tensors, weights), strict=True, assign=True)
     if _has_meta(model):  # a weight the mode could not leave empty: build it the ordinary way
         model = build()
         model.load_state_dict(_fit_state_dict(model, tensors, weights), strict=True, assign=True)
+    if shared is not None and shared in tensors:
+        _share_open_table(model, weights, shared)
     model.eval()
     try:
         tokenizer = AutoTokenizer.from_pretrained(path / TOKENIZER_DIR, local_files_only=True)
