@@ -129,6 +129,27 @@ def test_adapt_fits_each_question_on_the_part_that_answers_it(tmp_path):
             assert _p(x["answers"][qid]) == pytest.approx(_p(y["answers"][qid]), abs=2e-4)
 
 
+def test_an_open_part_that_names_its_question_types_leaves_the_others_to_the_own_head(tmp_path):
+    """``"question_types": ["noul"]``: the far statement still reads the open part, the far choice the
+    own head (as the checkpoint without an open part answers it); ``"part": "open"`` still sends the
+    choice to the open part."""
+    parts = tiny_open_parts()
+    parts.config.extra[OPEN_KEY]["question_types"] = ["noul"]
+    agent = Agent(save_checkpoint(tmp_path / "noul", *parts))
+    own, opened = agent._open.split(parse_questions(QUESTIONS))
+    assert [q.id for q in own] == ["known", "route", "mood"] and [q.id for q in opened] == ["new"]
+    alone_own = Agent(save_checkpoint(tmp_path / "own", *_own()))
+    alone_open = Agent(save_checkpoint(tmp_path / "open", *tiny_open_part()))
+    for result, a, b in zip(_answers(agent, QUESTIONS), _answers(alone_own, QUESTIONS), _answers(alone_open, QUESTIONS)):
+        assert result["answers"]["mood"] == a["answers"]["mood"]
+        assert result["answers"]["new"] == {**b["answers"]["new"], "part": "open"}
+    forced = {"mood": {**QUESTIONS["mood"], "part": "open"}}
+    for result, b in zip(_answers(agent, forced), _answers(alone_open, forced)):
+        assert result["answers"]["mood"] == {**b["answers"]["mood"], "part": "open"}
+    assert json.loads((agent.save(tmp_path / "again") / "rl_agent_config.json").read_text())[OPEN_KEY][
+        "question_types"] == ["noul"]
+
+
 @pytest.mark.parametrize("value, words", [
     ([1, 2], "use an object"),
     ({"head_layers": -1}, "head_layers"),
@@ -141,6 +162,14 @@ def test_a_malformed_open_part_is_refused_naming_the_key(tmp_path, value, words)
     with pytest.raises(CheckpointError, match=OPEN_KEY) as caught:
         load_checkpoint(path)
     assert words in str(caught.value)
+
+
+@pytest.mark.parametrize("types", [[], ["yes"], "noul"])
+def test_an_open_part_whose_question_types_are_not_a_list_of_types_is_refused(tmp_path, types):
+    own = _own()
+    own.config.extra[OPEN_KEY] = {**tiny_open_part().config.to_dict(), "question_types": types}
+    with pytest.raises(CheckpointError, match=rf"{OPEN_KEY}: question_types = .* is invalid; use a non-empty list"):
+        load_checkpoint(save_checkpoint(tmp_path / "bad", *own))
 
 
 def test_an_open_part_needs_a_similarity_prior_to_route_by(tmp_path):
@@ -194,6 +223,9 @@ def test_bundled_assembly_adds_an_open_folder_as_the_open_part(tmp_path, monkeyp
         "spam": {"type": "noul", "instructions": json.loads(json.dumps(_preset_statement()))},
         "mine": {"type": "noul", "instructions": "The writer mentions a birthday party next weekend."}}))
     assert [q.id for q in own] == ["spam"] and [q.id for q in opened] == ["mine"]
+    # loaded, the open part holds the one row it moved over the own encoder's table (shared_embedding)
+    table = agent.decision_model.open_model.encoder.get_input_embeddings()
+    assert table.index.tolist() == [2000] and table.base is agent.decision_model.encoder.get_input_embeddings()
 
 
 def _preset_statement() -> str:
@@ -202,7 +234,7 @@ def _preset_statement() -> str:
     return next(q["instructions"] for preset in PRESETS.values() for q in preset().values() if q["type"] == "noul")
 
 
-def test_train_open_reads_and_writes_the_open_part_of_a_bundled_checkpoint(tmp_path, capsys):
+def test_train_open_reads_and_writes_the_open_part_of_a_bundled_checkpoint(tmp_path, capsys, monkeypatch):
     """``jevlaya-lab train --name mini-en --open --fallback-only`` refits the fallback of mini-en's open
     part (here on the hand-written messages alone, to keep it short) and writes that part's head: its
     tensors (the encoder change among them) unchanged, its config with the new fallback; the own head is
@@ -223,8 +255,13 @@ def test_train_open_reads_and_writes_the_open_part_of_a_bundled_checkpoint(tmp_p
     fallback = json.loads((out / "config.json").read_text())[PRIOR_KEY]["fallback"]
     assert fallback != json.loads((opened / "config.json").read_text())[PRIOR_KEY]["fallback"]
     assert (out / "calibration.json").read_bytes() == (opened / "calibration.json").read_bytes()
-    with pytest.raises(SystemExit, match="mini-multi has no open part; train one first with --name mini-multi --open"):
-        train_cli.main(["--name", "mini-multi", "--open", "--fallback-only", "--datasets", "", "--written", "multi",
+    bare = tmp_path / "heads" / "mini-en"  # both bundled checkpoints ship an open part: mini-en's own head alone
+    bare.mkdir(parents=True)
+    for file in ("head.safetensors", "config.json", "calibration.json"):
+        (bare / file).write_bytes((bundled.head_dir("mini-en") / file).read_bytes())
+    monkeypatch.setattr(bundled, "HEADS_DIR", tmp_path / "heads")
+    with pytest.raises(SystemExit, match="mini-en has no open part; train one first with --name mini-en --open"):
+        train_cli.main(["--name", "mini-en", "--open", "--fallback-only", "--datasets", "", "--written", "en",
                         "--out", str(tmp_path / "nothing")])
 
 
