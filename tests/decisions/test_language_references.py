@@ -139,7 +139,8 @@ def test_mini_multi_reads_a_french_or_spanish_statement_against_messages_of_that
     French statement on French messages: without the blocks every message reads "yes" (0.61-0.82:
     French is near French, and the reference states are mostly English); with them the three that
     hold are above 0.5 and the three that do not are below. The Spanish statement ranks its messages
-    the same way and says "no" to the ones that do not hold."""
+    the same way and says "no" to the ones that do not hold. The own head is asked with ``"part": "own"``:
+    a statement in a user's own words is answered by the open part, which ranks and answers them so too."""
 
     from jevlaya_lab import load
 
@@ -163,15 +164,16 @@ def test_mini_multi_reads_a_french_or_spanish_statement_against_messages_of_that
                 "No puedo iniciar sesión en la aplicación desde esta mañana, me da un error."]),
     }
 
-    def said(lang):
+    def said(lang, part="own"):
         statement, holds, other = cases[lang]
-        answers = agent.predict_batch(holds + other, {"q": {"type": "noul", "instructions": statement}})
+        answers = agent.predict_batch(holds + other, {"q": {"type": "noul", "instructions": statement, "part": part}})
         p = [a["answers"]["q"]["noul"] for a in answers]
         return p[:3], p[3:]
 
-    for lang in cases:
-        holds, other = said(lang)
-        assert min(holds) > max(other) and max(other) < 0.5, (lang, holds, other)
+    for lang in cases:  # the own head (asked with "part": "own"), and the open part that answers them as asked
+        for part in ("own", "open"):
+            holds, other = said(lang, part)
+            assert min(holds) > max(other) and max(other) < 0.5, (lang, part, holds, other)
     assert min(said("fr")[0]) > 0.5
     prior.config = dataclasses.replace(prior.config, reference_languages=())  # the same head without blocks
     agent._prior = PriorBuilder(agent.decision_model, row_tokenizer(agent.tokenizer))
