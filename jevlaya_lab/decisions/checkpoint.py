@@ -120,15 +120,11 @@ def _share_open_table(model: Any, weights: Path, key: str) -> None:
     from jevlaya_lab.decisions.shared_embedding import load_shared
 
     encoder = model.open_model.encoder
-    try:  # reads that do not map the file (safetensors >= 0.8); older versions copy every tensor anyway
-        reader = safe_open(weights, framework="pt", backend="pread")
-    except TypeError:
-        reader = safe_open(weights, framework="pt")
-    with reader as handle:
-        shared = load_shared(handle, key, key.removeprefix(OPEN_PREFIX), model.encoder.get_input_embeddings())
-        if shared is not None:
-            encoder.set_input_embeddings(shared)
-            return
+    shared = load_shared(weights, key, key.removeprefix(OPEN_PREFIX), model.encoder.get_input_embeddings())
+    if shared is not None:
+        encoder.set_input_embeddings(shared)
+        return
+    with safe_open(weights, framework="pt") as handle:
         table = encoder.get_input_embeddings()
         table.weight = torch.nn.Parameter(handle.get_tensor(key).to(table.weight.dtype),
                                            requires_grad=table.weight.requires_grad)

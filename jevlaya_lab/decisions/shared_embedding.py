@@ -21,15 +21,23 @@ What a user sees is unchanged (decided here, as a user of the checkpoint expects
 from __future__ import annotations
 
 import copy
+import json
+import os
+import struct
+import sys
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
+from jevlaya_lab.decisions.errors import CheckpointError
+
 __all__ = ["BLOCK", "SharedEmbedding", "load_shared", "table_name"]
 
-BLOCK = 16384
-"""Rows read from the file and compared at a time (6 MB for a 384-wide float32 table)."""
+BLOCK = 4096
+"""Rows read from the file and compared at a time (6 MB of each table for a 384-wide float32 one)."""
 
 
 class SharedEmbedding(nn.Module):
@@ -115,29 +123,70 @@ def table_name(encoder: nn.Module) -> str | None:
     return next(f"{name}.weight" for name, module in encoder.named_modules() if module is table)
 
 
-def load_shared(handle: Any, key: str, base_key: str, base: nn.Embedding) -> SharedEmbedding | None:
-    """The table ``key`` of the safetensors file ``handle`` (``safetensors.safe_open``) as a
-    :class:`SharedEmbedding` over ``base``, the model's table loaded from ``base_key`` of the same file;
-    None when the shapes differ or more than half the rows differ (the caller then loads the table whole).
+_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "F64": torch.float64}
 
-    Both tables are compared as the file holds them, ``BLOCK`` rows at a time: open ``handle`` with
-    ``backend="pread"``, so that the comparison does not page in the model's own table, which
-    safetensors maps from the file and leaves on disk until a lookup reads its rows."""
-    shape = tuple(handle.get_slice(key).get_shape())
-    own = base.weight
-    if shape != tuple(own.shape) or tuple(handle.get_slice(base_key).get_shape()) != shape:
-        return None
-    index: list[torch.Tensor] = []
-    rows: list[torch.Tensor] = []
-    moved = 0
-    for start in range(0, shape[0], BLOCK):
-        end = min(start + BLOCK, shape[0])  # a slice past the end is an error in some backends
-        block = handle.get_slice(key)[start:end].to(own.dtype)
-        other = handle.get_slice(base_key)[start:end].to(own.dtype)
-        differ = (block != other).any(dim=1).nonzero().flatten()
-        moved += len(differ)
-        if moved * 2 > shape[0]:
+
+@dataclass(frozen=True)
+class _Table:
+    """Where one 2-d float tensor lies in a safetensors file; its rows are read with ``os.pread``,
+    through the page cache only, never a mapping of the file (safetensors maps it, and a row read
+    through the mapping stays resident in the process; its own ``pread`` backend reads the whole
+    tensor for every slice)."""
+
+    dtype: torch.dtype
+    shape: tuple[int, int]
+    offset: int
+
+    @classmethod
+    def find(cls, header: dict[str, Any], start: int, key: str) -> _Table | None:
+        info = header.get(key)
+        if not isinstance(info, dict) or info.get("dtype") not in _DTYPES or len(info.get("shape", ())) != 2:
             return None
-        index.append(differ + start)
-        rows.append(block[differ].clone())
+        rows, width = info["shape"]
+        return cls(_DTYPES[info["dtype"]], (rows, width), start + info["data_offsets"][0])
+
+    def rows(self, fd: int, begin: int, end: int) -> torch.Tensor:
+        width = self.shape[1] * torch.empty((), dtype=self.dtype).element_size()
+        want = (end - begin) * width
+        data = bytearray()
+        while len(data) < want:  # a regular file may still answer a pread in parts
+            part = os.pread(fd, want - len(data), self.offset + begin * width + len(data))
+            if not part:
+                raise CheckpointError(f"the file ends inside a tensor of shape {self.shape}; it is cut short")
+            data += part
+        return torch.frombuffer(data, dtype=self.dtype).view(end - begin, self.shape[1])
+
+
+def load_shared(path: Path, key: str, base_key: str, base: nn.Embedding) -> SharedEmbedding | None:
+    """The table ``key`` of the safetensors file ``path`` as a :class:`SharedEmbedding` over ``base``,
+    the model's table loaded from ``base_key`` of the same file; None when either is not a 2-d float
+    tensor, the shapes differ, or more than half the rows differ (the caller then loads it whole).
+
+    Both tables are compared as the file holds them, ``BLOCK`` rows at a time, read with ``pread``: the
+    comparison does not page in the model's own table, which safetensors maps from the file and leaves
+    on disk until a lookup reads its rows."""
+    if sys.byteorder != "little":  # the file is little-endian; let safetensors convert it
+        return None
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = struct.unpack("<Q", os.pread(fd, 8, 0))[0]
+        header = json.loads(os.pread(fd, size, 8))
+        table, other = (_Table.find(header, 8 + size, name) for name in (key, base_key))
+        own = base.weight
+        if table is None or other is None or not table.shape == other.shape == tuple(own.shape):
+            return None
+        index: list[torch.Tensor] = []
+        rows: list[torch.Tensor] = []
+        moved = 0
+        for start in range(0, table.shape[0], BLOCK):
+            end = min(start + BLOCK, table.shape[0])
+            block = table.rows(fd, start, end).to(own.dtype)
+            differ = (block != other.rows(fd, start, end).to(own.dtype)).any(dim=1).nonzero().flatten()
+            moved += len(differ)
+            if moved * 2 > table.shape[0]:
+                return None
+            index.append(differ + start)
+            rows.append(block[differ].clone())
+    finally:
+        os.close(fd)
     return SharedEmbedding(base, torch.cat(index), torch.cat(rows))

@@ -129,3 +129,19 @@ def test_a_whole_table_loaded_into_the_shared_one_keeps_the_rows_it_differs_in(t
     assert torch.equal(shared(torch.arange(len(table))), table)
     with pytest.raises(RuntimeError, match="shared table"):
         shared.load_state_dict({"weight": table[:-1]})
+
+
+def test_half_precision_tables_in_the_file_are_compared_as_the_model_holds_them(tmp_path):
+    """A file whose tables are float16 (as a head may ship them): the rows are read from the file as
+    float16, compared in the model's float32, and the moved ones kept exactly as the whole table gives."""
+    from safetensors.torch import load_file, save_file
+
+    directory = save_checkpoint(tmp_path / "ckpt", *_parts(MOVED))
+    tensors = load_file(directory / WEIGHTS_FILE)
+    for key in (KEY, KEY.removeprefix("open_model.")):
+        tensors[key] = tensors[key].half()
+    save_file(tensors, directory / WEIGHTS_FILE, metadata={"format": "pt"})
+    model = load_checkpoint(directory).model
+    shared = model.open_model.encoder.get_input_embeddings()
+    assert isinstance(shared, SharedEmbedding) and shared.index.tolist() == MOVED
+    assert torch.equal(shared(torch.arange(shared.num_embeddings)), tensors[KEY].float())
