@@ -4,7 +4,8 @@ A checkpoint with an open part (:mod:`.open_questions`) holds two encoders. Tuni
 the token table (only the tokens its texts hold; a bundled head ships at most
 :data:`~jevlaya_lab.decisions.encoder_delta.ROWS` of them), and the table is most of a small
 encoder: 96 M of ``multilingual-e5-small``'s 118 M parameters, 11.7 M of MiniLM's 22.7 M. Loaded as
-written, the open part doubled what a process holds. :func:`load_shared` reads the open part's table
+written, the open part doubled the parameters a process holds (safetensors maps the file, so only the
+rows a process reads become resident, in each table). :func:`load_shared` reads the open part's table
 from the weights file in blocks, compares each with the own encoder's table, and keeps only the rows
 that differ; :class:`SharedEmbedding` answers a lookup from the own table and puts those rows over it.
 
