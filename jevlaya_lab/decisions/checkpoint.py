@@ -110,24 +110,18 @@ def _open_table(model: Any) -> str | None:
     return None if name is None or name != table_name(model.encoder) else f"{OPEN_PREFIX}encoder.{name}"
 
 
-def _share_open_table(model: Any, weights: Path, key: str) -> None:
-    """Give the open part the token table the file holds for it: the own encoder's table with the
-    rows that differ (:class:`~.shared_embedding.SharedEmbedding`), or, when most rows differ, the whole
-    table read from the file."""
-    import torch
-    from safetensors import safe_open
-
+def _share_open_table(model: Any, weights: Path) -> None:
+    """Put the own encoder's table with the rows that differ (:class:`~.shared_embedding.SharedEmbedding`)
+    in place of the open part's whole token table, unless most rows differ. The whole table was loaded
+    as safetensors maps it, so none of its rows had been read into memory."""
     from jevlaya_lab.decisions.shared_embedding import load_shared
 
-    encoder = model.open_model.encoder
+    key = _open_table(model)
+    if key is None:
+        return
     shared = load_shared(weights, key, key.removeprefix(OPEN_PREFIX), model.encoder.get_input_embeddings())
     if shared is not None:
-        encoder.set_input_embeddings(shared)
-        return
-    with safe_open(weights, framework="pt") as handle:
-        table = encoder.get_input_embeddings()
-        table.weight = torch.nn.Parameter(handle.get_tensor(key).to(table.weight.dtype),
-                                           requires_grad=table.weight.requires_grad)
+        model.open_model.encoder.set_input_embeddings(shared)
 
 
 def rope_fields_for_4x(encoder_config: dict[str, Any]) -> dict[str, Any]:
@@ -219,7 +213,7 @@ def load_checkpoint(source: Any, *, subfolder: str | None = None, revision: str 
     :class:`CheckpointNotFoundError` for missing sources or files and :class:`CheckpointError`
     for malformed contents.
     """
-    from safetensors import safe_open
+    from safetensors.torch import load_file
     from transformers import AutoModel, AutoTokenizer
 
     from jevlaya_lab.decisions.encoding import row_tokenizer
@@ -232,6 +226,11 @@ def load_checkpoint(source: Any, *, subfolder: str | None = None, revision: str 
     config = CheckpointConfig.from_file(path / CONFIG_FILE)
     encoder_config = _encoder_config(path)
     weights = path / WEIGHTS_FILE
+    try:
+        tensors = load_file(weights)
+    except Exception as exc:  # safetensors raises its own error types for corrupt files
+        raise CheckpointError(f"{weights} is not a readable safetensors file ({exc})") from None
+
     opened = open_config(config, path / CONFIG_FILE)
 
     def build() -> Any:
@@ -248,24 +247,12 @@ def load_checkpoint(source: Any, *, subfolder: str | None = None, revision: str 
 
     with weights_on_meta():
         model = build()
-    shared = _open_table(model)
-    try:
-        with safe_open(weights, framework="pt") as handle:
-            tensors = {k: handle.get_tensor(k) for k in handle.keys() if k != shared}  # noqa: SIM118
-            if shared is not None and shared in handle.keys():  # noqa: SIM118
-                own = tensors.get(shared.removeprefix(OPEN_PREFIX))
-                same = own is not None and tuple(own.shape) == tuple(handle.get_slice(shared).get_shape())
-                # a stand-in until the table is shared (_share_open_table): the own table, not a second copy
-                tensors[shared] = own if same else handle.get_tensor(shared)
-    except Exception as exc:  # safetensors raises its own error types for corrupt files
-        raise CheckpointError(f"{weights} is not a readable safetensors file ({exc})") from None
     # assign: the loaded tensors become the parameters (no second copy of every weight)
     model.load_state_dict(_fit_state_dict(model, tensors, weights), strict=True, assign=True)
     if _has_meta(model):  # a weight the mode could not leave empty: build it the ordinary way
         model = build()
         model.load_state_dict(_fit_state_dict(model, tensors, weights), strict=True, assign=True)
-    if shared is not None and shared in tensors:
-        _share_open_table(model, weights, shared)
+    _share_open_table(model, weights)
     model.eval()
     try:
         tokenizer = AutoTokenizer.from_pretrained(path / TOKENIZER_DIR, local_files_only=True)
