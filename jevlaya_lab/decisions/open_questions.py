@@ -127,12 +127,12 @@ class OpenRoute:
 
     ``builder`` is the checkpoint's own :class:`~jevlaya_lab.decisions.prior_inputs.PriorBuilder`
     (its gate routes, over option vectors it caches per question set anyway), ``agent`` an Agent
-    over the open part."""
+    over the open part, ``types`` the question types it answers (:func:`open_types`)."""
 
-    def __init__(self, builder: Any, agent: Any, types: frozenset[str] | None = None) -> None:
+    def __init__(self, builder: Any, agent: Any, types: frozenset[str]) -> None:
         self.builder = builder
         self.agent = agent
-        self.types = frozenset(QUESTION_TYPES) if types is None else types
+        self.types = types
 
     @classmethod
     def of(cls, agent: Any, network: Any, tokenizer: Any, config: CheckpointConfig, quantize: str | None,
