@@ -102,13 +102,18 @@ class SharedEmbedding(nn.Module):
                           f"{tuple(own.shape)}")
             return
         table = table.to(own.dtype)
-        index = (table != own).any(dim=1).nonzero().flatten()
+        index = _moved_rows(table, own)
         self.slot.fill_(-1)
         self.slot[index] = torch.arange(len(index))
         self.index, self.rows = index, table[index].clone()
 
     def extra_repr(self) -> str:
         return f"{self.num_embeddings}, {self.embedding_dim}, {len(self.index)} rows of its own"
+
+
+def _moved_rows(table: torch.Tensor, own: torch.Tensor) -> torch.Tensor:
+    """The indices of the rows in which ``table`` differs from ``own`` (same shape and dtype)."""
+    return (table != own).any(dim=1).nonzero().flatten()
 
 
 def _whole_table(module: SharedEmbedding, state: dict[str, Any], prefix: str, _: Any) -> None:
@@ -182,7 +187,7 @@ def load_shared(path: Path, key: str, base_key: str, base: nn.Embedding) -> Shar
         for start in range(0, table.shape[0], BLOCK):
             end = min(start + BLOCK, table.shape[0])
             block = table.rows(fd, start, end).to(own.dtype)
-            differ = (block != other.rows(fd, start, end).to(own.dtype)).any(dim=1).nonzero().flatten()
+            differ = _moved_rows(block, other.rows(fd, start, end).to(own.dtype))
             moved += len(differ)
             if moved * 2 > table.shape[0]:
                 return None
