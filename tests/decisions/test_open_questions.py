@@ -344,3 +344,24 @@ def test_a_questions_part_key_sends_it_to_that_head(tmp_path):
     assert question_key(keyed) != question_key(unkeyed)
     with pytest.raises(QuestionError, match="part must be 'own' or 'open', got str 'mine'; write 'part': 'own'"):
         parse_questions({"x": {**QUESTIONS["new"], "part": "mine"}})
+
+
+def test_the_shipped_mini_multi_reads_a_users_statement_with_its_open_part_and_a_choice_with_its_own_head():
+    """mini-multi's open part answers statements only (its config's question_types): a user's own
+    statement, in English or French, is answered by it; a user's own choice stays with the own head; the
+    part's token table holds only the rows its tuning moved over the own encoder's."""
+    from jevlaya_lab import load
+
+    agent = load("mini-multi", device="cpu")
+    questions = {
+        "leaving": {"type": "noul", "instructions": "The customer threatens to cancel the subscription."},
+        "remboursement": {"type": "noul", "instructions": "Le client demande à être remboursé."},
+        "desk": {"type": "choice", "instructions": "Which desk handles this?",
+                 "criteria": ["payments", "shipping", "accounts", "product"]},
+    }
+    own, opened = agent._open.split(parse_questions(questions))
+    assert [q.id for q in own] == ["desk"] and [q.id for q in opened] == ["leaving", "remboursement"]
+    (result,) = agent.predict_batch(["Je veux être remboursé, sinon j'annule mon abonnement."], questions)
+    assert [answer.get("part") for answer in result["answers"].values()] == ["open", "open", None]
+    table = agent.decision_model.open_model.encoder.get_input_embeddings()
+    assert 0 < len(table.index) <= 3000 and table.base is agent.decision_model.encoder.get_input_embeddings()
