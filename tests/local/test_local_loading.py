@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ import pytest
 import torch
 
 from jevlaya_lab.local import ChatModel, LocalModelError, load_chat_model, loading, serve, smollm2, tiny_chat_model
+from jevlaya_lab.local.requantise import source_digest
 
 from .conftest import USER
 
@@ -69,6 +71,29 @@ def test_dtype_names_resolve_and_bad_ones_are_rejected() -> None:
 def test_cache_dir_follows_jevlaya_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("JEVLAYA_HOME", str(tmp_path))
     assert loading.cache_dir() == tmp_path / "models"
+
+
+def test_the_same_gguf_bytes_at_two_paths_share_one_conversion(monkeypatch: pytest.MonkeyPatch,
+                                                                 tmp_path: Path) -> None:
+    """Two virtualenvs install the same wheel at two paths with two mtimes: one conversion serves
+    both (the folder is named by the bytes; these are not a real GGUF, so a second conversion
+    would fail instead of passing unseen)."""
+    monkeypatch.setenv("JEVLAYA_HOME", str(tmp_path / "cache"))
+    first, second = tmp_path / "venv-a" / "model.gguf", tmp_path / "venv-b" / "model.gguf"
+    for path in (first, second):
+        path.parent.mkdir()
+        path.write_bytes(b"GGUF" + bytes(range(256)) * 64)
+    os.utime(first, ns=(1_000_000_000, 1_000_000_000))
+    assert loading.conversion_name(first) == loading.conversion_name(second)
+    assert loading.conversion_name(first) == f"model-{source_digest(first)}"
+    built = loading.cache_dir() / loading.conversion_name(first)
+    built.mkdir(parents=True)
+    (built / "config.json").write_text("{}")  # as a finished conversion of ``first`` leaves it
+    assert loading.converted_gguf(first) == loading.converted_gguf(second) == built
+    assert [p.name for p in loading.cache_dir().iterdir()] == [built.name]
+
+    second.write_bytes(b"GGUF" + bytes(range(256)) * 63)  # other bytes: another folder
+    assert loading.conversion_name(second) != loading.conversion_name(first)
 
 
 # -- SmolLM2 (loads the real model; the first run converts the .gguf once, ~20 s) -------------
