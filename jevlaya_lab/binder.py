@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from jevlaya_lab._cache_entries import CACHE_KINDS  # what jevlaya_lab builds in its cache folder
 from jevlaya_lab.errors import JevlayaError
 from jevlaya_lab.notebooks import find_notebook, notebook_paths, private_kernel, run_notebook
 
@@ -56,7 +57,6 @@ CLEARED = ("PYTHONPATH", "JEVLAYA_HOME", "JEVLAYA_LAB_CACHE", "PYTHONDONTWRITEBY
 # the built image is ~3.1 GB (venv 1.5 GB, warmed caches 1.6 GB); the tutorials' kernels need a
 # few GB more
 IMAGE_ROOM = 8 << 30
-CACHE_KINDS = ("models", "checkpoints", "encoders")  # what jevlaya_lab builds in its cache folder
 RAM_ROOM = 12 << 30
 LLAMA_CPP_VERSION = "0.3.36"  # as in the Makefile and binder/postBuild
 

