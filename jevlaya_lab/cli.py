@@ -26,6 +26,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                   "list or run the tutorial notebooks (each ends with regression checks)"),
     "demo": ("jevlaya_lab.notebooks:demo_command", "run the quickstart tour offline and write a report to reports/"),
     "lab": ("jevlaya_lab.notebooks:lab_command", "JupyterLab on 127.0.0.1 with the tutorials (notebooks/) open"),
+    "cache": ("jevlaya_lab.commands.cache:cache_command",
+              "what jevlaya_lab built in its cache folder (sizes, last use); --prune DAYS removes the unused"),
 }
 
 

