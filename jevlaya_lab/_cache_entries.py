@@ -25,8 +25,8 @@ built.
 **Pruning.** :func:`prune` removes the entries not used for a number of days (``jevlaya-lab
 cache --prune DAYS``, :mod:`jevlaya_lab.commands.cache`). :func:`prune_siblings` is the automatic
 part and the conservative one: when ``build_directory`` builds a new entry, only that entry's
-siblings not used for :data:`SIBLING_DAYS` days go. Thirty days is a choice made here; the issue
-tracker sets no figure. Several environments (virtualenvs, a Binder image, Dask workers on a
+siblings not used for :data:`SIBLING_DAYS` days go. Thirty days is this project's own choice, not
+a figure any requirement fixed. Several environments (virtualenvs, a Binder image, Dask workers on a
 shared volume) may share one cache folder while running different releases: an entry any of them
 used within a month stays, and one that no environment has used for a month most likely belongs
 to a release none of them runs any more. Removing it by mistake costs a rebuild (seconds for a
