@@ -82,7 +82,10 @@ Which question an adaptation applies to is decided by its content, not its id: t
 instructions and every option's label and rendered text. A question asked with the same id but
 other wording is a different question and gets the checkpoint's zero-shot answer, and the same
 question under another id gets the adaptation. ``agent.adapted_questions`` returns the
-definitions as they were adapted.
+definitions as they were adapted. On a checkpoint with an open part, a question is fitted on the
+part that answers it once adapted, which for ``mini-multi``'s choices is the open part rather than
+the own head that answers them zero-shot (:mod:`.open_questions`, "Which types an adapted question
+reads"); each entry records that part (``"part"``).
 
 The fitted numbers live in ``rl_agent_config.json`` under ``"adaptation"`` (version 1), so
 :meth:`Agent.save <jevlaya_lab.decisions.agent.Agent.save>` writes an ordinary checkpoint: Laya and
@@ -293,7 +296,7 @@ def adapt(agent: Agent, examples: Any, questions: Mapping[Any, Any], *, seed: in
                              "a state is a str, a dict or a list of messages")
     used = sorted({i for pairs in labels.values() for i, _ in pairs})
     position = {i: p for p, i in enumerate(used)}
-    parts = answering(agent, parsed)  # with an open part, its questions read its head (open_questions)
+    parts = answering(agent, parsed, adapting=True)  # the head each question reads once adapted (open_questions)
     lps, vectors = base_features(agent, [states[i] for i in used], parsed, parts=parts)
     assert vectors is not None
     entries = [e for e in (agent._adaptation.entries.values() if agent._adaptation else ())]
@@ -309,7 +312,7 @@ def adapt(agent: Agent, examples: Any, questions: Mapping[Any, Any], *, seed: in
             key, q.id, _definition(questions, q), fit.method, part.temperatures.get(q.type, q.n_options),
             fit.log_a, None if fit.bias is None else fit.bias.tolist(),
             None if fit.weight is None else fit.weight.tolist(),
-            None if fit.weight is None else center.tolist(), len(targets)))
+            None if fit.weight is None else center.tolist(), len(targets), "own" if part is agent else "open"))
     config = _copy_config(agent.config)
     config.extra[ADAPTATION_KEY] = Adaptation(entries).to_value()
     runner = agent._hooks

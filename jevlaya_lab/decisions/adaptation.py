@@ -52,11 +52,15 @@ class QuestionAdaptation:
     weight: list[list[float]] | None
     center: list[float] | None
     n_labels: int
+    part: str | None = None
+    """The head the correction was fitted on, ``"own"`` or ``"open"`` (:mod:`.open_questions`); None
+    in an adaptation written before the key existed, whose question is routed as any other."""
 
     def to_value(self) -> dict[str, Any]:
-        return {"id": self.id, "definition": self.definition, "method": self.method,
-                "temperature": self.temperature, "log_a": self.log_a, "bias": self.bias,
-                "weight": self.weight, "center": self.center, "n_labels": self.n_labels}
+        value = {"id": self.id, "definition": self.definition, "method": self.method,
+                 "temperature": self.temperature, "log_a": self.log_a, "bias": self.bias,
+                 "weight": self.weight, "center": self.center, "n_labels": self.n_labels}
+        return value if self.part is None else {**value, "part": self.part}
 
 
 class Adaptation:
@@ -87,16 +91,25 @@ class Adaptation:
             try:
                 qid = item["id"]
                 parsed = parse_questions({qid: item["definition"]})[0]
+                part = item.get("part")
+                if part not in (None, "own", "open"):
+                    raise ValueError(f"part must be 'own' or 'open', got {part!r}")
                 entries.append(QuestionAdaptation(
                     question_key(parsed), qid, item["definition"], str(item["method"]),
                     float(item["temperature"]), float(item["log_a"]), item.get("bias"), item.get("weight"),
-                    item.get("center"), int(item.get("n_labels", 0))))
+                    item.get("center"), int(item.get("n_labels", 0)), part))
             except (KeyError, TypeError, ValueError) as exc:
                 raise bad(f"questions[{i}] ({exc})") from None
         return cls(entries)
 
     def to_value(self) -> dict[str, Any]:
         return {"version": ADAPTATION_VERSION, "questions": [e.to_value() for e in self.entries.values()]}
+
+    def part_of(self, q: Question) -> str | None:
+        """The head ``q``'s correction was fitted on (``"own"``, ``"open"``), or None when ``q`` is
+        not adapted or its entry does not say (:attr:`QuestionAdaptation.part`)."""
+        entry = self.entries.get(question_key(q))
+        return None if entry is None else entry.part
 
     def questions(self) -> dict[Any, Any]:
         """The adapted question definitions by the id they were adapted under."""

@@ -163,10 +163,16 @@ def test_saved_adaptation_with_a_broken_entry_is_refused(base: Agent, tmp_path) 
     labels = [(s, {"money": g["money"]}) for s, g in task(12, seed=5)]
     saved = base.adapt(labels, {"money": QUESTIONS["money"]}).save(tmp_path / "a")
     config = json.loads((saved / "rl_agent_config.json").read_text())
+    entry = config["adaptation"]["questions"][0]
+    assert entry["part"] == "own"  # the head it was fitted on (this checkpoint has no open part)
+    broken = json.loads(json.dumps(config))
+    broken["adaptation"]["questions"][0]["part"] = "both"
     del config["adaptation"]["questions"][0]["log_a"]
-    (saved / "rl_agent_config.json").write_text(json.dumps(config))
-    with pytest.raises(CheckpointError, match=r"adaptation is invalid: questions\[0\]"):
-        Agent(saved, device="cpu")
+    for value, words in ((config, "log_a"), (broken, "part must be 'own' or 'open', got 'both'")):
+        (saved / "rl_agent_config.json").write_text(json.dumps(value))
+        with pytest.raises(CheckpointError, match=r"adaptation is invalid: questions\[0\]") as caught:
+            Agent(saved, device="cpu")
+        assert words in str(caught.value)
 
 
 def test_laya_reads_an_adapted_checkpoint(tmp_path) -> None:

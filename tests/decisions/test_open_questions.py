@@ -150,6 +150,58 @@ def test_an_open_part_that_names_its_question_types_leaves_the_others_to_the_own
         "question_types"] == ["noul"]
 
 
+def test_an_adapted_choice_reads_the_open_part_its_adapted_types_name(tmp_path):
+    """``"question_types": ["noul"], "adapted_types": ["noul", "choice"]``: zero-shot, the far choice
+    reads the own head; adapted, it is fitted on and answered by the open part, exactly as adapting
+    the open part alone does, through save and load; a far choice that was not adapted stays with the
+    own head, and an adaptation that names no part (written before the key) is routed as before."""
+    parts = tiny_open_parts()
+    parts.config.extra[OPEN_KEY].update(question_types=["noul"], adapted_types=["noul", "choice"])
+    agent = Agent(save_checkpoint(tmp_path / "noul", *parts))
+    questions = {k: QUESTIONS[k] for k in ("new", "mood")}
+    assert [r["answers"]["mood"].get("part") for r in _answers(agent, questions)] == [None] * len(STATES)
+    labels = [(s, {"new": i % 2 == 0, "mood": ["happy", "angry", "calm"][i % 3]}) for i, s in enumerate(STATES * 2)]
+    def only(qid):
+        return [(s, {qid: answers[qid]}) for s, answers in labels]
+
+    adapted = agent.adapt(only("mood"), {"mood": questions["mood"]}, method="temperature")
+    stored = adapted.config.extra["adaptation"]["questions"]
+    assert [(e["id"], e["part"]) for e in stored] == [("mood", "open")]
+    alone_open = Agent(save_checkpoint(tmp_path / "open", *tiny_open_part())).adapt(
+        only("mood"), {"mood": questions["mood"]}, method="temperature")
+    got = _answers(adapted, questions)
+    for result, b in zip(got, _answers(alone_open, {"mood": questions["mood"]})):
+        assert result["answers"]["mood"]["part"] == "open"
+        assert _p(result["answers"]["mood"]) == pytest.approx(_p(b["answers"]["mood"]), abs=2e-4)
+    reloaded = Agent(adapted.save(tmp_path / "adapted"))
+    for x, y in zip(_answers(reloaded, questions), got):
+        assert x["answers"]["mood"]["part"] == "open"
+        assert _p(x["answers"]["mood"]) == pytest.approx(_p(y["answers"]["mood"]), abs=2e-4)
+    # adapting only the statement leaves the far choice with the own head
+    only_new = agent.adapt(only("new"), {"new": questions["new"]}, method="temperature")
+    assert all(r["answers"]["mood"].get("part") is None for r in _answers(only_new, questions))
+    # an entry without "part" (an older adaptation) does not move its question
+    config = json.loads((adapted.save(tmp_path / "older") / "rl_agent_config.json").read_text())
+    for entry in config["adaptation"]["questions"]:
+        del entry["part"]
+    (tmp_path / "older" / "rl_agent_config.json").write_text(json.dumps(config))
+    older = Agent(tmp_path / "older")
+    assert all(r["answers"]["mood"].get("part") is None for r in _answers(older, questions))
+
+
+@pytest.mark.parametrize("types, adapted", [(["noul"], "noul"), (["noul"], ["choice"]), (None, ["noul"]),
+                                            (["noul"], ["noul", "maybe"])])
+def test_adapted_types_that_drop_a_question_type_or_name_none_are_refused(tmp_path, types, adapted):
+    own = _own()
+    opened = {**tiny_open_part().config.to_dict(), "adapted_types": adapted}
+    if types is not None:
+        opened["question_types"] = types
+    own.config.extra[OPEN_KEY] = opened
+    with pytest.raises(CheckpointError, match=rf"{OPEN_KEY}: adapted_types = .* is invalid; use a list of "
+                                              r".* that holds every type of question_types"):
+        load_checkpoint(save_checkpoint(tmp_path / "bad", *own))
+
+
 @pytest.mark.parametrize("value, words", [
     ([1, 2], "use an object"),
     ({"head_layers": -1}, "head_layers"),
