@@ -400,8 +400,9 @@ def test_a_questions_part_key_sends_it_to_that_head(tmp_path):
 
 def test_the_shipped_mini_multi_reads_a_users_statement_with_its_open_part_and_a_choice_with_its_own_head():
     """mini-multi's open part answers statements only (its config's question_types): a user's own
-    statement, in English or French, is answered by it; a user's own choice stays with the own head; the
-    part's token table holds only the rows its tuning moved over the own encoder's."""
+    statement, in English or French, is answered by it; a user's own choice stays with the own head
+    until it is adapted (its adapted_types); the part's token table holds only the rows its tuning
+    moved over the own encoder's."""
     from jevlaya_lab import load
 
     agent = load("mini-multi", device="cpu")
@@ -417,3 +418,13 @@ def test_the_shipped_mini_multi_reads_a_users_statement_with_its_open_part_and_a
     assert [answer.get("part") for answer in result["answers"].values()] == ["open", "open", None]
     table = agent.decision_model.open_model.encoder.get_input_embeddings()
     assert 0 < len(table.index) <= 3000 and table.base is agent.decision_model.encoder.get_input_embeddings()
+    # once adapted (its config's adapted_types), the user's choice is fitted on and answered by the open part
+    labelled = [("My card payment was taken twice.", "payments"), ("The parcel never arrived.", "shipping"),
+                ("I cannot log in to my account.", "accounts"), ("The app crashes when I open it.", "product"),
+                ("Refund the double charge please.", "payments"), ("Tracking says delivered, nothing here.", "shipping"),
+                ("Reset my password, it is locked.", "accounts"), ("The export button does nothing.", "product")]
+    adapted = agent.adapt([(text, {"desk": desk}) for text, desk in labelled], {"desk": questions["desk"]})
+    assert [e["part"] for e in adapted.config.extra["adaptation"]["questions"]] == ["open"]
+    (result,) = adapted.predict_batch(["Where is my parcel? It is a week late."], questions)
+    assert [answer.get("part") for answer in result["answers"].values()] == ["open", "open", "open"]
+    assert result["answers"]["desk"]["choice"] == "shipping"
