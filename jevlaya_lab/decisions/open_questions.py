@@ -51,6 +51,8 @@ drawn with seeds 0, 1 and 2, scored on each question's other states: ``bench/ada
 ECE over both types at k = 8 is 0.103 against 0.099 (choices alone 0.144 against 0.125), and the
 statements are unchanged. The bar, set after one seed and before the other two: k = 8 at least
 0.03 above the own head, k = 4 and 16 not below it, and ECE at k = 8 no more than 0.01 higher.
+The locked half, read once after the decision (``bench/adapt.py --checkpoint mini-multi
+--no-setfit``, seed 0): 0.723 / 0.748 / 0.854 against 0.592 / 0.670 / 0.771.
 
 **What a call costs.** One pass per part that has questions: a call that asks presets only, or
 open questions only, costs what one head costs; a call that mixes both encodes its states twice.
