@@ -6,12 +6,18 @@ lookup, :func:`jevlaya_lab.decisions.training.datasets.default_data_dir`), and i
 ``clinc150/``, ``banking77/`` and ``hwu64/``. Where it does not, those tests are skipped and the
 run ends with one line saying where to put the data; under ``CI=true`` they fail instead, so a
 CI run can never pass without the data.
+
+It also holds the one fixture that runs a check as another user, ``as_someone_else``: the
+tests run as root here, where a ``chmod`` stops nothing.
 """
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -50,3 +56,36 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if _missing:
         terminalreporter.write_line(f"{len(_missing)} test(s) skipped for want of the public datasets: "
                                     f"{_where()}")
+
+
+def _as_someone_else(work: Callable[[], Any]) -> Any:
+    """``work()`` where a test's chmods hold: here, or, since root may write anything, in a forked
+    child running as ``nobody``; its result comes back as JSON (an exception in the child fails the
+    test with its repr)."""
+    if os.geteuid() != 0:
+        return json.loads(json.dumps(work()))
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 1
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            os.write(write, json.dumps(work()).encode())
+            code = 0
+        except BaseException as exc:
+            os.write(write, json.dumps(repr(exc)).encode())
+        finally:
+            os._exit(code)
+    os.close(write)
+    _, status = os.waitpid(pid, 0)
+    with os.fdopen(read) as f:
+        text = f.read()
+    assert os.waitstatus_to_exitcode(status) == 0, f"the child failed: {text}"
+    return json.loads(text)
+
+
+@pytest.fixture
+def as_someone_else() -> Callable[[Callable[[], Any]], Any]:
+    """Run a check as a user the test's chmods bind (:func:`_as_someone_else`)."""
+    return _as_someone_else

@@ -4,7 +4,6 @@ cache``. Real folders only; every test's cache folder is a temporary one."""
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -12,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,32 +51,6 @@ def shared_tmp(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         if path.is_dir() and not path.is_symlink():
             path.chmod(0o755)
     shutil.rmtree(folder)
-
-
-def as_someone_else(work: Callable[[], Any]) -> Any:
-    """``work()`` where the test's chmods hold: here, or, since root may write anything, in a
-    forked child running as ``nobody``; its result comes back as JSON."""
-    if os.geteuid() != 0:
-        return json.loads(json.dumps(work()))
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        code = 1
-        try:
-            os.setgid(65534)
-            os.setuid(65534)
-            os.write(write, json.dumps(work()).encode())
-            code = 0
-        except BaseException as exc:
-            os.write(write, json.dumps(repr(exc)).encode())
-        finally:
-            os._exit(code)
-    os.close(write)
-    _, status = os.waitpid(pid, 0)
-    with os.fdopen(read) as f:
-        text = f.read()
-    assert os.waitstatus_to_exitcode(status) == 0, f"the child failed: {text}"
-    return json.loads(text)
 
 
 def make_entry(home: Path, kind: str, name: str, files: dict[str, int], *, age_days: float = 0,
@@ -168,7 +141,8 @@ def test_finding_an_entry_records_its_use_at_most_once_an_hour(home: Path) -> No
     assert stamp.stat().st_mtime > time.time() - 60
 
 
-def test_a_read_only_entry_is_found_without_a_stamp_and_without_an_error(shared_tmp: Path) -> None:
+def test_a_read_only_entry_is_found_without_a_stamp_and_without_an_error(shared_tmp: Path,
+                                                                          as_someone_else: Any) -> None:
     fresh = shared_tmp / "models" / "fresh-0123456789ab"
     stamped = shared_tmp / "models" / "stamped-0123456789ab"
     for target in (fresh, stamped):
@@ -234,7 +208,7 @@ def test_a_new_entry_removes_its_stale_siblings_only(home: Path, tmp_path: Path)
     assert elsewhere.is_dir(), "only the cache folder's own entries are pruned"
 
 
-def test_a_sibling_that_cannot_be_removed_stays_with_one_warning(shared_tmp: Path) -> None:
+def test_a_sibling_that_cannot_be_removed_stays_with_one_warning(shared_tmp: Path, as_someone_else: Any) -> None:
     first = make_entry(shared_tmp, "checkpoints", "mini-en-000000000001", {"w": 1}, age_days=40)
     second = make_entry(shared_tmp, "checkpoints", "mini-en-000000000002", {"w": 1}, age_days=40)
     new = make_entry(shared_tmp, "checkpoints", "mini-en-000000000003", {"w": 1})

@@ -165,13 +165,13 @@ class OpenRoute:
     ``builder`` is the checkpoint's own :class:`~jevlaya_lab.decisions.prior_inputs.PriorBuilder`
     (its gate routes, over option vectors it caches per question set anyway), ``agent`` an Agent
     over the open part, ``types`` the question types it answers (:func:`open_types`), ``adapted``
-    those it answers once adapted (:func:`adapted_types`, default ``types``)."""
+    those it answers once adapted (:func:`adapted_types`)."""
 
-    def __init__(self, builder: Any, agent: Any, types: frozenset[str], adapted: frozenset[str] | None = None) -> None:
+    def __init__(self, builder: Any, agent: Any, types: frozenset[str], adapted: frozenset[str]) -> None:
         self.builder = builder
         self.agent = agent
         self.types = types
-        self.adapted = types if adapted is None else adapted
+        self.adapted = adapted
 
     @classmethod
     def of(cls, agent: Any, network: Any, tokenizer: Any, config: CheckpointConfig, quantize: str | None,

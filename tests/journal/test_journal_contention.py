@@ -325,7 +325,7 @@ def test_mid_file_corruption_is_found_at_open(tmp_path: Path) -> None:
     assert ".recover" in message and "restore it from a backup" in message
 
 
-def test_a_read_only_journal_is_named_with_the_fix(tmp_path: Path) -> None:
+def test_a_read_only_journal_is_named_with_the_fix(tmp_path: Path, as_someone_else: Any) -> None:
     folder = Path(tempfile.mkdtemp(prefix="jevlaya-ro-"))
     try:
         path = folder / "j.db"
@@ -333,41 +333,18 @@ def test_a_read_only_journal_is_named_with_the_fix(tmp_path: Path) -> None:
         for p in folder.iterdir():
             p.chmod(0o444)
         folder.chmod(0o555)
-        message = open_as_someone_else(path) if os.geteuid() == 0 else open_here(path)
+        message = as_someone_else(lambda: refusal(path))
         assert str(path) in message and "read-only" in message and "chmod u+w" in message
     finally:
         folder.chmod(0o755)
         shutil.rmtree(folder)
 
 
-def open_here(path: Path) -> str:
+def refusal(path: Path) -> str:
+    """The message of the error that opening the journal at ``path`` raises."""
     with pytest.raises(JournalFileError) as info:
         SQLiteStore(path)
     return str(info.value)
-
-
-def open_as_someone_else(path: Path) -> str:
-    """Root may write anything: open the journal in a forked child running as ``nobody``."""
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        code = 1
-        try:
-            os.setgid(65534)
-            os.setuid(65534)
-            try:
-                SQLiteStore(path)
-            except JournalFileError as exc:
-                os.write(write, str(exc).encode())
-                code = 0
-        finally:
-            os._exit(code)
-    os.close(write)
-    _, status = os.waitpid(pid, 0)
-    with os.fdopen(read) as f:
-        message = f.read()
-    assert os.waitstatus_to_exitcode(status) == 0, "the child opened a read-only journal without an error"
-    return message
 
 
 def test_saved_rows_wait_out_a_locked_start_and_are_written_once_writes_pass_again(tmp_path: Path) -> None:
