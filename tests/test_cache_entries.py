@@ -238,12 +238,14 @@ def test_a_sibling_that_cannot_be_removed_stays_with_one_warning(shared_tmp: Pat
 def test_the_cache_command_lists_entries_and_prunes_them(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     old = make_entry(home, "models", "SmolLM2-135M-Instruct.Q4_1-0465a19378f7", {"w": 2_500_000}, age_days=40)
     new = make_entry(home, "checkpoints", "mini-en-0d6cf247e10a", {"w": 1500}, age_days=2.5)
+    today = make_entry(home, "checkpoints", "mini-multi-0d6cf247e10a", {"w": 500}, age_days=0.3)
     assert cli.main(["cache"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["kind", "name", "size", "last", "used"]
     assert lines[1].split()[:4] == ["models", old.name, "2.5", "MB"] and lines[1].endswith("(40 days ago)")
     assert lines[2].split()[:4] == ["checkpoints", new.name, "1.5", "kB"] and lines[2].endswith("(2 days ago)")
-    assert lines[3:] == [f"total: 2 entries, 2.5 MB in {home}"]
+    assert lines[3].split()[:2] == ["checkpoints", today.name] and lines[3].endswith("(7 h ago)")
+    assert lines[4:] == [f"total: 3 entries, 2.5 MB in {home}"]
 
     assert cli.main(["cache", "--prune", "30", "--dry-run"]) == 0
     lines = capsys.readouterr().out.splitlines()

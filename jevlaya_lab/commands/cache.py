@@ -94,8 +94,10 @@ def size_text(size: int) -> str:
 
 
 def _when(entry: CacheEntry, now: float) -> str:
-    days = max(0, int((now - entry.last_used) // 86400))
-    return f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(entry.last_used))} ({days} days ago)"
+    """When ``entry`` was last used, and how long ago: in hours under a day, else in days."""
+    seconds = max(0.0, now - entry.last_used)
+    ago = f"{int(seconds // 3600)} h ago" if seconds < 86400 else f"{int(seconds // 86400)} days ago"
+    return f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(entry.last_used))} ({ago})"
 
 
 def _bad(message: str) -> int:
