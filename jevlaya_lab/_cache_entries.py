@@ -47,7 +47,7 @@ import shutil
 import stat
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,10 +99,10 @@ def base_name(name: str) -> str | None:
     return match["base"] if match else None
 
 
-def check_days(days: float, field: str = "days") -> float:
-    """``days`` if it is a finite number of 0 or more; else a ``ValueError`` naming ``field``."""
+def check_days(days: float) -> float:
+    """``days`` if it is a finite number of 0 or more; else a ``ValueError`` naming ``days``."""
     if not isinstance(days, (int, float)) or isinstance(days, bool) or not math.isfinite(days) or days < 0:
-        raise ValueError(f"{field}={days!r} is invalid: give the number of days an entry may go unused, "
+        raise ValueError(f"days={days!r} is invalid: give the number of days an entry may go unused, "
                          "0 or more (0 removes every entry), e.g. 30")
     return float(days)
 
@@ -150,7 +150,7 @@ def prune(home: Path, days: float, *, dry_run: bool = False, now: float | None =
     cutoff = (time.time() if now is None else now) - check_days(days) * DAY
     result = Pruned()
     for kind in CACHE_KINDS:
-        stale = [entry for entry in _entries_of(home / kind, kind) if entry.last_used < cutoff]
+        stale = _entries_of(home / kind, kind, unused_since=cutoff)
         if dry_run:
             result.removed.extend(stale)
             continue
@@ -168,8 +168,8 @@ def prune_siblings(target: Path, *, days: float = SIBLING_DAYS, now: float | Non
         return []
     cutoff = (time.time() if now is None else now) - check_days(days) * DAY
     try:
-        stale = [entry for entry in _entries_of(target.parent, target.parent.name)
-                 if entry.name != target.name and base_name(entry.name) == base and entry.last_used < cutoff]
+        stale = _entries_of(target.parent, target.parent.name, unused_since=cutoff,
+                            keep=lambda path: path.name != target.name and base_name(path.name) == base)
     except OSError as exc:  # the kind folder could not be read: nothing is removed
         logger.warning("could not look for unused copies beside %s: %s", target, exc)
         return []
@@ -186,16 +186,21 @@ def prune_siblings(target: Path, *, days: float = SIBLING_DAYS, now: float | Non
     return result.removed
 
 
-def _entries_of(folder: Path, kind: str) -> list[CacheEntry]:
-    """The entries in one kind folder; a kind folder that is a symlink or absent has none."""
+def _entries_of(folder: Path, kind: str, *, unused_since: float = math.inf,
+                keep: Callable[[Path], bool] | None = None) -> list[CacheEntry]:
+    """The entries in one kind folder last used before ``unused_since`` (default: all) whose path
+    ``keep`` accepts; a kind folder that is a symlink or absent has none. Only those are sized
+    (a walk of each entry's files), not every entry a prune looks at."""
     if folder.is_symlink() or not folder.is_dir():
         return []
     found = []
     for path in sorted(folder.iterdir()):
-        if path.name.startswith(".") or path.is_symlink() or not path.is_dir():
+        if path.name.startswith(".") or path.is_symlink() or not path.is_dir() or (keep and not keep(path)):
             continue
         try:
-            found.append(CacheEntry(kind, path, _size(path), last_used(path)))
+            used = last_used(path)
+            if used < unused_since:
+                found.append(CacheEntry(kind, path, _size(path), used))
         except FileNotFoundError:  # removed meanwhile by another process
             continue
     return found

@@ -34,8 +34,8 @@ def cache_command(argv: list[str]) -> int:
             return _bad("--dry-run only goes with --prune DAYS; add --prune DAYS (e.g. --prune 30 --dry-run)")
         return _list()
     try:
-        days = check_days(float(args.prune), "--prune")
-    except ValueError:
+        days = check_days(float(args.prune))
+    except ValueError:  # not a number, or not a finite one of 0 or more: said in the option's own words
         return _bad(f"--prune DAYS={args.prune!r} is invalid: give the number of days an entry may go unused, "
                     "0 or more (0 removes every entry), e.g. --prune 30")
     return _prune(days, args.dry_run)

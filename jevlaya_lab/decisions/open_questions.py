@@ -209,8 +209,9 @@ class OpenRoute:
                 continue
             texts = gate[j][_text_mask(q, true_slot[j], width)]
             far = len(texts) and float(texts.min()) < READ_BELOW
-            types = self.adapted if adapting or self._adapted_on_open(q) else self.types
-            (opened if far and q.type in types else own).append(q)
+            # the adaptation is looked up only for a type that adapting moves (a key per question)
+            moved = q.type not in self.types and q.type in self.adapted and (adapting or self._adapted_on_open(q))
+            (opened if far and (q.type in self.types or moved) else own).append(q)
         return tuple(own), tuple(opened)
 
     def _adapted_on_open(self, q: Any) -> bool:
