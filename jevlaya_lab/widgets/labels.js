@@ -21,7 +21,11 @@ function render({ model, el }) {
   // a level typed but not yet sent, per "row|question": every label's answer redraws the table, and
   // a redraw must not drop what the user is typing (live() gives the cursor back to its data-key)
   const typed = new Map();
+  // Chromium fires `change` on a focused input that a redraw removes: that input must not send the
+  // draft (the redrawn one holds it), so each input knows the draw that made it
+  let drawn = 0;
   return live(model, el, ["rows", "questions_info", "stats", "status"], () => {
+    const draw = ++drawn;
     const root = h("div", { class: "jv-labels" });
     const status = model.get("status");
     const stats = model.get("stats");
@@ -63,7 +67,7 @@ function render({ model, el }) {
           if (typed.has(key)) input.value = typed.get(key);
           else if (given != null) input.value = String(given);
           const commit = () => {  // on Enter or on leaving the field; once per typed value
-            if (!typed.has(key)) return;
+            if (draw !== drawn || !typed.has(key)) return;
             const value = typed.get(key);
             typed.delete(key);
             send({ action: "label", row: r.i, question: q.id, value: value === "" ? null : value });

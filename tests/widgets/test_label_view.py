@@ -131,8 +131,25 @@ def test_a_level_being_typed_survives_a_redraw(page: Any, agent: Agent) -> None:
         new = "#w0 tr[data-row='1'] .jv-score-input"
         assert page.input_value(new) == "1"  # ... and the new one holds what was typed, with the cursor
         assert page.evaluate("document.activeElement.dataset.key") == "1|level"
+        page.wait_for_timeout(300)  # time for a label the redraw might have sent to arrive
+        assert 1 not in view.labels  # the replaced input did not send the draft: only Enter does
         page.keyboard.press("Enter")
         deadline = time.monotonic() + 10
         while "level" not in view.labels.get(1, {}) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert view.labels[1] == {"level": 1}
+
+
+@needs_chromium
+@pytest.mark.timeout(90)
+def test_leaving_a_level_field_sends_it(page: Any, agent: Agent) -> None:
+    view = LabelView(agent, [s for s, _ in states(3)], QUESTIONS)
+    with WidgetHost([view]) as host:
+        page.goto(host.url)
+        page.wait_for_selector("body[data-ready='1']", timeout=20_000)
+        page.fill("#w0 tr[data-row='2'] .jv-score-input", "0")
+        page.keyboard.press("Tab")  # no Enter: the field loses focus
+        deadline = time.monotonic() + 10
+        while "level" not in view.labels.get(2, {}) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert view.labels[2] == {"level": 0}
