@@ -10,7 +10,12 @@ states with the fitted correction applied exactly as the adapted Agent applies i
 (``tests/decisions/test_adapt.py``) checks that this replay gives the adapted Agent's answers.
 
 Each setting is ``NAME=VALUE[,NAME=VALUE...]`` over adapt_fit's float constants, or
-``method=<method>``, or ``self-train=M``; ``base`` is the module as it ships. ``self-train=M`` measures
+``method=<method>``, or ``self-train=M``, or ``parts=own|open|both|cv``; ``base`` is the module as
+it ships. ``parts=`` (a checkpoint with an open part, :mod:`jevlaya_lab.decisions.open_questions`)
+fits every question on that part's features whatever the route says; ``both`` fits each part
+alone and answers with the mean of the two fitted probabilities (two encoders' views of the same
+labels, which ``adapt`` does not combine); ``cv`` fits each part alone and answers with the one
+whose labels' cross-validated log-loss is lower (a part chosen per question from its labels). ``self-train=M`` measures
 self-training, which ``adapt`` does not do: after the fit, the held-out states' most confident answers
 of each predicted class (M per label the class was given) join the labels, and a second fit answers
 the held-out states. It reads the unlabelled states, so it would need the table as well as the labels.
@@ -21,6 +26,7 @@ choices, mean ECE, over the seeds; the dev half only (the locked half is read by
 
     .venv/bin/python bench/adapt_levers.py --seeds 0 1 2 \\
         base THRESHOLD_PENALTY=0.01 YESNO_BALANCE=0 method=auto method=linear-0.003 self-train=1
+    .venv/bin/python bench/adapt_levers.py --checkpoint mini-multi --seeds 0 1 2 base parts=own parts=both
 """
 
 from __future__ import annotations
@@ -36,19 +42,26 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 
-def features(agent, task):
-    """``(question, lp [n, k], vectors [n, d], targets [n])`` over all of a task's items."""
+def features(agent, task, parts=("base",)):
+    """``(question, targets [n], {part: (lp [n, k], vectors [n, d])})`` over all of a task's items:
+    ``base`` from the part that ``adapt`` fits the question on, ``own`` / ``open`` from that part."""
     import torch
 
     from jevlaya_lab.decisions import adapt_features
     from jevlaya_lab.decisions.adapt import answer_index
+    from jevlaya_lab.decisions.open_questions import answering
     from jevlaya_lab.decisions.questions import parse_questions
 
     (q,) = parse_questions({task["id"]: task["question"]})
     texts = [x for x, _ in task["items"]]
-    lps, vectors = adapt_features.base_features(agent, texts, (q,))
+    heads = {"base": answering(agent, (q,), adapting=True)[0], "own": agent,
+             "open": agent._open.agent if agent._open else None}
+    found = {}
+    for part in parts:
+        lps, vectors = adapt_features.base_features(agent, texts, (q,), parts=[heads[part]])
+        found[part] = (lps[0], vectors[0])
     targets = torch.tensor([answer_index(q, g, "gold") for _, g in task["items"]])
-    return q, lps[0], vectors[0], targets
+    return q, targets, found
 
 
 def replay(q, lp, vectors, targets, train_rows, test_rows, method, seed):
@@ -60,6 +73,29 @@ def replay(q, lp, vectors, targets, train_rows, test_rows, method, seed):
     train, test = torch.tensor(train_rows), torch.tensor(test_rows)
     fit, center, _ = adapt_fit.fit_question(q, lp[train], vectors[train], targets[train], seed=seed, method=method)
     return torch.softmax(adapt_fit.apply_fit(fit, center, lp[test], vectors[test]), dim=-1)
+
+
+def both_parts(q, parts, targets, train_rows, test_rows, method, seed):
+    """The mean of :func:`replay` on the own head's and on the open part's features (``parts``:
+    :func:`features` with both)."""
+    return sum(replay(q, *parts[p], targets, train_rows, test_rows, method, seed) for p in ("own", "open")) / 2
+
+
+def lower_cv_part(q, parts, targets, train_rows, test_rows, method, seed):
+    """:func:`replay` on the part (own or open) whose fit on the labels has the lower cross-validated
+    log-loss (:func:`~jevlaya_lab.decisions.adapt_fit.fit_question`'s report); ties go to the open part."""
+    import torch
+
+    from jevlaya_lab.decisions import adapt_fit
+
+    train = torch.tensor(train_rows)
+    loss = {}
+    for p in ("open", "own"):
+        lp, vectors = parts[p]
+        _, _, report = adapt_fit.fit_question(q, lp[train], vectors[train], targets[train], seed=seed, method=method)
+        loss[p] = min(report.cv_log_loss.values())
+    chosen = "own" if loss["own"] < loss["open"] else "open"
+    return replay(q, *parts[chosen], targets, train_rows, test_rows, method, seed)
 
 
 def self_trained(q, lp, vectors, targets, train_rows, test_rows, method, seed, per_label: float):
@@ -89,11 +125,14 @@ def main(argv=None) -> int:
     parser.add_argument("--k", type=int, nargs="+", default=[4, 8, 16])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--data-dir", help="the intent datasets' folder (default $JEVLAYA_DATA_DIR)")
+    parser.add_argument("--checkpoint", default="mini-en", choices=("mini-en", "mini-multi"))
+    parser.add_argument("--languages", action="store_true",
+                        help="the five-language dev questions (bench/adapt.py --languages) instead of the English ones")
     parser.add_argument("--cache", help="keep the base features in this file (torch.save) and reuse them")
     args = parser.parse_args(argv)
 
     import torch
-    from adapt import draw, fit_constant, score, tasks
+    from adapt import draw, fit_constant, language_tasks, score, tasks
 
     from jevlaya_lab import load
     from jevlaya_lab.decisions import adapt_fit
@@ -106,6 +145,11 @@ def main(argv=None) -> int:
             if part.startswith("method="):
                 values["method"] = part.partition("=")[2]
                 continue
+            if part.startswith("parts="):
+                values["parts"] = part.partition("=")[2]
+                if values["parts"] not in ("own", "open", "both", "cv"):
+                    parser.error(f"{part}: use parts=own, parts=open, parts=both or parts=cv")
+                continue
             if part.startswith("self-train="):
                 try:
                     values["self-train"] = float(part.partition("=")[2])
@@ -115,22 +159,28 @@ def main(argv=None) -> int:
             try:
                 name, number = fit_constant(part)
             except ValueError as exc:
-                parser.error(f"{exc}, or method=<method>, or self-train=M")
+                parser.error(f"{exc}, or method=<method>, or self-train=M, or parts=own|open|both|cv")
             values[name] = number
         parsed_settings.append((setting, values))
-    varied = {name for _, values in parsed_settings for name in values if name not in ("method", "self-train")}
+    varied = {name for _, values in parsed_settings for name in values
+              if name not in ("method", "self-train", "parts")}
+    asked = {str(values["parts"]) for _, values in parsed_settings if "parts" in values}
+    needed = ["base"] + sorted({"own", "open"} & ({"own", "open"} if asked & {"both", "cv"} else asked))
     shipped = {name: getattr(adapt_fit, name) for name in varied}  # restored after each setting
-    found, notes = tasks("dev", args.data_dir, 0)
+    found, notes = (language_tasks("dev"), []) if args.languages else tasks("dev", args.data_dir, 0)
     for note in notes:
         print("note:", note)
-    if args.cache and Path(args.cache).is_file():
-        saved = torch.load(args.cache, weights_only=False)
-        cached = [(t, *saved[t["id"]]) for t in found]
-    else:
-        base = load("mini-en", device="cpu")
-        cached = [(t, *features(base, t)) for t in found]
+    saved = torch.load(args.cache, weights_only=False) if args.cache and Path(args.cache).is_file() else {}
+    if (saved.get("checkpoint"), saved.get("languages")) != (args.checkpoint, args.languages) \
+            or not set(needed) <= set(saved.get("parts", ())):
+        base = load(args.checkpoint, device="cpu")
+        if base._open is None and len(needed) > 1:
+            parser.error(f"parts=: {args.checkpoint} has no open part to fit on")
+        saved = {"checkpoint": args.checkpoint, "languages": args.languages, "parts": needed,
+                 "tasks": {t["id"]: features(base, t, needed) for t in found}}
         if args.cache:
-            torch.save({t["id"]: rest for t, *rest in cached}, args.cache)
+            torch.save(saved, args.cache)
+    cached = [(t, *saved["tasks"][t["id"]]) for t in found]
     positions = {t["id"]: {id(item): i for i, item in enumerate(t["items"])} for t in found}
     print(f"{len(found)} dev questions; features cached; torch threads {torch.get_num_threads()}")
     print(f"{'setting':<60}   k | yes/no choice  ECE   (mean over seeds "
@@ -142,12 +192,19 @@ def main(argv=None) -> int:
         for k in args.k:
             yn, ch, ece = [], [], []
             for seed in args.seeds:
-                for t, q, lp, vectors, targets in cached:
+                for t, q, targets, parts in cached:
+                    lp, vectors = parts["base"]
                     index = positions[t["id"]]
                     train, test = draw(t["items"], k, seed + k)
                     test_rows = [index[id(x)] for x in test]
                     train_rows = [index[id(x)] for x in train]
-                    if "self-train" in values:
+                    if values.get("parts") == "both":
+                        probs = both_parts(q, parts, targets, train_rows, test_rows, method, 0)
+                    elif values.get("parts") == "cv":
+                        probs = lower_cv_part(q, parts, targets, train_rows, test_rows, method, 0)
+                    elif "parts" in values:
+                        probs = replay(q, *parts[str(values["parts"])], targets, train_rows, test_rows, method, 0)
+                    elif "self-train" in values:
                         probs = self_trained(q, lp, vectors, targets, train_rows, test_rows, method, 0,
                                              float(values["self-train"]))
                     else:

@@ -276,7 +276,8 @@ def test_the_lever_sweep_replays_what_the_adapted_agent_answers(either: Agent) -
     train, test = task(16, seed=5), task(9, seed=6)
     for qid in ("money", "team"):
         items = [(s, gold[qid]) for s, gold in train + test]
-        q, lp, vectors, targets = adapt_levers.features(either, {"id": qid, "question": QUESTIONS[qid], "items": items})
+        q, targets, parts = adapt_levers.features(either, {"id": qid, "question": QUESTIONS[qid], "items": items})
+        lp, vectors = parts["base"]
         replayed = adapt_levers.replay(q, lp, vectors, targets, list(range(16)), list(range(16, 25)), "linear", 0)
         adapted = either.adapt([(s, {qid: gold[qid]}) for s, gold in train], {qid: QUESTIONS[qid]})
         got = answers(adapted, [s for s, _ in test], {qid: QUESTIONS[qid]})
@@ -301,7 +302,8 @@ def test_the_self_training_lever_is_adapt_on_the_labels_and_its_confident_answer
     train, test = task(8, seed=5), task(12, seed=6)
     items = [(s, gold["team"]) for s, gold in train + test]
     task_ = {"id": "team", "question": QUESTIONS["team"], "items": items}
-    q, lp, vectors, targets = adapt_levers.features(either, task_)
+    q, targets, parts = adapt_levers.features(either, task_)
+    lp, vectors = parts["base"]
     rows, held = list(range(8)), list(range(8, 20))
     plain = adapt_levers.replay(q, lp, vectors, targets, rows, held, "linear", 0)
     assert torch.equal(adapt_levers.self_trained(q, lp, vectors, targets, rows, held, "linear", 0, 0.0), plain)
@@ -319,6 +321,44 @@ def test_the_self_training_lever_is_adapt_on_the_labels_and_its_confident_answer
     measured = adapt_levers.self_trained(q, lp, vectors, targets, rows, held, "linear", 0, 1.0)
     assert torch.allclose(measured, expected, atol=2e-4), (measured, expected)
     assert not torch.allclose(measured, plain, atol=1e-3)
+
+
+def test_the_both_parts_lever_is_the_mean_of_adapting_each_part(tmp_path) -> None:
+    """``bench/adapt_levers.py parts=both`` (measured, not shipped) must be the mean of what an Agent
+    adapted on its own head and one adapted on its open part answer (each forced by ``"part"``)."""
+    import sys
+    from pathlib import Path
+
+    from jevlaya_lab.decisions.checkpoint import save_checkpoint
+    from jevlaya_lab.decisions.testing import tiny_open_parts
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from bench import adapt_levers
+
+    agent = Agent(save_checkpoint(tmp_path / "both", *tiny_open_parts()))
+    train, test = task(12, seed=5), task(9, seed=6)
+    items = [(s, gold["team"]) for s, gold in train + test]
+    q, targets, parts = adapt_levers.features(agent, {"id": "team", "question": QUESTIONS["team"], "items": items},
+                                              ("base", "own", "open"))
+    rows, held = list(range(12)), list(range(12, 21))
+    replayed = {p: adapt_levers.replay(q, *parts[p], targets, rows, held, "linear", 0) for p in ("own", "open")}
+    assert not torch.allclose(replayed["own"], replayed["open"], atol=1e-3)  # two parts, two answers
+    labels = list(QUESTIONS["team"]["criteria"])
+    expected = 0
+    for part in ("own", "open"):
+        question = {"team": {**QUESTIONS["team"], "part": part}}
+        adapted = agent.adapt([(s, {"team": g["team"]}) for s, g in train], question)
+        got = answers(adapted, [s for s, _ in test], question)
+        mine = torch.tensor([[a["team"]["probabilities"][label] for label in labels] for a in got], dtype=torch.float64)
+        assert torch.allclose(replayed[part], mine, atol=2e-4), (part, replayed[part], mine)
+        expected = expected + mine / 2
+    assert torch.allclose(adapt_levers.both_parts(q, parts, targets, rows, held, "linear", 0), expected, atol=2e-4)
+    chosen = adapt_levers.lower_cv_part(q, parts, targets, rows, held, "linear", 0)
+    from jevlaya_lab.decisions import adapt_fit
+
+    loss = {p: min(adapt_fit.fit_question(q, parts[p][0][:12], parts[p][1][:12], targets[:12],
+                                          method="linear")[2].cv_log_loss.values()) for p in ("own", "open")}
+    assert torch.equal(chosen, replayed[min(loss, key=loss.get)])
 
 
 def test_separable_labels_without_a_penalty_fit_finite_numbers(either: Agent) -> None:
