@@ -72,6 +72,13 @@ copy of the reader's layers (10.6 MB) per statement. Training only the reader's 
 and output unit would store a few thousand numbers instead, for 0.792 / 0.826 at k = 4 / 8 (3e-3,
 10 steps), but it takes as long (0.66 / 1.14 s): the backward pass through the layers is the cost.
 
+On a checkpoint with an open part, each question is fitted on one part's features. Fitting both
+parts and averaging their answers (``bench/adapt_levers.py --checkpoint C base parts=both``, dev
+half, seeds 0-2) gives k = 8 yes/no / choices 0.832 / 0.756 against 0.831 / 0.763 on ``mini-en``
+and 0.807 / 0.731 against 0.801 / 0.732 on ``mini-multi``, at a worse ECE; taking the part whose
+labels' cross-validated log-loss is lower (``parts=cv``) loses choices on both (0.747, 0.714).
+Neither is done: either would also run both encoders for every adapted question.
+
 The default is fixed rather than chosen per question because choosing on a few labels' folds
 loses (``auto`` above). The report's cross-validated accuracy and ECE come from stratified, seeded
 folds (``min(5, n)`` of them) of the method used; with ``"auto"`` those folds also chose it,
