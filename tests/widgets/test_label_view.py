@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -32,6 +34,23 @@ def states(n: int = 12) -> list[tuple[str, bool]]:
         words = rng.sample(("refund invoice bill price" if money else "crash error bug login").split(), 3)
         out.append((" ".join(words + ["please"]), money))
     return out
+
+
+def wait_for_label(view: LabelView, row: int, question: str, seconds: float = 10) -> None:
+    """Until the browser's label of ``question`` for ``row`` has reached Python (a message after the
+    ones before it), or ``seconds`` have passed."""
+    deadline = time.monotonic() + seconds
+    while question not in view.labels.get(row, {}) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+@contextmanager
+def shown(page: Any, view: LabelView) -> Iterator[None]:
+    """``view`` served on loopback and drawn in ``page`` (its first render done)."""
+    with WidgetHost([view]) as host:
+        page.goto(host.url)
+        page.wait_for_selector("body[data-ready='1']", timeout=20_000)
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -81,9 +100,7 @@ def test_adapting_before_two_kinds_of_answer_shows_why_in_the_view(agent: Agent)
 def test_clicks_in_chromium_reach_python(page: Any, agent: Agent) -> None:
     data = states(8)
     view = LabelView(agent, [s for s, _ in data] + [PAYLOAD], QUESTIONS)
-    with WidgetHost([view]) as host:
-        page.goto(host.url)
-        page.wait_for_selector("body[data-ready='1']", timeout=20_000)
+    with shown(page, view):
         assert page.locator("#w0 .jv-label-table tbody tr").count() == 9
         assert page.inner_text("#w0 tr[data-row='8'] .jv-state") == PAYLOAD
         for i, (_, money) in enumerate(data):
@@ -97,9 +114,7 @@ def test_clicks_in_chromium_reach_python(page: Any, agent: Agent) -> None:
         page.fill("#w0 tr[data-row='0'] .jv-score-input", "2")
         page.press("#w0 tr[data-row='0'] .jv-score-input", "Enter")
         assert view.labels[3] == {"money": False, "team": "technical"}
-        deadline = time.monotonic() + 15  # the typed score is its own message, after the clicks'
-        while "level" not in view.labels[0] and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for_label(view, 0, "level", 15)  # the typed score is its own message, after the clicks'
         assert view.labels[0]["level"] == 2
         bins = page.locator("#w0 .jv-q-stats[data-question='money'] .jv-rel-col")
         assert bins.count() == 5
@@ -117,11 +132,9 @@ def test_clicks_in_chromium_reach_python(page: Any, agent: Agent) -> None:
 
 @needs_chromium
 @pytest.mark.timeout(90)
-def test_a_level_being_typed_survives_a_redraw(page: Any, agent: Agent) -> None:
+def test_a_level_being_typed_survives_a_redraw_and_is_sent_on_enter_or_leaving(page: Any, agent: Agent) -> None:
     view = LabelView(agent, [s for s, _ in states(4)], QUESTIONS)
-    with WidgetHost([view]) as host:
-        page.goto(host.url)
-        page.wait_for_selector("body[data-ready='1']", timeout=20_000)
+    with shown(page, view):
         page.fill("#w0 tr[data-row='1'] .jv-score-input", "1")
         old = page.query_selector("#w0 tr[data-row='1'] .jv-score-input")
         view.label(2, "money", "yes")  # another label's answer redraws the whole table meanwhile
@@ -134,22 +147,9 @@ def test_a_level_being_typed_survives_a_redraw(page: Any, agent: Agent) -> None:
         page.wait_for_timeout(300)  # time for a label the redraw might have sent to arrive
         assert 1 not in view.labels  # the replaced input did not send the draft: only Enter does
         page.keyboard.press("Enter")
-        deadline = time.monotonic() + 10
-        while "level" not in view.labels.get(1, {}) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for_label(view, 1, "level")
         assert view.labels[1] == {"level": 1}
-
-
-@needs_chromium
-@pytest.mark.timeout(90)
-def test_leaving_a_level_field_sends_it(page: Any, agent: Agent) -> None:
-    view = LabelView(agent, [s for s, _ in states(3)], QUESTIONS)
-    with WidgetHost([view]) as host:
-        page.goto(host.url)
-        page.wait_for_selector("body[data-ready='1']", timeout=20_000)
         page.fill("#w0 tr[data-row='2'] .jv-score-input", "0")
-        page.keyboard.press("Tab")  # no Enter: the field loses focus
-        deadline = time.monotonic() + 10
-        while "level" not in view.labels.get(2, {}) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert view.labels[2] == {"level": 0}
+        page.keyboard.press("Tab")  # no Enter: leaving the field sends it too
+        wait_for_label(view, 2, "level")
+        assert view.labels[2] == {"money": True, "level": 0}
