@@ -312,6 +312,7 @@ def adapt(agent: Agent, examples: Any, questions: Mapping[Any, Any], *, seed: in
         rows = torch.tensor([position[i] for i, _ in labels[q.id]])
         targets = torch.tensor([option for _, option in labels[q.id]])
         fit, center, report = fit_question(q, lp[rows], pooled[rows], targets, seed=seed, method=method)
+        report.part = "own" if part is agent else "open"
         reports.append(report)
         key = question_key(q)
         entries = [e for e in entries if e.key != key]
@@ -319,7 +320,7 @@ def adapt(agent: Agent, examples: Any, questions: Mapping[Any, Any], *, seed: in
             key, q.id, _definition(questions, q), fit.method, part.temperatures.get(q.type, q.n_options),
             fit.log_a, None if fit.bias is None else fit.bias.tolist(),
             None if fit.weight is None else fit.weight.tolist(),
-            None if fit.weight is None else center.tolist(), len(targets), "own" if part is agent else "open"))
+            None if fit.weight is None else center.tolist(), len(targets), report.part))
     config = _copy_config(agent.config)
     config.extra[ADAPTATION_KEY] = Adaptation(entries).to_value()
     runner = agent._hooks

@@ -335,7 +335,8 @@ def _balanced(probs: torch.Tensor, targets: torch.Tensor) -> float:
 
 @dataclass
 class QuestionReport:
-    """One adapted question: how many labels, what was chosen, and how it scores."""
+    """One adapted question: how many labels, what was chosen, and how it scores; ``part``: the head
+    it was fitted on (``"open"``: a checkpoint's open part, :mod:`.open_questions`; else ``"own"``)."""
 
     id: Any
     type: str
@@ -351,6 +352,7 @@ class QuestionReport:
     zero_shot_probs: list[list[float]] = field(repr=False, default_factory=list)
     cv_probs: list[list[float]] = field(repr=False, default_factory=list)
     targets: list[int] = field(repr=False, default_factory=list)
+    part: str = "own"
 
 
 def _score(probs: torch.Tensor, targets: torch.Tensor) -> tuple[float, float, float]:

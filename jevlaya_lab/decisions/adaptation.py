@@ -149,7 +149,7 @@ class Adaptation:
 
 # -- the report ---------------------------------------------------------------------------------
 class AdaptationReport:
-    """What :func:`adapt` fitted and how it cross-validates, per question (``.questions``).
+    """What :func:`adapt` fitted, on which head, and how it cross-validates, per question (``.questions``).
 
     Shows as a table in a notebook; ``to_frame()`` gives the same rows as a pandas DataFrame."""
 
@@ -165,7 +165,7 @@ class AdaptationReport:
         raise KeyError(qid)
 
     def rows(self) -> list[dict[str, Any]]:
-        return [{"question": str(r.id), "type": r.type, "labels": r.n, "method": r.method,
+        return [{"question": str(r.id), "type": r.type, "labels": r.n, "method": r.method, "part": r.part,
                  "zero-shot accuracy": round(r.zero_shot_accuracy, 3),
                  "cv accuracy": round(r.cv_accuracy, 3),
                  "zero-shot balanced": round(r.zero_shot_balanced, 3),
@@ -181,17 +181,17 @@ class AdaptationReport:
     def __repr__(self) -> str:
         lines = [f"AdaptationReport({self.model_id!r}, {len(self.questions)} question(s), {self.seconds:.2f} s)"]
         for r in self.questions:
-            lines.append(f"  {str(r.id)!s:<16} {r.type:<6} n={r.n:<3} {r.method:<16} accuracy "
+            lines.append(f"  {str(r.id)!s:<16} {r.type:<6} n={r.n:<3} {r.method:<16} {r.part + ' part':<9} accuracy "
                          f"{r.zero_shot_accuracy:.2f} -> {r.cv_accuracy:.2f} (cv), balanced "
                          f"{r.zero_shot_balanced:.2f} -> {r.cv_balanced:.2f}, "
                          f"ECE {r.zero_shot_ece:.2f} -> {r.cv_ece:.2f}")
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        head = ["question", "type", "labels", "method", "accuracy zero-shot → cv", "balanced", "ECE"]
+        head = ["question", "type", "labels", "method", "part", "accuracy zero-shot → cv", "balanced", "ECE"]
         body = "".join(
             "<tr>" + "".join(f"<td style='padding:0 .6em'>{escape(str(v))}</td>" for v in (
-                r.id, r.type, r.n, r.method, f"{r.zero_shot_accuracy:.2f} → {r.cv_accuracy:.2f}",
+                r.id, r.type, r.n, r.method, r.part, f"{r.zero_shot_accuracy:.2f} → {r.cv_accuracy:.2f}",
                 f"{r.zero_shot_balanced:.2f} → {r.cv_balanced:.2f}", f"{r.zero_shot_ece:.2f} → {r.cv_ece:.2f}"))
             + "</tr>" for r in self.questions)
         th = "".join(f"<th style='text-align:left;padding:0 .6em'>{escape(h)}</th>" for h in head)

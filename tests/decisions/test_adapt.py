@@ -76,7 +76,7 @@ def test_adapt_fits_saves_and_reloads_with_the_same_answers(either: Agent, tmp_p
     assert answers(base, [s for s, _ in test]) == before, "adapt changed the original Agent"
     report = adapted.adaptation_report
     assert {r.id for r in report.questions} == set(QUESTIONS)
-    assert all(r.n == 24 for r in report.questions)
+    assert all(r.n == 24 and r.part == "own" for r in report.questions)  # no open part here
     assert "cv" in report._repr_html_() and "money" in repr(report)
     assert adapted.adapted_questions == QUESTIONS
     # held-out states: the fitted answers beat the random checkpoint's zero-shot ones (a yes/no's

@@ -167,6 +167,9 @@ def test_an_adapted_choice_reads_the_open_part_its_adapted_types_name(tmp_path):
     adapted = agent.adapt(only("mood"), {"mood": questions["mood"]}, method="temperature")
     stored = adapted.config.extra["adaptation"]["questions"]
     assert [(e["id"], e["part"]) for e in stored] == [("mood", "open")]
+    report = adapted.adaptation_report  # the notebook's table says which head was fitted
+    assert report["mood"].part == "open" and report.rows()[0]["part"] == "open"
+    assert "open part" in repr(report) and "<td style='padding:0 .6em'>open</td>" in report._repr_html_()
     alone_open = Agent(save_checkpoint(tmp_path / "open", *tiny_open_part())).adapt(
         only("mood"), {"mood": questions["mood"]}, method="temperature")
     got = _answers(adapted, questions)
