@@ -51,7 +51,8 @@ class LabelView(anywidget.AnyWidget):
                                "fitted: {qid: bool}}]").tag(sync=True)
     questions_info = traitlets.List(help="[{id, type, options}]").tag(sync=True)
     stats = traitlets.Dict(help="{qid: {n, accuracy, ece, bins: [{lo, hi, n, confidence, accuracy}]}}").tag(sync=True)
-    status = traitlets.Dict(help="{model, adaptations, changed, seconds, cv: {qid: accuracy}, error}").tag(sync=True)
+    status = traitlets.Dict(help="{model, adaptations, changed, seconds, cv: {qid: accuracy}, "
+                                 "parts: {qid: 'own' | 'open'}, error}").tag(sync=True)
 
     def __init__(self, agent: Any, states: Sequence[Any], questions: Mapping[Any, Any], **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -74,7 +75,7 @@ class LabelView(anywidget.AnyWidget):
             for q in self._parsed.values()]
         self._answers = self._predict(agent)
         self.status = {"model": str(agent.model_id), "adaptations": 0, "changed": None, "seconds": None,
-                       "cv": {}, "error": ""}
+                       "cv": {}, "parts": {}, "error": ""}
         self._refresh()
         self.on_msg(self._on_message)
 
@@ -110,7 +111,8 @@ class LabelView(anywidget.AnyWidget):
         """Adapt the base Agent on every label so far; show the new answers and how many changed.
 
         Questions whose labels are all the same answer (or that have none) are left as the base
-        Agent answers them; ``status["cv"]`` lists the questions that were adapted."""
+        Agent answers them; ``status["cv"]`` lists the questions that were adapted, and
+        ``status["parts"]`` the head each was fitted on (``"open"``: the checkpoint's open part)."""
         ready = [qid for qid in self._parsed  # two kinds of answer at least: what adapt can fit
                  if len({repr(a[qid]) for a in self.labels.values() if qid in a}) >= 2]
         examples = [(self.states[i], {q: v for q, v in answers.items() if q in ready})
@@ -136,7 +138,8 @@ class LabelView(anywidget.AnyWidget):
         report = adapted.adaptation_report
         self.status = {"model": str(adapted.model_id), "adaptations": self.status["adaptations"] + 1,
                        "changed": changed, "seconds": round(time.perf_counter() - started, 2),
-                       "cv": {str(r.id): round(r.cv_accuracy, 3) for r in report.questions}, "error": ""}
+                       "cv": {str(r.id): round(r.cv_accuracy, 3) for r in report.questions},
+                       "parts": {str(r.id): r.part for r in report.questions}, "error": ""}
         self._refresh()
         return adapted
 

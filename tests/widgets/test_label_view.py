@@ -153,3 +153,26 @@ def test_a_level_being_typed_survives_a_redraw_and_is_sent_on_enter_or_leaving(p
         page.keyboard.press("Tab")  # no Enter: leaving the field sends it too
         wait_for_label(view, 2, "level")
         assert view.labels[2] == {"money": True, "level": 0}
+
+
+@needs_chromium
+@pytest.mark.timeout(90)
+def test_the_view_says_which_head_an_adapted_question_was_fitted_on(page: Any) -> None:
+    from jevlaya_lab.decisions.testing import OPEN_ANCHORS, tiny_open_parts
+
+    both = Agent(tiny_open_parts(), model_id="tiny-open", device="cpu")
+    questions = {"own": {"type": "noul", "instructions": OPEN_ANCHORS[0]},  # the own head's wording
+                 "photo": {"type": "noul", "instructions": "The writer attaches a photograph."}}  # open
+    data = states(8)
+    view = LabelView(both, [s for s, _ in data], questions)
+    for i, (_, money) in enumerate(data):
+        view.label(i, "own", "yes" if money else "no")
+        view.label(i, "photo", "yes" if i % 3 == 0 else "no")
+    with shown(page, view):
+        page.click("#w0 button.jv-adapt")
+        page.wait_for_function("document.querySelector('#w0 .jv-changed').textContent.includes('answers changed')",
+                               timeout=30_000)
+        assert view.status["parts"] == {"own": "own", "photo": "open"}
+        assert "fitted on the open part" in page.inner_text("#w0 .jv-q-stats[data-question='photo']")
+        assert "open part" not in page.inner_text("#w0 .jv-q-stats[data-question='own']")
+        assert "cross-validated" in page.inner_text("#w0 .jv-q-stats[data-question='own']")
