@@ -38,10 +38,10 @@ function render({ model, el }) {
       status.error ? h("div", { class: "jv-err" }, status.error) : null);
     for (const q of questions) {
       const s = stats[q.id] || { n: 0, bins: [] };
-      const open = status.parts && status.parts[q.id] === "open" ? ", fitted on the open part" : "";
-      const cv = status.cv && status.cv[q.id] != null ? ` · cross-validated ${fmt(status.cv[q.id], 2)}${open}` : "";
+      const open = status.parts && status.parts[q.id] === "open" ? " · open part" : "";  // as the answers view says
+      const cv = status.cv && status.cv[q.id] != null ? ` · cross-validated ${fmt(status.cv[q.id], 2)}` : "";
       summary.append(h("div", { class: "jv-q jv-q-stats", "data-question": q.id },
-        h("b", {}, q.id), " ", h("i", {}, `(${q.type})`), " ",
+        h("b", {}, q.id), " ", h("i", {}, `(${q.type}${open})`), " ",
         h("span", { class: "jv-heldout" }, s.n ? `held-out accuracy ${fmt(s.accuracy, 2)} on ${s.n} labels, ECE ${fmt(s.ece, 2)}`
           : "held-out accuracy – (no labels the model was not fitted on)"),
         h("span", { class: "jv-muted" }, cv),

@@ -52,7 +52,7 @@ class LabelView(anywidget.AnyWidget):
     questions_info = traitlets.List(help="[{id, type, options}]").tag(sync=True)
     stats = traitlets.Dict(help="{qid: {n, accuracy, ece, bins: [{lo, hi, n, confidence, accuracy}]}}").tag(sync=True)
     status = traitlets.Dict(help="{model, adaptations, changed, seconds, cv: {qid: accuracy}, "
-                                 "parts: {qid: 'own' | 'open'}, error}").tag(sync=True)
+                                 "parts: {qid: 'own' | 'open', the head answering it}, error}").tag(sync=True)
 
     def __init__(self, agent: Any, states: Sequence[Any], questions: Mapping[Any, Any], **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -73,9 +73,10 @@ class LabelView(anywidget.AnyWidget):
              "options": [str(label) for label in q.labels] if q.type == "choice" else
              (["yes", "no"] if q.type == "noul" else list(range(q.n_options)))}
             for q in self._parsed.values()]
+        self._parts: dict[str, str] = {}
         self._answers = self._predict(agent)
         self.status = {"model": str(agent.model_id), "adaptations": 0, "changed": None, "seconds": None,
-                       "cv": {}, "parts": {}, "error": ""}
+                       "cv": {}, "parts": self._parts, "error": ""}
         self._refresh()
         self.on_msg(self._on_message)
 
@@ -112,7 +113,8 @@ class LabelView(anywidget.AnyWidget):
 
         Questions whose labels are all the same answer (or that have none) are left as the base
         Agent answers them; ``status["cv"]`` lists the questions that were adapted, and
-        ``status["parts"]`` the head each was fitted on (``"open"``: the checkpoint's open part)."""
+        ``status["parts"]`` the head that answers each question (``"open"``: the checkpoint's open
+        part; an adapted question's is the head it was fitted on)."""
         ready = [qid for qid in self._parsed  # two kinds of answer at least: what adapt can fit
                  if len({repr(a[qid]) for a in self.labels.values() if qid in a}) >= 2]
         examples = [(self.states[i], {q: v for q, v in answers.items() if q in ready})
@@ -139,7 +141,7 @@ class LabelView(anywidget.AnyWidget):
         self.status = {"model": str(adapted.model_id), "adaptations": self.status["adaptations"] + 1,
                        "changed": changed, "seconds": round(time.perf_counter() - started, 2),
                        "cv": {str(r.id): round(r.cv_accuracy, 3) for r in report.questions},
-                       "parts": {str(r.id): r.part for r in report.questions}, "error": ""}
+                       "parts": self._parts, "error": ""}
         self._refresh()
         return adapted
 
@@ -162,7 +164,10 @@ class LabelView(anywidget.AnyWidget):
         raise ValueError(f"question {question!r} is not one of {[str(q) for q in self._parsed]}")
 
     def _predict(self, agent: Any) -> list[dict[Any, tuple[Any, float]]]:
+        """Each state's shown answer per question; :attr:`_parts` notes the head that answered each
+        question (a checkpoint routes by question, so every state's answer says the same)."""
         results = agent.predict_batch(self.states, self.questions)
+        self._parts = {str(qid): results[0]["answers"][qid].get("part", "own") for qid in self._parsed}
         return [{qid: _shown(self.questions[qid], r["answers"][qid]) for qid in self._parsed} for r in results]
 
     def held_out(self, question: Any) -> list[tuple[bool, float]]:

@@ -79,6 +79,7 @@ def test_labels_update_held_out_stats_and_adapt_counts_changes(agent: Agent) -> 
     assert view.agent is adapted and adapted is not agent
     assert view.status["adaptations"] == 1 and isinstance(view.status["changed"], int)
     assert set(view.status["cv"]) == {"money", "team"}  # one score label: not adapted, no error
+    assert view.status["parts"] == {"money": "own", "team": "own", "level": "own"}  # no open part here
     # the labels it was fitted on no longer count as held out; new ones do
     assert view.stats["money"]["n"] == 0
     for i in (8, 9, 10, 11):
@@ -157,7 +158,7 @@ def test_a_level_being_typed_survives_a_redraw_and_is_sent_on_enter_or_leaving(p
 
 @needs_chromium
 @pytest.mark.timeout(90)
-def test_the_view_says_which_head_an_adapted_question_was_fitted_on(page: Any) -> None:
+def test_the_view_says_which_head_answers_a_question_before_and_after_adapting(page: Any) -> None:
     from jevlaya_lab.decisions.testing import OPEN_ANCHORS, tiny_open_parts
 
     both = Agent(tiny_open_parts(), model_id="tiny-open", device="cpu")
@@ -168,11 +169,15 @@ def test_the_view_says_which_head_an_adapted_question_was_fitted_on(page: Any) -
     for i, (_, money) in enumerate(data):
         view.label(i, "own", "yes" if money else "no")
         view.label(i, "photo", "yes" if i % 3 == 0 else "no")
+    assert view.status["parts"] == {"own": "own", "photo": "open"}
     with shown(page, view):
+        assert "(noul · open part)" in page.inner_text("#w0 .jv-q-stats[data-question='photo']")
+        assert "open part" not in page.inner_text("#w0 .jv-q-stats[data-question='own']")
         page.click("#w0 button.jv-adapt")
         page.wait_for_function("document.querySelector('#w0 .jv-changed').textContent.includes('answers changed')",
                                timeout=30_000)
+        assert view.agent.adaptation_report["photo"].part == "open"  # fitted on the head that answers it
         assert view.status["parts"] == {"own": "own", "photo": "open"}
-        assert "fitted on the open part" in page.inner_text("#w0 .jv-q-stats[data-question='photo']")
+        assert "(noul · open part)" in page.inner_text("#w0 .jv-q-stats[data-question='photo']")
         assert "open part" not in page.inner_text("#w0 .jv-q-stats[data-question='own']")
         assert "cross-validated" in page.inner_text("#w0 .jv-q-stats[data-question='own']")
