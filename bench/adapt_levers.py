@@ -15,10 +15,11 @@ it ships. ``parts=`` (a checkpoint with an open part, :mod:`jevlaya_lab.decision
 fits every question on that part's features whatever the route says; ``both`` fits each part
 alone and answers with the mean of the two fitted probabilities (two encoders' views of the same
 labels, which ``adapt`` does not combine); ``cv`` fits each part alone and answers with the one
-whose labels' cross-validated log-loss is lower (a part chosen per question from its labels). ``self-train=M`` measures
-self-training, which ``adapt`` does not do: after the fit, the held-out states' most confident answers
-of each predicted class (M per label the class was given) join the labels, and a second fit answers
-the held-out states. It reads the unlabelled states, so it would need the table as well as the labels.
+whose labels' cross-validated log-loss is lower (a part chosen per question from its labels).
+``self-train=M`` measures self-training, which ``adapt`` does not do: after the fit, the held-out
+states' most confident answers of each predicted class (M per label the class was given) join the
+labels, and a second fit answers the held-out states. It reads the unlabelled states, so it would
+need the table as well as the labels.
 
 Printed per setting and k: mean balanced accuracy of the yes/no statements, mean accuracy of the
 choices, mean ECE, over the seeds; the dev half only (the locked half is read by ``bench/adapt.py
@@ -98,6 +99,12 @@ def lower_cv_part(q, parts, targets, train_rows, test_rows, method, seed):
     return replay(q, *parts[chosen], targets, train_rows, test_rows, method, seed)
 
 
+PARTS = {"own": lambda q, parts, *rest: replay(q, *parts["own"], *rest),
+         "open": lambda q, parts, *rest: replay(q, *parts["open"], *rest),
+         "both": both_parts, "cv": lower_cv_part}
+"""What each ``parts=`` setting answers with, from :func:`features`' parts and the replay's arguments."""
+
+
 def self_trained(q, lp, vectors, targets, train_rows, test_rows, method, seed, per_label: float):
     """:func:`replay`, then a second fit with the held-out states' most confident answers as labels:
     for each predicted class, ``per_label`` times the labels it was given (at least one)."""
@@ -147,7 +154,7 @@ def main(argv=None) -> int:
                 continue
             if part.startswith("parts="):
                 values["parts"] = part.partition("=")[2]
-                if values["parts"] not in ("own", "open", "both", "cv"):
+                if values["parts"] not in PARTS:
                     parser.error(f"{part}: use parts=own, parts=open, parts=both or parts=cv")
                 continue
             if part.startswith("self-train="):
@@ -164,8 +171,7 @@ def main(argv=None) -> int:
         parsed_settings.append((setting, values))
     varied = {name for _, values in parsed_settings for name in values
               if name not in ("method", "self-train", "parts")}
-    asked = {str(values["parts"]) for _, values in parsed_settings if "parts" in values}
-    needed = ["base"] + sorted({"own", "open"} & ({"own", "open"} if asked & {"both", "cv"} else asked))
+    needed = ["base", "own", "open"] if any("parts" in values for _, values in parsed_settings) else ["base"]
     shipped = {name: getattr(adapt_fit, name) for name in varied}  # restored after each setting
     found, notes = (language_tasks("dev"), []) if args.languages else tasks("dev", args.data_dir, 0)
     for note in notes:
@@ -198,12 +204,8 @@ def main(argv=None) -> int:
                     train, test = draw(t["items"], k, seed + k)
                     test_rows = [index[id(x)] for x in test]
                     train_rows = [index[id(x)] for x in train]
-                    if values.get("parts") == "both":
-                        probs = both_parts(q, parts, targets, train_rows, test_rows, method, 0)
-                    elif values.get("parts") == "cv":
-                        probs = lower_cv_part(q, parts, targets, train_rows, test_rows, method, 0)
-                    elif "parts" in values:
-                        probs = replay(q, *parts[str(values["parts"])], targets, train_rows, test_rows, method, 0)
+                    if "parts" in values:
+                        probs = PARTS[str(values["parts"])](q, parts, targets, train_rows, test_rows, method, 0)
                     elif "self-train" in values:
                         probs = self_trained(q, lp, vectors, targets, train_rows, test_rows, method, 0,
                                              float(values["self-train"]))
