@@ -65,6 +65,28 @@ def features(agent, task, parts=("base",)):
     return q, targets, found
 
 
+def cached_features(checkpoint, languages, needed, found, cache, error):
+    """``{checkpoint, languages, parts, tasks: {id: features(...)}}`` for the tasks ``found``: read from
+    the file ``cache`` when it holds this checkpoint's features of every part ``needed``, else computed
+    (:func:`features`) and written there (if ``cache`` is given). ``error(message)`` refuses parts
+    that the checkpoint lacks."""
+    import torch
+
+    from jevlaya_lab import load
+
+    saved = torch.load(cache, weights_only=False) if cache and Path(cache).is_file() else {}
+    if (saved.get("checkpoint"), saved.get("languages")) != (checkpoint, languages) \
+            or not set(needed) <= set(saved.get("parts", ())):
+        base = load(checkpoint, device="cpu")
+        if base._open is None and len(needed) > 1:
+            error(f"parts=: {checkpoint} has no open part to fit on")
+        saved = {"checkpoint": checkpoint, "languages": languages, "parts": needed,
+                 "tasks": {t["id"]: features(base, t, needed) for t in found}}
+        if cache:
+            torch.save(saved, cache)
+    return saved
+
+
 def replay(q, lp, vectors, targets, train_rows, test_rows, method, seed):
     """Held-out probabilities of the fit on ``train_rows`` (as the adapted Agent answers them)."""
     import torch
@@ -141,7 +163,6 @@ def main(argv=None) -> int:
     import torch
     from adapt import draw, fit_constant, language_tasks, score, tasks
 
-    from jevlaya_lab import load
     from jevlaya_lab.decisions import adapt_fit
 
     warnings.filterwarnings("ignore")
@@ -176,16 +197,7 @@ def main(argv=None) -> int:
     found, notes = (language_tasks("dev"), []) if args.languages else tasks("dev", args.data_dir, 0)
     for note in notes:
         print("note:", note)
-    saved = torch.load(args.cache, weights_only=False) if args.cache and Path(args.cache).is_file() else {}
-    if (saved.get("checkpoint"), saved.get("languages")) != (args.checkpoint, args.languages) \
-            or not set(needed) <= set(saved.get("parts", ())):
-        base = load(args.checkpoint, device="cpu")
-        if base._open is None and len(needed) > 1:
-            parser.error(f"parts=: {args.checkpoint} has no open part to fit on")
-        saved = {"checkpoint": args.checkpoint, "languages": args.languages, "parts": needed,
-                 "tasks": {t["id"]: features(base, t, needed) for t in found}}
-        if args.cache:
-            torch.save(saved, args.cache)
+    saved = cached_features(args.checkpoint, args.languages, needed, found, args.cache, parser.error)
     cached = [(t, *saved["tasks"][t["id"]]) for t in found]
     positions = {t["id"]: {id(item): i for i, item in enumerate(t["items"])} for t in found}
     print(f"{len(found)} dev questions; features cached; torch threads {torch.get_num_threads()}")

