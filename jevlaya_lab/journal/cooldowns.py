@@ -14,9 +14,9 @@ counts as healthy for all. So a provider sees at most one request per cooldown f
 fleet, rather than one per worker.
 
 ``limits={"model": (n, per_s)}`` adds a rate limit every broker on the book keeps together: at most
-``n`` requests to that model in any ``per_s`` seconds, counted in the database by an atomic
-conditional update (see :meth:`SharedCooldowns.take`); a broker whose request finds no free slot
-waits for the next one instead of sending.
+``n`` requests to that model in any ``per_s`` seconds, spaced evenly and counted in the database by
+an atomic conditional update (see :meth:`SharedCooldowns.take`); a broker whose request finds no
+free slot waits for the next one instead of sending.
 
 Reads are cached for ``refresh_s`` (default 0.25 s) so a busy pool does not query the database on
 every pick; a cooldown written elsewhere is seen within that time.
@@ -179,24 +179,26 @@ class SharedCooldowns:
         """A request slot for ``name`` under its shared rate limit: ``0.0`` when granted (counted),
         else the time (``time.time()``) the next slot opens. Models without a limit always get one.
 
-        The limit is a generic cell rate algorithm over one stored number per model (the next
-        slot's theoretical time): at most ``n`` slots in any ``per_s`` seconds, a burst of ``n`` then
-        one every ``per_s / n``. One conditional UPDATE takes a slot, so two workers never get the
-        same one."""
+        Slots are spaced evenly, one every ``per_s / n`` seconds, over one stored number per model
+        (the earliest time of the next slot): so no window of ``per_s`` seconds, wherever it
+        starts, holds more than ``n``. A burst of ``n`` at once is not allowed, on purpose: a burst
+        followed by slots at the steady rate puts up to ``2n - 1`` requests in the first
+        ``per_s`` seconds, and providers often enforce a per-minute limit over shorter intervals;
+        even spacing also leaves each request ``per_s / n`` seconds of margin for network delay
+        before it could fall into the provider's next window. One conditional UPDATE takes a slot,
+        so two workers never get the same one."""
         limit = self.limits.get(name)
         if limit is None:
             return 0.0
         n, per = limit
-        step, tolerance = per / n, per - per / n
+        step = per / n
         now = time.time()
-        later = "GREATEST" if self._pg else "MAX"
         self._execute(f"INSERT INTO {self._rates} (name, tat) VALUES (?, 0) ON CONFLICT (name) DO NOTHING", (name,))
-        done = self._execute(f"UPDATE {self._rates} SET tat = {later}(tat, ?) + ? WHERE name = ? "
-                             f"AND {later}(tat, ?) - ? <= ?", (now, step, name, now, now, tolerance))
+        done = self._execute(f"UPDATE {self._rates} SET tat = ? WHERE name = ? AND tat <= ?", (now + step, name, now))
         if done.rowcount == 1:
             return 0.0
         row = self._execute(f"SELECT tat FROM {self._rates} WHERE name = ?", (name,)).fetchone()
-        return max(now + 0.001, float(row[0]) - tolerance)
+        return max(now + 0.001, float(row[0]))
 
     def close(self) -> None:
         with self._lock:
