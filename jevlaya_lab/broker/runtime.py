@@ -14,7 +14,7 @@ returns them as :class:`Parts`). A call then runs top to bottom on those parts
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -32,6 +32,20 @@ from jevlaya_lab.broker.transport import Transport
 from jevlaya_lab.journal import JournalWriter, open_store
 from jevlaya_lab.journal.errors import JournalWriteError
 from jevlaya_lab.journal.store import Store
+
+
+async def off_loop(step: Callable[[], None]) -> None:
+    """Run a blocking step of closing in a worker thread, so the loop keeps serving the streams
+    being closed; or on the loop itself when Python's thread pools take no new work, which is the
+    case in an ``atexit`` handler (a script's or a Dask worker's ``atexit.register(broker.close)``):
+    the journal must still be written then, and nothing else runs on the loop by that time."""
+    loop = asyncio.get_running_loop()
+    try:
+        done = loop.run_in_executor(None, step)
+    except RuntimeError:  # "cannot schedule new futures after shutdown": the interpreter is exiting
+        step()
+        return
+    await done
 
 
 def _in_event_loop() -> bool:
@@ -163,12 +177,12 @@ class Runtime:
             unwritten: JournalWriteError | None = None
             self.journal.hand_over()
             try:
-                await asyncio.to_thread(self.writer.close)
+                await off_loop(self.writer.close)
             except JournalWriteError as exc:  # rows saved for the next broker: say so, after closing
                 unwritten = exc
             await self.transport.aclose()
-            await asyncio.to_thread(self.embedded.stop)
-            await asyncio.to_thread(self.store.close)
+            await off_loop(self.embedded.stop)
+            await off_loop(self.store.close)
             if unwritten is not None:
                 raise unwritten
         finally:

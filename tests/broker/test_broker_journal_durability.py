@@ -77,3 +77,30 @@ def test_by_default_a_call_returns_with_at_most_the_window_unwritten(cfg, db) ->
             return writer.unwritten
     assert asyncio.run(main(False)) <= JOURNAL_WINDOW_ROWS
     assert asyncio.run(main(True)) == 0
+
+
+CLOSED_AT_EXIT = """
+import atexit, sys
+from jevlaya_lab import Broker, LLMConfig
+broker = Broker(sys.argv[1], models=[LLMConfig(name="a", base_url=sys.argv[2], model="a")], catalog=[])
+atexit.register(broker.close)
+print(broker.ask("hello", max_tokens=2).call_id, flush=True)
+for i in range(2500):  # rows the writer has not written when the script ends
+    broker._engine._rt.writer.attempt({"call_id": f"backlog-{i}", "trace_id": "t", "llm_name": "a",
+                                       "status": "ok", "called_at": "2026-01-01", "latency_ms": 1.0})
+"""
+
+
+def test_a_broker_closed_by_an_atexit_handler_writes_its_journal(server, tmp_path) -> None:
+    """A script (or a Dask worker) that closes its broker from ``atexit``: by then Python's
+    thread pools take no new work, and the close must still write every queued row, quietly."""
+    db = tmp_path / "journal.db"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2]), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", CLOSED_AT_EXIT, str(db), server.base_url], capture_output=True,
+                          text=True, timeout=120, env=env)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    call_id = done.stdout.strip()
+    with sqlite3.connect(db) as con:
+        stored = {r[0] for r in con.execute("SELECT call_id FROM attempts")}
+    assert call_id in stored
+    assert sum(1 for c in stored if c.startswith("backlog-")) == 2500
