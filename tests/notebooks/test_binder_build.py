@@ -2,8 +2,8 @@
 with the local CPU torch wheel, ``binder/postBuild``, then every tutorial on the real models
 (``fast=False``: SmolLM2 and the bundled checkpoints, what a person exploring runs) in that
 image, its kernel started by ``binder/start``. Any failing cell or check fails, and so does a
-tutorial that has to build a model cache postBuild should have warmed. (The papermill module
-runs every tutorial on the fast parameters in the project's own venv.)
+tutorial that has to build a model cache postBuild should have warmed. (Every tutorial also runs on
+the fast parameters in a real JupyterLab: tests/widgets/test_tutorials_in_jupyterlab.py.)
 
 The build is :func:`jevlaya_lab.binder.build` (the same one ``bench/binder_build.py`` times); it
 takes a few minutes (pip, then postBuild's SmolLM2 load and checkpoints), so the image is built
