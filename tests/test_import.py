@@ -1,4 +1,4 @@
-"""``import jevlaya_lab`` stays cheap: no torch, no transformers (spec §3, last rule)."""
+"""``import jevlaya_lab`` stays cheap: no torch, no transformers."""
 
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1] / "jevlaya_lab"
 
 # Circles being removed elsewhere: every circle found must lie inside one of these module sets.
 KNOWN_CIRCLES: dict[frozenset[str], str] = {}
-# Imports against the layers being removed elsewhere: (importer, imported) -> issue.
+# Imports against the layers being removed elsewhere: (importer, imported) -> whose work removes it.
 KNOWN_UPWARD: dict[tuple[str, str], str] = {}
 # Engine modules that still draw their own notebook display: module -> whose work moves it.
 KNOWN_ENGINE_DISPLAY: dict[str, str] = {}

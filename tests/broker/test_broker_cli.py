@@ -35,7 +35,7 @@ def test_ask_exits_1_when_no_model_answers(server, tmp_path, monkeypatch, capsys
 
 def test_llms_list_and_env_show_the_pool_and_where_keys_come_from_never_values(
         server, tmp_path, monkeypatch, capsys) -> None:
-    """Issue 14 parity 9: ``jevlaya-lab llms list`` and ``llms env``."""
+    """Parity with llmbroker 1.11: ``jevlaya-lab llms list`` and ``llms env``."""
     catalog = tmp_path / "c.json"
     catalog.write_text(json.dumps({"models": [
         {"name": "a", "base_url": server.base_url, "model": "a", "api_key_ref": "CLI_KEY_A"},

@@ -1,6 +1,6 @@
 """Closing a broker with calls in flight: every started attempt keeps exactly one journal row
-(spec §1 "leaving closes owned streams, waits for journal writes, then closes HTTP and storage",
-§5 "one row per attempt"), callers get ``BrokerClosedError``, nothing hangs. Also: no attempt is
+(leaving closes owned streams, waits for journal writes, then closes HTTP and storage;
+one row per attempt), callers get ``BrokerClosedError``, nothing hangs. Also: no attempt is
 started with almost none of ``wait`` left (it could only time out and cool its model)."""
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def rows_in_file(db: Path) -> list[dict[str, Any]]:
 
 def test_aclose_cancels_calls_in_flight_and_journals_each_attempt_once(abroker, server, db,
                                                                        cfg):
-    """Spec §1/§5: aclose() cancels asks, chats and races in flight (each attempt journaled
+    """aclose() cancels asks, chats and races in flight (each attempt journaled
     'cancelled' before the writer closes), their callers get BrokerClosedError, new calls are
     refused, and closing does not wait for the slow provider."""
     before = requests(server, "a", "b")
@@ -135,7 +135,7 @@ def test_concurrent_aclose_calls_return_after_the_journal_is_written(abroker, se
 
 
 def test_sync_close_from_another_thread_while_many_threads_call(server, db, cfg):
-    """Spec §1 (many threads may call at once) + §5: eight threads each get one answer, then
+    """Many threads may call at once: eight threads each get one answer, then
     start a slow call; Broker.close() from two other threads at once: every thread ends (none
     hangs), each slow call raises BrokerClosedError, and each attempt the server received has
     exactly one row in the SQLite file."""

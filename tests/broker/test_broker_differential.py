@@ -191,7 +191,7 @@ def both(sides: tuple[Side, Side], action: Callable[[Side], Any]) -> Any:
     return same(*(action(side) for side in sides))
 
 
-# -- the failure table (spec §3) ---------------------------------------------------------------
+# -- the failure table -------------------------------------------------------------------------
 @pytest.mark.parametrize(("fault", "journaled"), [
     (FaultProfile(status=429, retry_after=30), ("a", "rate_limited", 429)),
     (FaultProfile(status=503, retry_after=20), ("a", "unavailable", 503)),

@@ -1,4 +1,4 @@
-"""Issue 14 item 6, llmbroker's ``direct()`` aliases: ``direct(alias)`` and
+"""llmbroker's ``direct()`` aliases: ``direct(alias)`` and
 ``direct(name=...)``, the ``direct=[...]`` entries reached only that way, with the pool's
 validation and timeouts. Against the real local server."""
 

@@ -1,4 +1,4 @@
-"""Spec §3, the failure classification table, row by row, against the real local server."""
+"""The failure classification table, row by row, against the real local server."""
 
 from __future__ import annotations
 

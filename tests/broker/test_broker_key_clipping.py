@@ -1,5 +1,5 @@
 """A provider that echoes the API key near the point where error text is clipped leaks no part of
-it: redaction comes before every clip (issue 15, defect 6).
+it: redaction comes before every clip.
 
 The key has no well-known prefix, so only knowing the key (not its shape) can catch it; the echo
 sits just before, across and just after each clip point (120 characters of a garbage body, 300

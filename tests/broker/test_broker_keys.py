@@ -113,7 +113,7 @@ def test_redact_scrubs_known_and_key_shaped_secrets() -> None:
 
 def test_a_refused_key_is_read_again_after_store_key_env_or_dotenv_change(
         locked, tmp_path: Path, monkeypatch) -> None:
-    """Issue 14 parity 1: a 401 stops the key, not the model. Once another key resolves (from
+    """Parity with llmbroker 1.11: a 401 stops the key, not the model. Once another key resolves (from
     ``store_key``, the environment or a changed ``.env``), the model is asked again; the
     message in between says the key was refused, not that it is missing."""
     import time

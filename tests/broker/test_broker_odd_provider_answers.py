@@ -1,4 +1,4 @@
-"""Spec §3, "garbage 200": a provider that answers well-formed JSON of the wrong shape (a
+"""Garbage 200: a provider that answers well-formed JSON of the wrong shape (a
 string where a list belongs, a number as text, ...) gives an invalid answer like any garbage:
 the attempt is journaled as ``error`` (HTTP 200), the model cools and the call fails over,
 whether it is an ``ask``, a stream or a race lane. Never an AttributeError from deep inside,

@@ -1,4 +1,4 @@
-"""Issue 14 item 5, ``parallel_recovery`` (default True, as llmbroker 1.11): a model back from a
+"""``parallel_recovery`` (default True, as llmbroker 1.11): a model back from a
 cooldown that has not answered since is raced with the next model, for ask/chat and streams;
 ``False`` tries it alone. Against the real local server; a 429 with ``Retry-After: 1`` puts a
 model into recovery one second later."""

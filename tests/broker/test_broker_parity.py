@@ -1,4 +1,4 @@
-"""Issue 14, "parity with llmbroker 1.11": the behaviours a user porting code relies on, each
+"""Parity with llmbroker 1.11: the behaviours a user porting code relies on, each
 against the real local server (keys after a refusal: ``test_broker_keys.py``)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 14 item 7, pool administration: ``disable_llm`` persists in the database, ``get``,
+"""Pool administration: ``disable_llm`` persists in the database, ``get``,
 ``count`` and ``ensure_pool`` (the degraded flag: ``test_broker_parity.py``). Against the
 real local server, with real SQLite files (PostgreSQL: tests/journal)."""
 

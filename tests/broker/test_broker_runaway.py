@@ -1,4 +1,4 @@
-"""Issue 14, "a runaway loop": every call has a hard ceiling on its attempts (and so on its
+"""Against a runaway loop: every call has a hard ceiling on its attempts (and so on its
 journal rows); an embedded model that cannot start is marked unavailable once, with an error
 naming the install command; a pool whose models all reject a request raises the provider's
 error instead of answering from another (local) model; the embedded local model joins a pool
@@ -71,11 +71,11 @@ def without_wheel(server: Any, tmp_path_factory: pytest.TempPathFactory) -> dict
     return out
 
 
-# --- the issue's report, without the wheel ------------------------------------------------------
+# --- the runaway report, without the wheel ------------------------------------------------------
 def test_two_rejecting_endpoints_without_the_wheel_raise_the_providers_400_at_once(
         without_wheel: dict[str, Any]) -> None:
     """The report: ``ask("hi")`` never returned and wrote 1.1 M ``superseded`` rows. Now the
-    caller gets the last provider error (spec §3) after one attempt per model; the embedded
+    caller gets the last provider error after one attempt per model; the embedded
     SmolLM2 is not in a pool of the user's own models, so it is neither tried nor journaled."""
     got = without_wheel["two_400"]
     assert got["error"] == "ProviderError" and got["status"] == 400, got
@@ -255,7 +255,7 @@ def test_bad_ceilings_are_value_errors_naming_the_field(broker, kwargs: dict[str
 
 
 def test_408_is_transient_not_a_rejection(broker, server) -> None:
-    """Issue 14: 'every configured model rejects (4xx other than 408/429)'. A 408 cools the
+    """Rejections are 4xx other than 408/429. A 408 cools the
     model and fails over like a 5xx."""
     server.set_fault("a", FaultProfile(status=408))
     b = broker("a", "b")

@@ -102,7 +102,7 @@ def test_seed_stream_never_tries_a_model_twice_and_reports_timeout_with_retry_at
 def test_seed_no_model_can_serve_when_every_model_rejects(abroker, server):
     """Rule: when no model can serve the request the stream ends at once (not "come back
     later"); when every model rejected it, the caller gets the last provider error, as from
-    ask() (spec §3, issue 14, as llmbroker does)."""
+    ask() (as llmbroker does)."""
     server.set_fault("a", FaultProfile(status=400))
     server.set_fault("b", FaultProfile(status=404))
 

@@ -1,4 +1,4 @@
-"""Issue 17 items 1 and 3, for ``broker/``: the sync facade mirrors the async signatures one for
+"""For ``broker/``: the sync facade mirrors the async signatures one for
 one (written out, no ``**kwargs`` forwarding), every stream kind implements one protocol, and
 ``engine.py`` is the public API only (imports at the top, typed returns)."""
 

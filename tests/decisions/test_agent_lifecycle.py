@@ -369,7 +369,7 @@ def test_seed_hooks_concurrent_false_allows_a_hook_to_call_back_into_the_agent(t
 
 
 def test_agent_awaits_async_hooks_bounds_them_with_hooks_timeout_and_refuses_typos(agent, questions):
-    """Issue 12 item 4 (as laya): async events are awaited, hooks_timeout per Agent or per call."""
+    """As laya: async events are awaited, hooks_timeout per Agent or per call."""
     import asyncio
 
     class Ship(BaseHook):

@@ -142,7 +142,7 @@ def test_min_confidence_map_is_keyed_by_bucket_with_default(tiny_agent, question
 
 
 def test_min_confidence_gates_answer_confidence_and_records_the_threshold(tiny_agent, questions):
-    """Issue 12 item 3 (as laya 0.4.15): the gate reads max p, not 1 - normalised entropy."""
+    """As laya 0.4.15: the gate reads max p, not 1 - normalised entropy."""
     plain = tiny_agent.predict("hello", questions)["answers"]["intent"]
     assert plain["confidence"] < plain["answer_confidence"]
     between = (plain["confidence"] + plain["answer_confidence"]) / 2
@@ -333,7 +333,7 @@ def test_property_states_are_answered_or_raise_type_error_naming_the_index(tiny_
 
 
 def test_quantize_int8_is_opt_in_and_moves_answers_only_a_little(tiny_checkpoint_dir, questions, states):
-    """Issue 13 item 3: a fast mode off by default; its deviation is small and measured."""
+    """A fast mode off by default; its deviation is small and measured."""
     exact = Agent(tiny_checkpoint_dir)
     fast = Agent(tiny_checkpoint_dir, quantize="int8")
     assert exact.quantize is None and fast.quantize == "int8"

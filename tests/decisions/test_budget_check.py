@@ -41,7 +41,7 @@ def test_router_rejects_a_bad_budget_per_request_and_per_call_before_loading_any
 
 
 def test_max_len_beyond_the_encoders_positions_names_the_limit():
-    """Issue 15, defect 8: past the encoder's positions transformers fails with an opaque error."""
+    """Past the encoder's positions transformers fails with an opaque error."""
     agent = TINY_AGENT
     long_state = "refund please " * 200
     with pytest.raises(BudgetError) as caught:
@@ -55,7 +55,7 @@ def test_max_len_beyond_the_encoders_positions_names_the_limit():
 @given(max_len=st.integers(-3, 5000) | st.none(), head_max_len=st.integers(-3, 400) | st.none(),
        words=st.integers(0, 120))
 def test_any_budget_gives_answers_or_a_budget_error(max_len, head_max_len, words):
-    """Property (issue 15): whatever budgets a caller passes, the answer is a result or a
+    """Property: whatever budgets a caller passes, the answer is a result or a
     BudgetError naming the field - never an error from deep inside torch or transformers."""
     try:
         result = TINY_AGENT.predict("refund please " * words or "hi", QUESTIONS, max_len=max_len,

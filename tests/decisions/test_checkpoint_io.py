@@ -1,4 +1,4 @@
-"""Checkpoint directories: strict safetensors loading, sources, errors (spec §2 "Checkpoints")."""
+"""Checkpoint directories: strict safetensors loading, sources, errors."""
 
 from __future__ import annotations
 
@@ -268,7 +268,7 @@ def test_transformers5_rope_fields_map_to_the_4x_attributes():
     assert rope_fields_for_4x(modernbert) == {"global_rope_theta": 160000.0, "local_rope_theta": 10000.0}
 
 
-# ---------------------------------------------------------------- laya's loading keywords (issue 12 item 5)
+# ---------------------------------------------------------------- laya's loading keywords
 def test_subfolder_and_expected_sha256_as_laya(tmp_path):
     import hashlib
 

@@ -1,4 +1,4 @@
-"""decide / decide_batch (issue 12 item 6): JSON schema or pydantic model -> typed questions ->
+"""decide / decide_batch: JSON schema or pydantic model -> typed questions ->
 values, through the Agent's and the Router's normal hook lifecycle. Real tiny checkpoints; the
 comparison with laya itself is in test_laya_parity.py."""
 

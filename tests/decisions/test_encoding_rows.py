@@ -1,4 +1,4 @@
-"""Token rows, budgets and truncation (spec §2 "Sequence per (state, question)")."""
+"""Token rows, budgets and truncation."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def test_option_order_decides_the_slot_order(tok):
 
 
 def test_literal_mask_token_text_in_user_strings_is_replaced_by_a_space(tok):
-    """Spec §2 (as laya): the mask text cannot forge a marker; other special text stays."""
+    """As laya: the mask text cannot forge a marker; other special text stays."""
     q = {"q": {"type": "choice", "instructions": "is [MASK] here", "criteria": ["a[MASK]b"]}}
     batch = encode_requests(tok, ["say [MASK] now [SEP]"], q, max_len=64, head_max_len=32)
     row = tokens(tok, batch, 0)
@@ -108,7 +108,7 @@ def test_dict_state_is_one_line_json_keeping_non_ascii_and_the_start(tok):
 
 
 def test_list_state_truncation_keeps_the_last_tokens_of_its_json(tok):
-    """Spec §1: a conversation keeps the last ``room`` tokens of its serialised JSON (mid-turn)."""
+    """A conversation keeps the last ``room`` tokens of its serialised JSON (mid-turn)."""
     turns = [{"role": "user", "content": f"turn{i} " + "word " * 5} for i in range(6)]
     (state,) = tokenize_states(tok, [turns])
     assert state.slice(9) == state.ids[-9:]

@@ -1,4 +1,4 @@
-"""The fresh hand-written evaluation states of issue 11 (``tests/data/fresh/``): well-formed, labelled
+"""The fresh hand-written evaluation states (``tests/data/fresh/``): well-formed, labelled
 with the presets' own label sets, split about one third ``dev`` per stratum, in the right scripts,
 and independent of everything training reads (the phrase banks and the public datasets).
 

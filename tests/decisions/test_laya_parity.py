@@ -192,7 +192,7 @@ def test_the_checkpoint_laya_wrote_keeps_its_act_costs_mapping(tiny_dir):
 @pytest.mark.parametrize("min_confidence", [0.0, 0.45, 0.6, {"choice:3-5": 0.3, "noul:2": 0.55},
                                             {"default": 0.5, "score:3-5": 0.2}])
 def test_abstention_matches_laya(pair, min_confidence):
-    """Issue 12 item 3: the gate reads answer_confidence and carries the threshold it used."""
+    """The gate reads answer_confidence and carries the threshold it used."""
     reference, agent = pair
     ours = agent.predict_batch(STATES, MIXED, min_confidence=min_confidence)
     assert all("abstention_threshold" in a for r in ours for a in r["answers"].values())
@@ -200,7 +200,7 @@ def test_abstention_matches_laya(pair, min_confidence):
 
 
 def test_a_hook_written_for_laya_sees_the_same_model_lifecycle_here(tiny_dir):
-    """Issue 12 item 4: ``on_load(ctx)`` / ``on_evict(ctx)`` and ``async def`` events, as in laya."""
+    """``on_load(ctx)`` / ``on_evict(ctx)`` and ``async def`` events, as in laya."""
     import asyncio
 
     from jevlaya_lab.decisions.router import Router
@@ -251,7 +251,7 @@ WORKFLOW = {k: {"type": "noul", "instructions": k}
                                     {"lang": "en_US"}, {"task": "typed_decisions"}, {"task": "english"},
                                     {"model": "ML"}, {"model": "decisions"}])
 def test_router_laya_routes_as_laya(auto, kwargs):
-    """Issue 12 item 5: Router.laya() picks laya's checkpoint, repo and workflow (no model loads)."""
+    """Router.laya() picks laya's checkpoint, repo and workflow (no model loads)."""
     from jevlaya_lab.decisions.router import Router
 
     theirs, ours = laya.Router(auto_task_detection=auto), Router.laya(auto_task_detection=auto)
@@ -269,7 +269,7 @@ LONG = " ".join(f"line {i}: the customer writes about a late order and asks for 
 @pytest.mark.parametrize("pair", ["tiny_dir"], indirect=True)
 @pytest.mark.parametrize("kwargs", [{}, {"window": 40, "stride": 20}, {"window": 30}])
 def test_predict_long_matches_laya(pair, kwargs):
-    """Issue 12 item 6: windows, per-type aggregation, window attribution and usage as laya."""
+    """Windows, per-type aggregation, window attribution and usage as laya."""
     reference, agent = pair
     questions = {k: MIXED[k] for k in ("team", "urgency", "spam")}
     for state in (LONG, {"body": LONG}, [{"role": "user", "content": LONG}], "short"):
@@ -310,7 +310,7 @@ def _labelled_records(seed: int = 0) -> list:
 
 @pytest.mark.parametrize("pair", ["tiny_dir"], indirect=True)
 def test_fit_temperatures_and_calibration_files_as_laya(pair, tmp_path):
-    """Issue 12 item 6: the same fit from the same records, and laya's calibration file loads here."""
+    """The same fit from the same records, and laya's calibration file loads here."""
     reference, agent = pair
     records = _labelled_records()
     theirs = reference.fit_temperatures(records)
@@ -332,7 +332,7 @@ def tiny_dir_of(agent) -> Path:
     return Path(agent.model_id)
 
 
-# ---------------------------------------------------------------- decide / decide_batch (issue 12 item 6)
+# ---------------------------------------------------------------- decide / decide_batch
 DECIDE_SCHEMA = {
     "type": "object",
     "properties": {
@@ -460,7 +460,7 @@ def test_schemas_laya_refuses_are_refused_here(prop):
 
 
 def test_router_constructor_accepts_every_keyword_laya_s_does():
-    """Issue 12 item 5: no laya Router keyword is missing here; standalone repos route as laya's."""
+    """No laya Router keyword is missing here; standalone repos route as laya's."""
     import inspect
 
     from jevlaya_lab.decisions.router import Router
@@ -475,7 +475,7 @@ def test_router_constructor_accepts_every_keyword_laya_s_does():
 
 
 def test_edge_temperatures_in_a_laya_written_config_give_laya_s_answers(tmp_path):
-    """Issue 12 items 1-2: temperature edge values (bool, 'nan', <= 0, numeric strings, > 5, inf)
+    """Temperature edge values (bool, 'nan', <= 0, numeric strings, > 5, inf)
     and extra keys laya writes (cost_wrong_act, amp_dtype, option_layout, training), run by both."""
     from transformers import BertConfig, BertModel
 
@@ -505,7 +505,7 @@ def test_edge_temperatures_in_a_laya_written_config_give_laya_s_answers(tmp_path
 
 @pytest.mark.parametrize("kwargs", [{}, {"window": 40, "stride": 20}])
 def test_router_predict_long_routes_then_reads_every_window_as_laya(tiny_dir, kwargs):
-    """Issue 12 item 6: laya's Router has predict_long (and predict_many) too."""
+    """laya's Router has predict_long (and predict_many) too."""
     from jevlaya_lab.decisions.router import Router
 
     theirs = laya.Router(models={"a": str(tiny_dir)}, default="a", device="cpu")

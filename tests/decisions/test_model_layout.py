@@ -1,4 +1,4 @@
-"""The DecisionModel's module layout and forward pass (spec §2 "Module layout")."""
+"""The DecisionModel's module layout and forward pass."""
 
 from __future__ import annotations
 

@@ -279,7 +279,7 @@ def test_converted_tokenizer_counts_tokens_like_the_wheel(converted) -> None:
 
 @pytest.mark.integration
 def test_converted_encoder_fits_the_checkpoint_layout(converted, tmp_path: Path) -> None:
-    """spec §2: encoder/config.json + weights + a fast tokenizer with a mask token load as a checkpoint."""
+    """encoder/config.json + weights + a fast tokenizer with a mask token load as a checkpoint."""
     from jevlaya_lab.decisions.checkpoint import CheckpointConfig, load_checkpoint, save_checkpoint
     from jevlaya_lab.decisions.model import DecisionModel
 

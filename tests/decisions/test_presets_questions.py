@@ -1,4 +1,4 @@
-"""Presets: fresh valid question dicts that name the state field they read (issue 4, item 4)."""
+"""Presets: fresh valid question dicts that name the state field they read."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Question validation and rendering (spec §1, the questions table)."""
+"""Question validation and rendering."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Built-in hooks on a real Agent: the event recorder and the cache (spec §5, seed "Caching with skip")."""
+"""Built-in hooks on a real Agent: the event recorder and the cache (seed "Caching with skip")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Registry (spec §4 "Registry"): canonical names, aliases, sources, near-typo warnings."""
+"""Registry: canonical names, aliases, sources, near-typo warnings."""
 
 import warnings
 from pathlib import Path
@@ -19,7 +19,7 @@ from jevlaya_lab.decisions.router import Router
 
 
 def test_default_registry_maps_english_and_multilingual_aliases_to_bundled_checkpoints():
-    """Spec §4: english/en and multilingual/ml/multi; the default registry works offline (bundled)."""
+    """english/en and multilingual/ml/multi; the default registry works offline (bundled)."""
     registry = Registry(DEFAULT_MODELS)
     assert registry.resolve("en") == "english"
     assert registry.resolve("ML") == "multilingual"  # case-insensitive
@@ -29,7 +29,7 @@ def test_default_registry_maps_english_and_multilingual_aliases_to_bundled_check
 
 
 def test_laya_registry_is_one_call_away_and_points_at_the_hub():
-    """Spec §4: the public Laya hub checkpoints are one call away (Router.laya())."""
+    """The public Laya hub checkpoints are one call away (Router.laya())."""
     router = Router.laya()
     assert router.resolve("typed") == "typed-decisions"
     # laya 0.4.15's layout: one bundle repo, English at its root, the others in subfolders
@@ -42,7 +42,7 @@ def test_laya_registry_is_one_call_away_and_points_at_the_hub():
 
 
 def test_unknown_name_lists_valid_names_and_aliases_and_suggests_the_closest():
-    """Spec §4: unknown names raise a ValueError listing valid names and aliases."""
+    """Unknown names raise a ValueError listing valid names and aliases."""
     registry = Registry(DEFAULT_MODELS)
     with pytest.raises(ValueError) as info:
         registry.resolve("multilingul")
@@ -55,7 +55,7 @@ def test_unknown_name_lists_valid_names_and_aliases_and_suggests_the_closest():
 
 
 def test_registering_a_name_one_edit_away_from_a_known_one_warns():
-    """Spec §4: a name one edit away from a known one warns."""
+    """A name one edit away from a known one warns."""
     registry = Registry(DEFAULT_MODELS)
     with pytest.warns(NearTypoWarning, match="'englsh' is one edit away from the registered 'english'"):
         registry.register("englsh", "/tmp/ckpt")
@@ -73,7 +73,7 @@ def test_one_edit_apart(a, b, expected):
 
 
 def test_sources_of_every_kind(tmp_path):
-    """Spec §4: sources are a local dir, (repo, subfolder), a hub id or a bundled checkpoint."""
+    """Sources are a local dir, (repo, subfolder), a hub id or a bundled checkpoint."""
     registry = Registry()
     assert registry.register("local", tmp_path).kind == "local"
     assert registry.register("local-str", str(tmp_path)).kind == "local"

@@ -21,7 +21,7 @@ class Loads(BaseHook):
 
 
 def test_default_router_answers_english_offline_with_the_bundled_checkpoint():
-    """Spec §4: the default registry works offline (bundled checkpoints); English text loads only
+    """The default registry works offline (bundled checkpoints); English text loads only
     the English checkpoint, and the context manager unloads it."""
     loads = Loads()
     questions = triage_questions()
@@ -38,7 +38,7 @@ def test_default_router_answers_english_offline_with_the_bundled_checkpoint():
 
 
 def test_default_router_answers_other_languages_offline_with_mini_multi():
-    """Spec §4 / issue 4: ``multilingual`` is the bundled mini-multi offline; Spanish, Russian and
+    """``multilingual`` is the bundled mini-multi offline; Spanish, Russian and
     Japanese states in one batch are answered by it alone, with complete, normalised answers."""
     import math
 

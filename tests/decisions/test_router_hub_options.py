@@ -1,5 +1,5 @@
-"""Router(token=, revision=, revisions=, sha256_digests=, standalone_repos=, preload=) (issue 12
-item 5, Laya 0.4.15's constructor keywords) and load(name, revision=, token=).
+"""Router(token=, revision=, revisions=, sha256_digests=, standalone_repos=, preload=)
+(Laya 0.4.15's constructor keywords) and load(name, revision=, token=).
 
 Offline, a hub id loads from the local hub cache, so a real cache directory holding two
 revisions of one repo (different seeds) shows which revision each load picked. The token is

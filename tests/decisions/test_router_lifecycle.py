@@ -166,7 +166,7 @@ def test_batch_order_routes_all_first_then_each_checkpoint_load_starts_ends_in_r
 
 
 def test_a_router_call_is_the_parent_of_its_routes_loads_predicts_and_agent_runs(checkpoints):
-    """Issue 16: one Router call -> its on_route, on_load/on_evict and predict contexts (and the
+    """One Router call -> its on_route, on_load/on_evict and predict contexts (and the
     Agent's own contexts inside it) carry the call's id as parent_id; a request keeps one run_id
     from on_route to on_predict_end; separate calls and a plain Agent call are not linked."""
     seen = []
@@ -433,7 +433,7 @@ def test_a_failing_forward_pass_fails_requests_whose_question_group_already_ran(
 
 
 def test_a_failing_on_error_or_end_hook_never_masks_the_batch_error(checkpoints):
-    """Spec §5: a failing on_error never masks the original error (it is attached as a note)."""
+    """A failing on_error never masks the original error (it is attached as a note)."""
 
     class Noisy(BaseHook):
         def on_predict_start(self, ctx):
@@ -464,7 +464,7 @@ def test_hooks_raise_false_turns_hook_failures_into_warnings(checkpoints):
 
 
 def test_all_requests_are_validated_before_anything_loads_or_routes(checkpoints):
-    """Spec §4 / issue: all requests are validated before anything loads."""
+    """All requests are validated before anything loads."""
     timeline = Timeline()
     router = make_router(checkpoints, hooks=[timeline])
     bad_questions = {"q": {"type": "choice", "instructions": "Pick", "criteria": []}}
@@ -538,7 +538,7 @@ def test_hooks_concurrent_false_lets_a_hook_call_back_into_the_router(checkpoint
 
 
 def test_bad_hooks_are_clear_type_errors(checkpoints):
-    """Spec §5: clear TypeErrors for a class, a bare function in hooks=, or a non-callable event."""
+    """Clear TypeErrors for a class, a bare function in hooks=, or a non-callable event."""
 
     class NotCallable:
         on_predict_start = "oops"

@@ -1,4 +1,4 @@
-"""Router loading (seed "Model lifecycle", spec §4 "Loading"): LRU over max_loaded, on_evict
+"""Router loading (seed "Model lifecycle"): LRU over max_loaded, on_evict
 before on_load after the lock is released, shared builds, attach/unload/preload, thread safety."""
 
 import threading
@@ -51,7 +51,7 @@ def test_max_loaded_1_evicts_before_loading_the_next(checkpoints):
 
 
 def test_max_loaded_2_evicts_the_least_recently_used(checkpoints):
-    """Spec §4: LRU eviction on load when over max_loaded; loaded lists least recent first."""
+    """LRU eviction on load when over max_loaded; loaded lists least recent first."""
     events = Lifecycle()
     router = make_router(checkpoints, max_loaded=2, hooks=[events])
     agent_a = router.load("a")
@@ -99,7 +99,7 @@ def test_lifecycle_hooks_run_after_the_lock_is_released_and_may_call_back(checkp
 
 
 def test_concurrent_loads_share_one_build(checkpoints):
-    """Spec §4: concurrent callers of load(name) share one build (one on_load, one Agent)."""
+    """Concurrent callers of load(name) share one build (one on_load, one Agent)."""
     events = Lifecycle()
     router = make_router(checkpoints, hooks=[events])
     with ThreadPoolExecutor(8) as pool:
@@ -109,7 +109,7 @@ def test_concurrent_loads_share_one_build(checkpoints):
 
 
 def test_a_failed_build_raises_in_every_waiter(checkpoints, tmp_path):
-    """Spec §4: a failed build raises in every waiter, and a later load tries again."""
+    """A failed build raises in every waiter, and a later load tries again."""
     broken = tmp_path / "broken"
     broken.mkdir()
     router = make_router(checkpoints)
@@ -185,7 +185,7 @@ def test_unregister_unloads_first_and_refuses_the_default(checkpoints):
 
 
 def test_laya_checkpoints_fail_fast_offline_naming_local_alternatives(monkeypatch):
-    """Spec §2/§4: hub checkpoints offline fail fast with a message naming the local alternatives."""
+    """Hub checkpoints offline fail fast with a message naming the local alternatives."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     router = Router.laya()
     started = time.perf_counter()
@@ -197,7 +197,7 @@ def test_laya_checkpoints_fail_fast_offline_naming_local_alternatives(monkeypatc
 
 
 def test_many_threads_route_and_predict_while_loads_and_evictions_happen(checkpoints):
-    """Spec §4 / seed "Concurrency": many threads routing and predicting across checkpoints while
+    """Seed "Concurrency": many threads routing and predicting across checkpoints while
     loads and evictions happen (max_loaded=2 over three checkpoints) get the same answers as a
     single thread."""
     reference = make_router(checkpoints, max_loaded=3)

@@ -1,4 +1,4 @@
-"""Router routing (spec §4 "route"): precedence chain, decision dicts, on_route, route_batch.
+"""Router routing: precedence chain, decision dicts, on_route, route_batch.
 
 Routing never loads a model, so these tests use the default registry without any checkpoint.
 """
@@ -43,7 +43,7 @@ def router():
     ("refund please", "english"),
 ])
 def test_detection_routes_by_script_and_language(router, state, model):
-    """Spec §4: non-Latin → multilingual; non-English Latin → multilingual; mixed segment →
+    """Non-Latin → multilingual; non-English Latin → multilingual; mixed segment →
     multilingual; no letters or undecided → the default."""
     decision = router.route(state)
     assert decision.model == model and decision.source == "detection"
@@ -51,8 +51,8 @@ def test_detection_routes_by_script_and_language(router, state, model):
 
 
 def test_decision_is_a_dict_with_a_human_reason_and_properties(router):
-    """Spec §4: a decision is a dict with model, source, reason, detection, workflow (+ properties),
-    and laya's ``repo`` (issue 12 item 5)."""
+    """A decision is a dict with model, source, reason, detection, workflow (+ properties),
+    and laya's ``repo``."""
     decision = router.route(SPANISH)
     assert isinstance(decision, dict) and isinstance(decision, Decision)
     assert set(decision) == {"model", "source", "reason", "detection", "workflow", "repo"}
@@ -65,7 +65,7 @@ def test_decision_is_a_dict_with_a_human_reason_and_properties(router):
 
 
 def test_precedence_model_beats_task_beats_workflow_beats_lang_beats_guess_beats_detection():
-    """Spec §4 precedence: explicit model > task > workflow (opt-in) > lang > lang_guess > detection."""
+    """Precedence: explicit model > task > workflow (opt-in) > lang > lang_guess > detection."""
     router = Router(tasks={"triage": "english", "global": "multilingual"},
                     workflows={"triage": TRIAGE.keys()}, auto_task_detection=True)
     everything = dict(model="en", task="global", lang="es", lang_guess="es")
@@ -83,17 +83,17 @@ def test_precedence_model_beats_task_beats_workflow_beats_lang_beats_guess_beats
 
 
 def test_workflow_matching_is_opt_in(router):
-    """Spec §4: workflow detection is opt-in (auto_task_detection)."""
+    """Workflow detection is opt-in (auto_task_detection)."""
     assert router.route(SPANISH, TRIAGE).source == "detection"
     router.auto_task_detection = True
     assert router.route(SPANISH, TRIAGE).source == "workflow"
-    # as in laya 0.4.15, only the exact question-id set matches (issue 12 item 5)
+    # as in laya 0.4.15, only the exact question-id set matches
     assert router.route(SPANISH, {"urgency": TRIAGE["urgency"]}).source == "detection"
     assert router.route(SPANISH, {**TRIAGE, "other": {}}).source == "detection"
 
 
 def test_lang_guess_per_call_then_router_level_and_may_abstain():
-    """Spec §4: lang_guess per call, then Router-level; a code or a callable; may abstain."""
+    """lang_guess per call, then Router-level; a code or a callable; may abstain."""
     router = Router(lang_guess=lambda state: "es")
     assert router.route(ENGLISH).model == "multilingual"
     assert router.route(ENGLISH, lang_guess="en").model == "english"
@@ -112,7 +112,7 @@ def test_lang_accepts_tags_and_names_the_language(router):
 
 
 def test_explain_lists_every_step_and_the_detection(router):
-    """Issue: explain=True diagnostics."""
+    """explain=True diagnostics."""
     decision = router.route(ENGLISH, lang="es", explain=True)
     steps = [s["step"] for s in decision["explain"]["steps"]]
     assert steps == ["model", "task", "workflow", "lang"]
@@ -121,7 +121,7 @@ def test_explain_lists_every_step_and_the_detection(router):
 
 
 def test_route_never_loads_a_model(router):
-    """Spec §4: route never loads a model (the bundled checkpoints are not even assembled)."""
+    """route never loads a model (the bundled checkpoints are not even assembled)."""
     router.route(ENGLISH)
     router.route_batch([{"state": SPANISH}, {"state": RUSSIAN, "model": "ml"}])
     assert router.loaded == ()
@@ -178,7 +178,7 @@ def test_on_route_hook_failure_raises_or_warns_with_hooks_raise(router):
     ({"state": "x", "questions": ["a"]}, TypeError, r"requests\[1\]\['questions'\]: expected a dict"),
 ])
 def test_every_request_is_validated_before_routing(router, request_, error, match):
-    """Spec §4: all requests are validated first; messages name the field, the value and the fix."""
+    """All requests are validated first; messages name the field, the value and the fix."""
     hook = RecordRoute()
     with pytest.raises(error, match=match):
         router.route_batch([{"state": ENGLISH}, request_], hooks=[hook])

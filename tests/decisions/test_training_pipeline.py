@@ -1,4 +1,4 @@
-"""Training of the bundled checkpoints: generator, metrics, temperature fit, end-to-end run (issue 4, item 3)."""
+"""Training of the bundled checkpoints: generator, metrics, temperature fit, end-to-end run."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""AuditHook (spec §5 "ready hooks"): one JSON line per state, for successful, skipped and failed calls."""
+"""AuditHook: one JSON line per state, for successful, skipped and failed calls."""
 
 import hashlib
 import io
@@ -28,7 +28,7 @@ def read_lines(path):
 
 
 def test_one_json_line_per_state_with_answers_routing_and_usage(checkpoint, tmp_path):
-    """Spec §5: audit writes one JSON line per state."""
+    """Audit writes one JSON line per state."""
     log = tmp_path / "logs" / "audit.jsonl"
     with AuditHook(log) as audit:
         router = Router({"tiny": checkpoint}, hooks=[audit])

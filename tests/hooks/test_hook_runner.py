@@ -27,7 +27,7 @@ def test_hook_events_are_the_six_of_the_lifecycle_page():
 
 
 def test_context_fields_in_the_documented_order():
-    """The lifecycle page's fields in its order (Laya's), then ``parent_id`` (issue 16: nesting)."""
+    """The lifecycle page's fields in its order (Laya's), then ``parent_id`` (for nesting)."""
     names = list(PredictContext.__dataclass_fields__)
     assert names == ["states", "questions", "run_id", "results", "decision", "model", "agent", "router",
                      "max_len", "head_max_len", "usage", "started_at", "elapsed_ms", "error", "parent_id"]
@@ -112,7 +112,7 @@ def test_misuse_raises_clear_type_errors():
         HookRunner(on_predict_start=3)
 
 
-# -- issue 12 item 4 / issue 17 item 4: hooks as laya, validated when they are registered ----------
+# -- hooks as laya, validated when they are registered ---------------------------------------------
 
 def test_a_misspelt_event_on_a_basehook_subclass_is_refused_naming_it_and_the_events():
     class Typo(BaseHook):

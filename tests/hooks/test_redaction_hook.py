@@ -1,4 +1,4 @@
-"""RedactionHook (spec §5 "ready hooks"): emails/phones in str/dict/list states, before the model."""
+"""RedactionHook: emails/phones in str/dict/list states, before the model."""
 
 import copy
 
@@ -32,7 +32,7 @@ def test_ids_dates_and_addresses_that_are_not_phones_or_emails_are_kept(text):
 
 
 def test_dicts_lists_tuples_and_bytes_are_redacted_keys_and_numbers_kept():
-    """Spec §5: redaction covers str/dict/list states; keys and non-string values are untouched."""
+    """Redaction covers str/dict/list states; keys and non-string values are untouched."""
     state = {"from": "ann@example.org", "ann@example.org": 1,
              "turns": [{"role": "user", "content": "ring me on +1 555 123 4567"}],
              "raw": b"cc: joe@example.com", "pair": ("x", "joe@example.com"), "n": 5551234567}

@@ -1,4 +1,4 @@
-"""The journal under contention and damage (issue 15, defects 4, 5 and 7).
+"""The journal under contention and damage.
 
 - The event loop never waits for the database: another process holds the SQLite write lock
   while calls, streams, ratings and snapshots run; the loop's worst lateness stays under 250 ms

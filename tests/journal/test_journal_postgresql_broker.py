@@ -1,5 +1,5 @@
 """A real Broker over the local OpenAI-compatible server with its journal in PostgreSQL
-(spec broker §1: ``postgresql://...`` for several processes/servers), and the pandas analysis
+(``postgresql://...`` for several processes/servers), and the pandas analysis
 reading that journal."""
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def run_calls(broker: Broker, server: Any) -> list[str]:
 
 def test_broker_journals_attempts_in_postgresql(llm_server: Any, pg_server: Any,
                                                 pg_url: str) -> None:
-    """Spec §5: one row per attempt (the rate-limited one too), ratings as rows; calls() and
+    """One row per attempt (the rate-limited one too), ratings as rows; calls() and
     stats() read them back from PostgreSQL; keys from the environment are not copied there."""
     with Broker(pg_url, models=models(llm_server), catalog=[]) as broker:
         assert run_calls(broker, llm_server) == ["b", "b", "b"]

@@ -1,5 +1,5 @@
-"""Several processes sharing one PostgreSQL journal (spec quality: "the PostgreSQL backend ...
-lose[s] no row"), with real subprocesses as in the SQLite tests."""
+"""Several processes sharing one PostgreSQL journal (the PostgreSQL backend loses no row),
+with real subprocesses as in the SQLite tests."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """What one client may cost the local server: bounded memory, time, connections and nesting,
-and every error in the OpenAI JSON shape (issue 15, defects 1-3)."""
+and every error in the OpenAI JSON shape."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ class CountingTokenizer:
         return len(self._tokenizer)
 
 
-# -- defect 1: memory per request ------------------------------------------------------------
+# -- memory per request ----------------------------------------------------------------------
 
 def test_a_huge_prompt_is_rejected_without_tokenizing_it_whole(start_server: Any) -> None:
     tiny = tiny_chat_model(0)
@@ -98,7 +98,7 @@ def test_a_prompt_that_fits_is_tokenized_exactly_whatever_its_pieces() -> None:
         model.prompt_ids([{"role": "user", "content": "é" * 2100}])
 
 
-# -- defect 2: time and connections ------------------------------------------------------------
+# -- time and connections ----------------------------------------------------------------------
 
 def test_a_half_sent_body_gets_a_408_within_the_read_timeout(start_server: Any) -> None:
     server = start_server(read_timeout=0.5)
@@ -176,7 +176,7 @@ def test_a_non_streaming_client_that_gives_up_frees_the_model(start_server: Any)
     assert time.perf_counter() - started < 5
 
 
-# -- defect 3: hostile bodies, roles, methods, max_tokens --------------------------------------
+# -- hostile bodies, roles, methods, max_tokens ------------------------------------------------
 
 @pytest.mark.parametrize("depth", [65, 2_000, 200_000])
 def test_deeply_nested_json_is_a_json_400(server: Any, depth: int) -> None:

@@ -1,4 +1,4 @@
-"""The simulated Binder build (issue 16 item 9): a fresh venv from ``binder/requirements.txt``
+"""The simulated Binder build: a fresh venv from ``binder/requirements.txt``
 with the local CPU torch wheel, ``binder/postBuild``, then every tutorial on the real models
 (``fast=False``: SmolLM2 and the bundled checkpoints, what a person exploring runs) in that
 image, its kernel started by ``binder/start``. Any failing cell or check fails, and so does a

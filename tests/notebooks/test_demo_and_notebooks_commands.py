@@ -20,7 +20,7 @@ from ..widgets.conftest import CHROMIUM, CHROMIUM_FLAGS
 
 @pytest.mark.timeout(300)
 def test_demo_writes_an_html_report_with_the_views_drawn_offline(tmp_path: Path) -> None:
-    """Issue 16 item 8: the report is nbconvert's HTML of the executed tour (markdown rendered,
+    """The report is nbconvert's HTML of the executed tour (markdown rendered,
     not raw) with the widget state saved, and the views themselves (answers cards, routing
     card, timeline, streamed text) drawn from it in a browser with no network; the report's
     path is the last line printed."""

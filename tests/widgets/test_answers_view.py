@@ -61,7 +61,7 @@ def test_views_have_a_plain_text_repr_for_reports_and_plain_python(agent: Any, r
 
 def test_a_predict_result_displays_as_the_answers_card_and_stays_the_same_dict(
         agent: Any, router: Any) -> None:
-    """Issue 16 item 7: ``agent.predict(...)`` as a cell's last expression shows the answers
+    """``agent.predict(...)`` as a cell's last expression shows the answers
     card (HTML + the jevlaya JSON), and code still gets the plain dict it always got."""
     import json
 
@@ -79,7 +79,7 @@ def test_a_predict_result_displays_as_the_answers_card_and_stays_the_same_dict(
 
 
 def test_rows_name_the_value_that_decided_and_the_threshold(agent: Any) -> None:
-    """Issue 16 item 1: the shown value is the one min_confidence compared."""
+    """The shown value is the one min_confidence compared."""
     from jevlaya_lab.display import answer_rows, gate_text
 
     result = agent.predict("hello", triage_questions(), min_confidence=0.6)
@@ -92,7 +92,7 @@ def test_rows_name_the_value_that_decided_and_the_threshold(agent: Any) -> None:
 
 
 def test_scores_carry_their_scale_and_checkpoints_their_short_name() -> None:
-    """Issue 16 item 6: ``0.62 on 0–3`` and ``mini-en``, not a bare number and a cache path."""
+    """``0.62 on 0–3`` and ``mini-en``, not a bare number and a cache path."""
     from jevlaya_lab.display import answer_rows, answer_text, model_label
 
     result = {"model": "/root/.cache/jevlaya_lab/checkpoints/mini-en-c8a3b4947be6", "answers": {

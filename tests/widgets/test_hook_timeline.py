@@ -38,7 +38,7 @@ def test_router_calls_give_one_lane_per_run_id_and_a_router_lane_for_loads(route
 
 
 def test_the_trace_nests_router_call_then_loads_and_runs_then_agent_runs(router: Any, agent: Any) -> None:
-    """Issue 16 item 4: router → load/evict → predict (with its route mark) → the Agent's runs,
+    """Router → load/evict → predict (with its route mark) → the Agent's runs,
     read from the contexts' parent_id; separate Router calls are separate rows, an Agent's own
     run is top-level, and the rows the browser draws are these."""
     from jevlaya_lab.widgets.timeline import trace_rows

@@ -56,7 +56,7 @@ def test_numbers_show_three_significant_digits_and_whole_thousands() -> None:
 
 
 def test_the_quality_bucket_follows_the_ratings_span(broker: Any) -> None:
-    """Issue 16 item 5: a fresh journal's ratings span milliseconds, so the quality chart's
+    """A fresh journal's ratings span milliseconds, so the quality chart's
     bucket is milliseconds too (several points per model), not one dot per model per hour;
     numeric table cells are right-aligned (class jv-n)."""
     import pandas as pd

@@ -127,7 +127,7 @@ def test_a_race_shows_one_lane_per_model_with_the_loser_greyed(broker: Any, serv
 
 
 def test_a_view_over_a_closed_broker_says_so_and_its_buttons_do_nothing(broker: Any) -> None:
-    """Issue 16 item 3: the buttons of a view whose broker was closed must not answer
+    """The buttons of a view whose broker was closed must not answer
     BrokerClosedError; the view flags the broker as closed (the front end disables them)."""
     b = broker("a", "b")
     view = StreamView(b, "hello", max_tokens=4)
