@@ -20,6 +20,11 @@ free slot waits for the next one instead of sending.
 
 Reads are cached for ``refresh_s`` (default 0.25 s) so a busy pool does not query the database on
 every pick; a cooldown written elsewhere is seen within that time.
+
+Every time stored here is the writing process's ``time.time()``. Processes of one machine share one
+clock; brokers on several machines share the cooldowns and the limit only as well as their clocks
+agree (NTP keeps them within milliseconds; a worker whose clock runs a second ahead takes slots a
+second early).
 """
 
 from __future__ import annotations
