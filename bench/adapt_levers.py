@@ -148,6 +148,29 @@ def self_trained(q, lp, vectors, targets, train_rows, test_rows, method, seed, p
     return torch.softmax(adapt_fit.apply_fit(fit, center, lp[test], vectors[test]), dim=-1)
 
 
+def mean_figures(found, saved, k, seeds, answer) -> tuple[float, float, float]:
+    """Mean yes/no balanced accuracy, choice accuracy and ECE at ``k`` labels over ``seeds``: each
+    task's labels drawn as ``bench/adapt.py`` draws them, and the held-out probabilities
+    ``answer(task_id, q, parts, targets, train_rows, test_rows)`` gives from the task's cached
+    features scored."""
+    from adapt import draw, score
+
+    yn, ch, ece = [], [], []
+    for seed in seeds:
+        for t in found:
+            q, targets, parts = saved["tasks"][t["id"]]
+            index = {id(item): i for i, item in enumerate(t["items"])}
+            train, test = draw(t["items"], k, seed + k)
+            test_rows = [index[id(x)] for x in test]
+            probs = answer(t["id"], q, parts, targets, [index[id(x)] for x in train], test_rows)
+            balanced, accuracy, calibration = score(probs.tolist(), targets[test_rows].tolist(),
+                                                    list(range(q.n_options)))
+            (yn if t["kind"] == "yesno" else ch).append(balanced if t["kind"] == "yesno" else accuracy)
+            ece.append(calibration)
+    mean = lambda xs: sum(xs) / len(xs) if xs else math.nan  # noqa: E731
+    return mean(yn), mean(ch), mean(ece)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("settings", nargs="*", default=["base"])
@@ -161,7 +184,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     import torch
-    from adapt import draw, fit_constant, language_tasks, score, tasks
+    from adapt import fit_constant, language_tasks, tasks
 
     from jevlaya_lab.decisions import adapt_fit
 
@@ -198,8 +221,6 @@ def main(argv=None) -> int:
     for note in notes:
         print("note:", note)
     saved = cached_features(args.checkpoint, args.languages, needed, found, args.cache, parser.error)
-    cached = [(t, *saved["tasks"][t["id"]]) for t in found]
-    positions = {t["id"]: {id(item): i for i, item in enumerate(t["items"])} for t in found}
     print(f"{len(found)} dev questions; features cached; torch threads {torch.get_num_threads()}")
     print(f"{'setting':<60}   k | yes/no choice  ECE   (mean over seeds "
           f"{' '.join(map(str, args.seeds))})")
@@ -207,28 +228,18 @@ def main(argv=None) -> int:
         for name, value in shipped.items():
             setattr(adapt_fit, name, values.get(name, value))
         method = str(values.get("method", "linear"))
+
+        def answer(task_id, q, parts, targets, train_rows, test_rows, values=values, method=method):
+            lp, vectors = parts["base"]
+            if "parts" in values:
+                return PARTS[str(values["parts"])](q, parts, targets, train_rows, test_rows, method, 0)
+            if "self-train" in values:
+                return self_trained(q, lp, vectors, targets, train_rows, test_rows, method, 0,
+                                    float(values["self-train"]))
+            return replay(q, lp, vectors, targets, train_rows, test_rows, method, 0)
         for k in args.k:
-            yn, ch, ece = [], [], []
-            for seed in args.seeds:
-                for t, q, targets, parts in cached:
-                    lp, vectors = parts["base"]
-                    index = positions[t["id"]]
-                    train, test = draw(t["items"], k, seed + k)
-                    test_rows = [index[id(x)] for x in test]
-                    train_rows = [index[id(x)] for x in train]
-                    if "parts" in values:
-                        probs = PARTS[str(values["parts"])](q, parts, targets, train_rows, test_rows, method, 0)
-                    elif "self-train" in values:
-                        probs = self_trained(q, lp, vectors, targets, train_rows, test_rows, method, 0,
-                                             float(values["self-train"]))
-                    else:
-                        probs = replay(q, lp, vectors, targets, train_rows, test_rows, method, 0)
-                    gold = targets[test_rows]
-                    balanced, accuracy, calibration = score(probs.tolist(), gold.tolist(), list(range(q.n_options)))
-                    (yn if t["kind"] == "yesno" else ch).append(balanced if t["kind"] == "yesno" else accuracy)
-                    ece.append(calibration)
-            mean = lambda xs: sum(xs) / len(xs) if xs else math.nan  # noqa: E731
-            print(f"{setting[:60]:<60} {k:>3} | {mean(yn):.3f}  {mean(ch):.3f}  {mean(ece):.3f}", flush=True)
+            yn, ch, ece = mean_figures(found, saved, k, args.seeds, answer)
+            print(f"{setting[:60]:<60} {k:>3} | {yn:.3f}  {ch:.3f}  {ece:.3f}", flush=True)
     for name, value in shipped.items():
         setattr(adapt_fit, name, value)
     return 0

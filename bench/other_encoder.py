@@ -130,27 +130,12 @@ def cosine_figures(encode: Encoder, found: list[dict]) -> dict[str, float]:
 def adapted_figures(found: list[dict], saved: dict, vectors_of) -> dict[int, tuple[float, float, float]]:
     """Per k: mean yes/no balanced accuracy, choice accuracy and ECE of ``adapt``'s default fit on
     ``mini-en``'s log-probabilities and ``vectors_of(task_id, mini_en_vectors)``, over :data:`SEEDS`."""
-    from adapt import draw, score
-    from adapt_levers import replay
+    from adapt_levers import mean_figures, replay
 
-    out = {}
-    for k in LABELS:
-        yes_no, choices, ece = [], [], []
-        for seed in SEEDS:
-            for t in found:
-                q, targets, parts = saved["tasks"][t["id"]]
-                lp, own = parts["base"]
-                row = {id(item): i for i, item in enumerate(t["items"])}
-                train, test = draw(t["items"], k, seed + k)
-                test_rows = [row[id(x)] for x in test]
-                probs = replay(q, lp, vectors_of(t["id"], own), targets, [row[id(x)] for x in train], test_rows,
-                               "linear", 0)
-                balanced, accuracy, calibration = score(probs.tolist(), targets[test_rows].tolist(),
-                                                        list(range(q.n_options)))
-                (yes_no if t["kind"] == "yesno" else choices).append(balanced if t["kind"] == "yesno" else accuracy)
-                ece.append(calibration)
-        out[k] = (sum(yes_no) / len(yes_no), sum(choices) / len(choices), sum(ece) / len(ece))
-    return out
+    def answer(task_id, q, parts, targets, train_rows, test_rows):
+        lp, own = parts["base"]
+        return replay(q, lp, vectors_of(task_id, own), targets, train_rows, test_rows, "linear", 0)
+    return {k: mean_figures(found, saved, k, SEEDS, answer) for k in LABELS}
 
 
 def main(argv=None) -> int:
