@@ -190,16 +190,17 @@ class SharedCooldowns:
         followed by slots at the steady rate puts up to ``2n - 1`` requests in the first
         ``per_s`` seconds, and providers often enforce a per-minute limit over shorter intervals;
         even spacing also leaves each request ``per_s / n`` seconds of margin for network delay
-        before it could fall into the provider's next window. One conditional UPDATE takes a slot,
-        so two workers never get the same one."""
+        before it could fall into the provider's next window. One conditional upsert takes a slot (a
+        model's first request inserts its row), so two workers never get the same one."""
         limit = self.limits.get(name)
         if limit is None:
             return 0.0
         n, per = limit
         step = per / n
         now = time.time()
-        self._execute(f"INSERT INTO {self._rates} (name, tat) VALUES (?, 0) ON CONFLICT (name) DO NOTHING", (name,))
-        done = self._execute(f"UPDATE {self._rates} SET tat = ? WHERE name = ? AND tat <= ?", (now + step, name, now))
+        stored = f"{RATES}.tat"  # the row already stored (the target table, unqualified)
+        done = self._execute(f"INSERT INTO {self._rates} (name, tat) VALUES (?, ?) ON CONFLICT (name) "
+                             f"DO UPDATE SET tat = excluded.tat WHERE {stored} <= ?", (name, now + step, now))
         if done.rowcount == 1:
             return 0.0
         row = self._execute(f"SELECT tat FROM {self._rates} WHERE name = ?", (name,)).fetchone()
