@@ -118,7 +118,18 @@ class AsyncBroker(AsyncCalls):
 
     # lifecycle -------------------------------------------------------------------------------
     async def __aenter__(self) -> AsyncBroker:
-        await self._rt.ready()
+        """Build the pool. ``async with`` never calls ``__aexit__`` when this raises, so a
+        failed entry (a journal that is not a database, a catalogue that cannot be read) closes
+        the broker itself: no writer thread, database handle or key filter outlives it."""
+        try:
+            await self._rt.ready()
+        except BaseException as exc:
+            try:
+                await self._rt.close(0.0)
+            except Exception as also:  # noqa: BLE001 - the entry's failure is the one raised
+                exc.add_note(f"closing the broker after its failed entry also failed: "
+                             f"{type(also).__name__}: {also}")
+            raise
         return self
 
     async def __aexit__(self, *exc: object) -> None:

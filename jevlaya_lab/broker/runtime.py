@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from jevlaya_lab.broker.attempt import Attempts, Parts
 from jevlaya_lab.broker.catalog import CatalogSource
@@ -32,6 +32,9 @@ from jevlaya_lab.broker.transport import Transport
 from jevlaya_lab.journal import JournalWriter, open_store
 from jevlaya_lab.journal.errors import JournalWriteError
 from jevlaya_lab.journal.store import Store
+
+if TYPE_CHECKING:
+    from jevlaya_lab.journal.cooldowns import SharedCooldowns
 
 
 async def off_loop(step: Callable[[], None]) -> None:
@@ -77,7 +80,14 @@ class Runtime:
         # made inside a running event loop, the store opens on first use, from a worker thread,
         # never on the loop; otherwise (the sync Broker) here, so a broken file fails at once
         self.store: Store = open_store(source, home=home, deferred=_in_event_loop())
-        self.keys = KeyResolver(self.store, secrets, Path(dotenv) if dotenv else None)
+        try:  # what can still be refused, before anything else opens; a refusal leaves nothing open
+            self.keys = KeyResolver(self.store, secrets, Path(dotenv) if dotenv else None)
+            book = shared_cooldowns(cooldowns, source, self.store.location)
+        except BaseException:
+            self.store.close()
+            raise
+        # a book the broker made (cooldowns=True) is closed with it; one the caller gave is theirs
+        self.own_book = cast("SharedCooldowns", book) if cooldowns is True else None
         guard_library_logs(self.keys)  # until close(): keys never reach httpx/httpcore logs
         self.writer = JournalWriter(self.store)
         self.journal = CallJournal(self.writer, self.store, durable=durable)
@@ -88,8 +98,7 @@ class Runtime:
         self.registry = Registry(self.store, self.keys, user_models=user_models,
                                  direct_states=direct_states, catalog=catalog,
                                  optimize=optimize, local=local, retention_days=retention_days,
-                                 sync_interval=sync_interval,
-                                 cooldowns=shared_cooldowns(cooldowns, source, self.store.location))
+                                 sync_interval=sync_interval, cooldowns=book)
         self.callers: dict[str | None, Caller] = {None: Caller()}
         self.store_text = store_text
         self._parts: Parts | None = None
@@ -183,6 +192,8 @@ class Runtime:
             await self.transport.aclose()
             await off_loop(self.embedded.stop)
             await off_loop(self.store.close)
+            if self.own_book is not None:
+                await off_loop(self.own_book.close)
             if unwritten is not None:
                 raise unwritten
         finally:

@@ -141,7 +141,13 @@ class Broker(SyncCalls):
         self._engine.observe(observer)
 
     def __enter__(self) -> Broker:
-        self._run(self._engine.__aenter__())
+        """Build the pool; when that fails the broker is closed (its loop thread too) and the
+        failure raised, as ``with`` never calls ``__exit__`` then."""
+        try:
+            self._run(self._engine.__aenter__())
+        except BaseException:
+            self.close()
+            raise
         return self
 
     def __exit__(self, *exc: object) -> None:
