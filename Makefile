@@ -58,8 +58,12 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(PIP) install -q --no-deps diskcache==5.6.3
 	touch $@
 
+# Two worker processes, each taking whole files (a module's fixtures, servers and models are
+# built once), each with one torch/OpenMP thread: two cores busy without oversubscribing them.
+# TEST_WORKERS=0 runs in this process, one test after another.
+TEST_WORKERS ?= 2
 test: setup
-	$(PY) -m pytest -q
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # ruff and mypy on the package, as configured in pyproject.toml
 lint: setup

@@ -22,7 +22,6 @@ from typing import Any
 import pytest
 
 DATASET_FOLDERS = ("clinc150", "banking77", "hwu64")
-_missing: list[str] = []
 
 
 def public_datasets_dir() -> Path | None:
@@ -43,18 +42,23 @@ def _where() -> str:
                  "to the folder that holds them")
 
 
+SKIP_REASON = "public datasets absent"
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.get_closest_marker("public_datasets") is None or public_datasets_dir() is not None:
         return
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(f"the public datasets are missing and CI=true: {_where()}", pytrace=False)
-    _missing.append(item.nodeid)
-    pytest.skip(f"public datasets absent: {_where()}")
+    pytest.skip(f"{SKIP_REASON}: {_where()}")
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if _missing:
-        terminalreporter.write_line(f"{len(_missing)} test(s) skipped for want of the public datasets: "
+    """Counted from the skip reports, which reach the process that prints the summary whether the
+    tests ran here or in pytest-xdist's workers (``make test`` runs them in two)."""
+    missing = [r for r in terminalreporter.stats.get("skipped", []) if SKIP_REASON in str(r.longrepr)]
+    if missing:
+        terminalreporter.write_line(f"{len(missing)} test(s) skipped for want of the public datasets: "
                                     f"{_where()}")
 
 

@@ -11,6 +11,11 @@ The image is the same as one built when the first test asks for it: the same fun
 step failed, and remove it when the module is done. At the end of the run, a build still going
 (the run stopped early, or deselected its tests after collection) is stopped by its process
 group's id and its folder removed.
+
+Under pytest-xdist (``make test`` runs two workers) every worker collects every test, so none
+starts the build at collection: the worker that gets the Binder tests builds on first use. Its
+wait is not lost time, as the build then takes that worker's core while the other worker runs
+tests.
 """
 
 from __future__ import annotations
@@ -87,6 +92,8 @@ def _uses_image(item: pytest.Item) -> bool:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # each worker collects all: build on first use
+        return
     if session.config.option.collectonly or not any(_uses_image(item) for item in session.items):
         return
     session.config.stash[_build_key] = BackgroundBuild()
