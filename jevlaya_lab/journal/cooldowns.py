@@ -21,18 +21,24 @@ free slot waits for the next one instead of sending.
 Reads are cached for ``refresh_s`` (default 0.25 s) so a busy pool does not query the database on
 every pick; a cooldown written elsewhere is seen within that time.
 
-Every time stored here is the writing process's ``time.time()``. Processes of one machine share one
-clock; brokers on several machines share the cooldowns and the limit only as well as their clocks
-agree (NTP keeps them within milliseconds; a worker whose clock runs a second ahead takes slots a
-second early).
+Every time a caller gives or gets is on its own clock (``time.time()``, what a broker uses). On
+PostgreSQL, which machines share, the times stored are on the database server's clock: each book
+measures how far its clock is from the server's when it opens, and again every
+:data:`CLOCK_CHECK_S` seconds (the query with the shortest round trip of three, the offset taken at
+its midpoint), and converts both ways. So a Dask worker whose clock runs seconds ahead or behind
+still sees a cooldown end when the others do and takes its rate slots in turn, to within half a
+round trip to the server. A SQLite file is shared by the processes of one machine only, which share
+one clock: its times are stored as they are.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,16 +52,26 @@ TABLE = "shared_cooldowns"
 RATES = "shared_rate_slots"
 DEFAULT_PROBE_S = 2.0
 DEFAULT_REFRESH_S = 0.25
+CLOCK_CHECK_S = 60.0
+"""How often (seconds) a book on PostgreSQL measures its clock's offset from the server's again:
+NTP slews a clock slowly, and a clock set by hand jumps."""
 
 
 class SharedCooldowns:
     """A cooldown book in the database ``source`` names (a path / ``sqlite:///`` or a
-    ``postgresql://`` URL, as for a Broker); see the module docstring."""
+    ``postgresql://`` URL, as for a Broker); see the module docstring.
+
+    ``clock`` is the clock of the times given to and returned by the book: ``time.time``, the one a
+    broker's pool reads (another only where every time the caller passes is on it)."""
 
     def __init__(self, source: str | os.PathLike[str], *, probe_s: float = DEFAULT_PROBE_S,
                  refresh_s: float = DEFAULT_REFRESH_S,
-                 limits: dict[str, tuple[int, float]] | None = None) -> None:
+                 limits: dict[str, tuple[int, float]] | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
         text = os.fspath(source)
+        self.clock = clock
+        self._offset = 0.0  # the database's clock less ours (PostgreSQL: measured; SQLite: one machine)
+        self._offset_checked = -math.inf
         self.location = redact_url(text)
         self.probe_s = float(probe_s)
         self.refresh_s = float(refresh_s)
@@ -80,6 +96,7 @@ class SharedCooldowns:
         self._rates = self._table.replace(TABLE, RATES)
         try:
             self._create_tables()
+            self._check_clock()
         except BaseException:  # a book that failed to open leaves no connection behind
             self._conn.close()
             raise
@@ -105,6 +122,31 @@ class SharedCooldowns:
             for sql in statements:
                 self._conn.execute(sql)
 
+    def _check_clock(self) -> None:
+        """Measure the offset of the server's clock from ours again when it is due (PostgreSQL)."""
+        if not self._pg or time.monotonic() - self._offset_checked < CLOCK_CHECK_S:
+            return
+        samples = []
+        for _ in range(3):
+            before = self.clock()
+            with self._lock:
+                server = float(self._conn.execute("SELECT extract(epoch FROM clock_timestamp())").fetchone()[0])
+            after = self.clock()
+            samples.append((after - before, server - (before + after) / 2))
+        self._offset = min(samples)[1]
+        self._offset_checked = time.monotonic()
+
+    @property
+    def clock_offset(self) -> float:
+        """Seconds the database's clock is ahead of ``clock`` (``0.0`` on SQLite)."""
+        return self._offset
+
+    def _to_db(self, t: float) -> float:
+        return t + self._offset if t else 0.0
+
+    def _from_db(self, t: float) -> float:
+        return t - self._offset if t else 0.0
+
     def _pg_connect(self, url: str) -> Any:
         try:
             import psycopg
@@ -128,13 +170,16 @@ class SharedCooldowns:
             return self._conn.execute(self._sql(sql), args)
 
     def _row(self, name: str) -> tuple[float, float] | None:
+        """``(cool_until, probe_until)`` as stored, on the database's clock: compared and written back
+        as they are (a round trip through our clock could change a float's last bit)."""
         row = self._execute(f"SELECT cool_until, probe_until FROM {self._table} WHERE name = ?", (name,)).fetchone()
         return None if row is None else (float(row[0]), float(row[1]))
 
     # -- the cooldown book --------------------------------------------------------------------
     def until(self, name: str) -> float:
         """When ``name``'s cooldown ends for this process (``0.0``: none, or its probe is ours)."""
-        now = time.time()
+        self._check_clock()
+        now = self.clock()
         cached = self._seen.get(name)
         if cached is not None and now - cached[1] < self.refresh_s and (cached[0] == 0.0 or cached[0] > now):
             return cached[0]
@@ -143,26 +188,27 @@ class SharedCooldowns:
         return value
 
     def _read(self, name: str, now: float) -> float:
+        """``until``'s answer from the stored row; ``now`` is on our clock, the row on the database's."""
         if self._claimed.get(name, 0.0) > now:
             return 0.0  # this process holds the probe
         row = self._row(name)
         if row is None or row[0] == 0.0:
             return 0.0
         until, probe_until = row
-        if until > now:
-            return until
+        db_now = self._to_db(now)
+        if until > db_now:
+            return self._from_db(until)
         if probe_until == 0.0:  # the cooldown is over and nobody probes yet: try to be the one
-            claim = now + self.probe_s
             done = self._execute(f"UPDATE {self._table} SET probe_until = ? WHERE name = ? AND cool_until = ? "
-                                 "AND probe_until = 0", (claim, name, until))
+                                 "AND probe_until = 0", (db_now + self.probe_s, name, until))
             if done.rowcount == 1:
-                self._claimed[name] = claim
+                self._claimed[name] = now + self.probe_s
                 return 0.0
             row = self._row(name)  # another process claimed it first
             held = 0.0 if row is None else max(row)
-            return held if held > now else 0.0
-        if probe_until > now:
-            return probe_until  # another process is probing
+            return self._from_db(held) if held > db_now else 0.0
+        if probe_until > db_now:
+            return self._from_db(probe_until)  # another process is probing
         # the probe window passed with no new cooldown: the model answers again, for everyone
         self._execute(f"UPDATE {self._table} SET cool_until = 0, probe_until = 0 WHERE name = ? AND cool_until = ?",
                       (name, until))
@@ -170,19 +216,21 @@ class SharedCooldowns:
 
     def extend(self, name: str, until: float) -> float:
         """Record that ``name`` cools until at least ``until``; the end that holds now."""
+        self._check_clock()
         self._claimed.pop(name, None)
         held_here = f"{TABLE}.cool_until"  # the row already stored (the target table, unqualified)
         self._execute(f"INSERT INTO {self._table} (name, cool_until, probe_until) VALUES (?, ?, 0) "
                       f"ON CONFLICT (name) DO UPDATE SET cool_until = CASE WHEN excluded.cool_until > {held_here} "
-                      f"THEN excluded.cool_until ELSE {held_here} END, probe_until = 0", (name, float(until)))
+                      f"THEN excluded.cool_until ELSE {held_here} END, probe_until = 0",
+                      (name, self._to_db(float(until))))
         row = self._row(name)
-        held = float(until) if row is None else row[0]
-        self._seen[name] = (held, time.time())
+        held = float(until) if row is None else self._from_db(row[0])
+        self._seen[name] = (held, self.clock())
         return held
 
     def take(self, name: str) -> float:
         """A request slot for ``name`` under its shared rate limit: ``0.0`` when granted (counted),
-        else the time (``time.time()``) the next slot opens. Models without a limit always get one.
+        else the time (on ``clock``) the next slot opens. Models without a limit always get one.
 
         Slots are spaced evenly, one every ``per_s / n`` seconds, over one stored number per model
         (the earliest time of the next slot): so no window of ``per_s`` seconds, wherever it
@@ -197,14 +245,15 @@ class SharedCooldowns:
             return 0.0
         n, per = limit
         step = per / n
-        now = time.time()
+        self._check_clock()
+        now = self.clock() + self._offset
         stored = f"{RATES}.tat"  # the row already stored (the target table, unqualified)
         done = self._execute(f"INSERT INTO {self._rates} (name, tat) VALUES (?, ?) ON CONFLICT (name) "
                              f"DO UPDATE SET tat = excluded.tat WHERE {stored} <= ?", (name, now + step, now))
         if done.rowcount == 1:
             return 0.0
         row = self._execute(f"SELECT tat FROM {self._rates} WHERE name = ?", (name,)).fetchone()
-        return max(now + 0.001, float(row[0]))
+        return max(now + 0.001, float(row[0])) - self._offset
 
     def close(self) -> None:
         with self._lock:

@@ -70,6 +70,42 @@ def test_no_window_of_the_limit_s_length_holds_more_than_its_requests(tmp_path):
         book.close()
 
 
+def test_a_worker_whose_clock_runs_ahead_sees_the_same_cooldowns_and_takes_slots_in_turn(
+        pg_server, pg_database):
+    """Two workers on PostgreSQL whose clocks disagree by 30 s (one book's clock set ahead): each
+    measures its offset from the server's clock, so a cooldown one writes ends for the other at the
+    same moment, and their rate slots interleave under one limit. Stored on the writers' own
+    clocks, the worker ahead would see every cooldown over 30 s early and hold the limit's next
+    slot 30 s away from the other."""
+    url = pg_server.url(pg_database)
+    skew = 30.0
+    honest = SharedCooldowns(url, refresh_s=0, limits={"m": (3, 1.0)})
+    ahead = SharedCooldowns(url, refresh_s=0, limits={"m": (3, 1.0)}, clock=lambda: time.time() + skew)
+    assert honest.clock_offset == pytest.approx(0.0, abs=0.05)  # the server runs on this machine
+    assert ahead.clock_offset == pytest.approx(-skew, abs=0.05)
+    end = time.time() + 5
+    honest.extend("c", end)
+    assert ahead.until("c") == pytest.approx(end + skew, abs=0.05)  # still cooling, on its own clock
+    end = time.time() + 5
+    ahead.extend("d", end + skew)  # on its own clock
+    assert honest.until("d") == pytest.approx(end, abs=0.05)
+    honest.extend("e", time.time() + 0.2)
+    time.sleep(0.3)
+    seen = [ahead.until("e"), honest.until("e")]
+    assert seen.count(0.0) == 1 and max(seen) > 0, seen  # over for both; exactly one sends the probe
+    granted = []
+    for book in (honest, ahead, honest, ahead, honest):  # each in turn waits for its slot, then takes it
+        while (next_slot := book.take("m")) != 0.0:
+            wait = next_slot - book.clock()
+            assert wait < 0.4, wait  # the next slot is a third of a second away on its own clock
+            time.sleep(max(0.0, wait))
+        granted.append(time.time())
+    gaps = [b - a for a, b in zip(granted, granted[1:])]
+    assert all(gap > 1 / 3 - 0.02 for gap in gaps), gaps  # one limit for both: a third of a second apart
+    honest.close()
+    ahead.close()
+
+
 def test_a_refused_key_seen_by_one_broker_keeps_the_other_off_the_model(tmp_path):
     with serve({"a": tiny_chat_model(seed=0, name="a")}, faults={"a": FaultProfile(status=401)}) as server:
         journal = tmp_path / "journal.db"
