@@ -84,7 +84,11 @@ class AsyncBroker(AsyncCalls):
     ``True`` makes every call return only once its journal rows are committed (a crash of the
     process right after loses none); by default a call may return with up to
     ``JOURNAL_WINDOW_ROWS`` rows still being written (:mod:`jevlaya_lab.broker.journaling`). Use it as
-    ``async with AsyncBroker() as broker:``.
+    ``async with AsyncBroker() as broker:``. One dropped without ``aclose()`` (a notebook cell run
+    again) is released when the garbage collector takes it and every handle made from it: its
+    journal rows are written and its thread, database handle and connections closed
+    (:func:`jevlaya_lab.broker.runtime.release_dropped`); at interpreter exit only ``aclose()``
+    or ``async with`` does that.
     """
 
     def __init__(self, source: str | Path | None = None, *,

@@ -14,6 +14,9 @@ returns them as :class:`Parts`). A call then runs top to bottom on those parts
 from __future__ import annotations
 
 import asyncio
+import logging
+import threading
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -32,6 +35,8 @@ from jevlaya_lab.broker.transport import Transport
 from jevlaya_lab.journal import JournalWriter, open_store
 from jevlaya_lab.journal.errors import JournalWriteError
 from jevlaya_lab.journal.store import Store
+
+log = logging.getLogger("jevlaya_lab.broker")
 
 if TYPE_CHECKING:
     from jevlaya_lab.journal.cooldowns import SharedCooldowns
@@ -105,6 +110,13 @@ class Runtime:
         self._ready_lock: asyncio.Lock | None = None
         self._close_done: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_box: list[asyncio.AbstractEventLoop] = []  # the loop, for the finalizer below
+        # dropped without close() (an AsyncBroker re-made in a notebook cell, its handles gone):
+        # release what would otherwise live on, a writer thread, a database handle, the key filter
+        self._dropped = weakref.finalize(self, release_dropped, self.journal, self.writer, self.store,
+                                         self.keys, self.embedded, self.own_book, self.transport,
+                                         self._loop_box)
+        self._dropped.atexit = False  # see release_dropped
 
     # what tests and the engine read ------------------------------------------------------------
     @property
@@ -161,6 +173,7 @@ class Runtime:
         async with self._ready_lock:
             if self._parts is None:
                 self._loop = asyncio.get_running_loop()
+                self._loop_box.append(self._loop)
                 pool = await asyncio.to_thread(self.registry.build_pool)
                 self.journal.quality = pool.quality
                 self._parts = Parts(pool, Attempts(pool, self.journal, self.transport,
@@ -176,6 +189,7 @@ class Runtime:
                 await self._close_done.wait()
             return
         gate.closed = True
+        self._dropped.detach()
         self._close_done = asyncio.Event()
         try:
             await self.registry.stop()
@@ -199,6 +213,57 @@ class Runtime:
         finally:
             guard_library_logs(self.keys, on=False)
             self._close_done.set()
+
+
+def release_dropped(journal: CallJournal, writer: JournalWriter, store: Store, keys: KeyResolver,
+                    embedded: EmbeddedServer, own_book: SharedCooldowns | None, transport: Transport,
+                    loop_box: list[asyncio.AbstractEventLoop]) -> None:
+    """A runtime's finalizer, when it was never closed and nothing refers to it any more (no
+    broker, scoped or direct handle, stream or call).
+
+    It hands the call journal's last rows to the writer (they wait there for a batch to fill, and
+    were lost with a dropped broker), writes them and stops the writer thread, stops local servers,
+    closes the store and the cooldown book the broker made, takes its keys off the library
+    loggers' filter, and closes its HTTP connections on the loop they belong to when that loop is
+    still open (else the garbage collector closes them). Each step runs even when one before it
+    failed; a failure is logged (rows saved to the spill file name it), never raised into the
+    thread that happened to collect the runtime. It does not run at interpreter exit, where a sync
+    ``Broker``'s own finalizer may be closing the same parts on its loop thread."""
+    def release() -> None:
+        def write() -> None:
+            journal.hand_over()
+            writer.close()
+
+        def unguard() -> None:
+            guard_library_logs(keys, on=False)
+
+        steps: list[Callable[[], None]] = [write, embedded.stop, store.close,
+                                           *([own_book.close] if own_book else []), unguard]
+        for step in steps:
+            try:
+                step()
+            except Exception as exc:  # noqa: BLE001 - logged: a finalizer has no caller to raise to
+                log.warning("releasing a broker dropped without close(): %s: %s", type(exc).__name__, exc)
+
+    loop = loop_box[0] if loop_box else None
+    if loop is not None and not loop.is_closed():
+        try:
+            loop.call_soon_threadsafe(_close_soon, transport)
+        except RuntimeError:  # closed in between
+            pass
+    if threading.current_thread().name == "jevlaya-journal":  # collected on the writer's own thread
+        threading.Thread(target=release, name="jevlaya-journal-release").start()
+    else:
+        release()
+
+
+_closing: set[asyncio.Task[None]] = set()  # held until done: the loop keeps only weak references
+
+
+def _close_soon(transport: Transport) -> None:
+    task = asyncio.get_running_loop().create_task(transport.aclose())
+    _closing.add(task)
+    task.add_done_callback(_closing.discard)
 
 
 def shared_cooldowns(cooldowns: Any, source: str | Path | None, location: str) -> CooldownBook | None:

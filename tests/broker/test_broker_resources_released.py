@@ -1,7 +1,7 @@
-"""A broker that fails to open, or whose ``async with`` entry fails, leaves nothing open: no
-journal writer thread, no database handle, no key filter on the HTTP libraries' loggers (which
-would also keep the broker's keys in memory). And a broker closes the cooldown book it made
-itself (``cooldowns=True``), but never one the caller passed in.
+"""A broker that fails to open, whose ``async with`` entry fails, or that is dropped without being
+closed, leaves nothing open: no journal writer thread, no database handle, no key filter on the
+HTTP libraries' loggers (which would also keep the broker's keys in memory). And a broker closes
+the cooldown book it made itself (``cooldowns=True``), but never one the caller passed in.
 
 Each case repeats the failure several times and counts what a long-running process would see
 grow: threads, open file descriptors on the journal file, registered key resolvers."""
@@ -9,6 +9,7 @@ grow: threads, open file descriptors on the journal file, registered key resolve
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import threading
@@ -113,3 +114,35 @@ def test_the_key_filter_leaves_with_the_last_open_broker(db, cfg) -> None:
     assert log_filters() == opened > before
     second.close()
     assert log_filters() == before
+
+
+def test_async_brokers_dropped_without_closing_release_everything_and_journal_their_calls(
+        db, cfg) -> None:
+    """A notebook cell that makes an AsyncBroker and is run again drops the last one unclosed."""
+    before = (journal_threads(), log_filters())
+
+    async def cells() -> None:
+        for _ in range(3):
+            broker = AsyncBroker(db, models=cfg("a"), catalog=[], secrets={"K": "sk-" + "x" * 30})
+            assert (await broker.ask("hi", max_tokens=2)).llm_name == "a"
+            del broker
+            gc.collect()
+
+    asyncio.run(cells())
+    assert (journal_threads(), log_filters()) == before
+    assert handles_on(db) == 0
+    with Broker(db, models=cfg("a"), catalog=[]) as reader:
+        assert len(reader.calls()) == 3  # every dropped broker's call was written
+
+
+def test_a_scoped_handle_keeps_its_dropped_async_broker_open(db, cfg) -> None:
+    async def scoped() -> None:
+        team = AsyncBroker(db, models=cfg("a"), catalog=[]).for_scope("team")
+        gc.collect()
+        assert (await team.ask("hi", max_tokens=2)).llm_name == "a"  # the broker is not closed under it
+        threads = journal_threads()
+        del team
+        gc.collect()
+        assert journal_threads() == threads - 1
+
+    asyncio.run(scoped())
