@@ -9,6 +9,12 @@ CI run can never pass without the data.
 
 It also holds the one fixture that runs a check as another user, ``as_someone_else``: the
 tests run as root here, where a ``chmod`` stops nothing.
+
+And, for ``make test``'s two pytest-xdist workers (``--dist loadfile``: whole files to a worker),
+the one exception to "a file is a unit of work": the files in :data:`RUN_APART` go to one worker
+as one unit, one after another. Each starts its own crowd of processes (a Jupyter server, a
+browser, kernels, a Dask cluster's workers); two of them at once on two cores starved each other
+until a Dask worker outlived its nanny's 4-second grace at close and a cell printed the kill.
 """
 
 from __future__ import annotations
@@ -40,6 +46,26 @@ def _where() -> str:
     return (f"JEVLAYA_DATA_DIR={env} does not hold {', '.join(f + '/' for f in DATASET_FOLDERS)}" if env
             else f"put {', '.join(f + '/' for f in DATASET_FOLDERS)} in {beside} or set JEVLAYA_DATA_DIR "
                  "to the folder that holds them")
+
+
+RUN_APART = ("tests/frames/test_frames_dask.py", "tests/notebooks/test_binder_build.py",
+             "tests/widgets/test_tutorials_in_jupyterlab.py")
+"""Test files that start many processes each; under pytest-xdist they run in one worker, in turn."""
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile`` with the files of :data:`RUN_APART` as one unit of work (any other
+    ``--dist`` is left to pytest-xdist)."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class LoadFileRunApart(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return "run-apart" if scope in RUN_APART else scope
+
+    return LoadFileRunApart(config, log)
 
 
 SKIP_REASON = "public datasets absent"
