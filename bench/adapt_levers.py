@@ -10,12 +10,13 @@ states with the fitted correction applied exactly as the adapted Agent applies i
 (``tests/decisions/test_adapt.py``) checks that this replay gives the adapted Agent's answers.
 
 Each setting is ``NAME=VALUE[,NAME=VALUE...]`` over adapt_fit's float constants, or
-``method=<method>``, or ``self-train=M``, or ``parts=own|open|both|cv``; ``base`` is the module as
+``method=<method>``, or ``self-train=M``, or ``parts=own|open|both|cv|concat``; ``base`` is the module as
 it ships. ``parts=`` (a checkpoint with an open part, :mod:`jevlaya_lab.decisions.open_questions`)
 fits every question on that part's features whatever the route says; ``both`` fits each part
 alone and answers with the mean of the two fitted probabilities (two encoders' views of the same
 labels, which ``adapt`` does not combine); ``cv`` fits each part alone and answers with the one
-whose labels' cross-validated log-loss is lower (a part chosen per question from its labels).
+whose labels' cross-validated log-loss is lower (a part chosen per question from its labels);
+``concat`` fits one correction over both parts' state vectors side by side.
 ``self-train=M`` measures self-training, which ``adapt`` does not do: after the fit, the held-out
 states' most confident answers of each predicted class (M per label the class was given) join the
 labels, and a second fit answers the held-out states. It reads the unlabelled states, so it would
@@ -121,9 +122,18 @@ def lower_cv_part(q, parts, targets, train_rows, test_rows, method, seed):
     return replay(q, *parts[chosen], targets, train_rows, test_rows, method, seed)
 
 
+def concatenated_parts(q, parts, targets, train_rows, test_rows, method, seed):
+    """:func:`replay` on the answering part's log-probabilities with one correction over both parts'
+    state vectors side by side (one fit reads both encoders; ``both`` averages two fits)."""
+    import torch
+
+    vectors = torch.cat([parts["own"][1], parts["open"][1]], dim=1)
+    return replay(q, parts["base"][0], vectors, targets, train_rows, test_rows, method, seed)
+
+
 PARTS = {"own": lambda q, parts, *rest: replay(q, *parts["own"], *rest),
          "open": lambda q, parts, *rest: replay(q, *parts["open"], *rest),
-         "both": both_parts, "cv": lower_cv_part}
+         "both": both_parts, "cv": lower_cv_part, "concat": concatenated_parts}
 """What each ``parts=`` setting answers with, from :func:`features`' parts and the replay's arguments."""
 
 
@@ -199,7 +209,7 @@ def main(argv=None) -> int:
             if part.startswith("parts="):
                 values["parts"] = part.partition("=")[2]
                 if values["parts"] not in PARTS:
-                    parser.error(f"{part}: use parts=own, parts=open, parts=both or parts=cv")
+                    parser.error(f"{part}: use parts=own, parts=open, parts=both, parts=cv or parts=concat")
                 continue
             if part.startswith("self-train="):
                 try:
@@ -210,7 +220,7 @@ def main(argv=None) -> int:
             try:
                 name, number = fit_constant(part)
             except ValueError as exc:
-                parser.error(f"{exc}, or method=<method>, or self-train=M, or parts=own|open|both|cv")
+                parser.error(f"{exc}, or method=<method>, or self-train=M, or parts=own|open|both|cv|concat")
             values[name] = number
         parsed_settings.append((setting, values))
     varied = {name for _, values in parsed_settings for name in values
