@@ -359,6 +359,12 @@ def test_the_both_parts_lever_is_the_mean_of_adapting_each_part(tmp_path) -> Non
     loss = {p: min(adapt_fit.fit_question(q, parts[p][0][:12], parts[p][1][:12], targets[:12],
                                           method="linear")[2].cv_log_loss.values()) for p in ("own", "open")}
     assert torch.equal(chosen, replayed[min(loss, key=loss.get)])
+    # parts=concat: the answering part's log-probabilities, one correction that reads both parts' vectors
+    side_by_side = adapt_levers.concatenated_parts(q, parts, targets, rows, held, "linear", 0)
+    assert side_by_side.shape == replayed["open"].shape
+    assert torch.allclose(side_by_side.sum(dim=1), torch.ones(len(held), dtype=side_by_side.dtype))
+    assert not torch.allclose(side_by_side, adapt_levers.replay(q, *parts["base"], targets, rows, held, "linear", 0),
+                              atol=1e-3)  # the own part's vectors moved the answer
 
 
 def test_separable_labels_without_a_penalty_fit_finite_numbers(either: Agent) -> None:
