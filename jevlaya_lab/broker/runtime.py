@@ -35,6 +35,7 @@ from jevlaya_lab.broker.transport import Transport
 from jevlaya_lab.journal import JournalWriter, open_store
 from jevlaya_lab.journal.errors import JournalWriteError
 from jevlaya_lab.journal.store import Store
+from jevlaya_lab.journal.writer import WRITER_THREAD
 
 log = logging.getLogger("jevlaya_lab.broker")
 
@@ -109,8 +110,9 @@ class Runtime:
         self._parts: Parts | None = None
         self._ready_lock: asyncio.Lock | None = None
         self._close_done: asyncio.Event | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._loop_box: list[asyncio.AbstractEventLoop] = []  # the loop, for the finalizer below
+        # the loop the pool was built on (one element once built): a list, so that the finalizer
+        # below holds it without holding the runtime
+        self._loop_box: list[asyncio.AbstractEventLoop] = []
         # dropped without close() (an AsyncBroker re-made in a notebook cell, its handles gone):
         # release what would otherwise live on, a writer thread, a database handle, the key filter
         self._dropped = weakref.finalize(self, release_dropped, self.journal, self.writer, self.store,
@@ -156,7 +158,7 @@ class Runtime:
         self.gate.check()
         parts = self._parts
         if parts is not None:
-            if self._loop is not asyncio.get_running_loop():
+            if self._loop_box[0] is not asyncio.get_running_loop():
                 raise RuntimeError("this AsyncBroker belongs to another event loop (its HTTP "
                                    "connections live there); create one broker per loop, or "
                                    "use the sync Broker from several threads")
@@ -172,8 +174,7 @@ class Runtime:
             self._ready_lock = asyncio.Lock()
         async with self._ready_lock:
             if self._parts is None:
-                self._loop = asyncio.get_running_loop()
-                self._loop_box.append(self._loop)
+                self._loop_box[:] = [asyncio.get_running_loop()]
                 pool = await asyncio.to_thread(self.registry.build_pool)
                 self.journal.quality = pool.quality
                 self._parts = Parts(pool, Attempts(pool, self.journal, self.transport,
@@ -204,15 +205,20 @@ class Runtime:
             except JournalWriteError as exc:  # rows saved for the next broker: say so, after closing
                 unwritten = exc
             await self.transport.aclose()
-            await off_loop(self.embedded.stop)
-            await off_loop(self.store.close)
-            if self.own_book is not None:
-                await off_loop(self.own_book.close)
+            for step in _after_http(self.embedded, self.store, self.own_book):
+                await off_loop(step)
             if unwritten is not None:
                 raise unwritten
         finally:
             guard_library_logs(self.keys, on=False)
             self._close_done.set()
+
+
+def _after_http(embedded: EmbeddedServer, store: Store,
+                own_book: SharedCooldowns | None) -> list[Callable[[], None]]:
+    """The blocking steps of closing once the journal is written and HTTP is closed, in order (both
+    :meth:`Runtime.close` and :func:`release_dropped` take them)."""
+    return [embedded.stop, store.close, *([own_book.close] if own_book is not None else [])]
 
 
 def release_dropped(journal: CallJournal, writer: JournalWriter, store: Store, keys: KeyResolver,
@@ -237,9 +243,7 @@ def release_dropped(journal: CallJournal, writer: JournalWriter, store: Store, k
         def unguard() -> None:
             guard_library_logs(keys, on=False)
 
-        steps: list[Callable[[], None]] = [write, embedded.stop, store.close,
-                                           *([own_book.close] if own_book else []), unguard]
-        for step in steps:
+        for step in [write, *_after_http(embedded, store, own_book), unguard]:
             try:
                 step()
             except Exception as exc:  # noqa: BLE001 - logged: a finalizer has no caller to raise to
@@ -251,7 +255,7 @@ def release_dropped(journal: CallJournal, writer: JournalWriter, store: Store, k
             loop.call_soon_threadsafe(_close_soon, transport)
         except RuntimeError:  # closed in between
             pass
-    if threading.current_thread().name == "jevlaya-journal":  # collected on the writer's own thread
+    if threading.current_thread().name == WRITER_THREAD:  # collected on the writer's own thread
         threading.Thread(target=release, name="jevlaya-journal-release").start()
     else:
         release()

@@ -49,6 +49,8 @@ RETRY_FIRST_S = 0.2
 RETRY_MAX_S = 5.0
 MAX_BACKLOG = 20_000
 CLOSE_WAIT_S = 5.0
+WRITER_THREAD = "jevlaya-journal"
+"""The name of every writer's thread (a finalizer that may run on it checks by this name)."""
 
 Row = tuple[int, str, dict[str, Any]]  # (sequence number, "a" attempt / "r" rating, row)
 
@@ -83,7 +85,7 @@ class JournalWriter:
         self.lost = 0  # rows neither written nor saved (each logged at ERROR)
         self.retries = 0
         self.last_error: str | None = None
-        self._thread = threading.Thread(target=self._run, name="jevlaya-journal", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=WRITER_THREAD, daemon=True)
         self._thread.start()
 
     # producers ------------------------------------------------------------------------------

@@ -24,10 +24,11 @@ from jevlaya_lab.broker.errors import CatalogError
 from jevlaya_lab.broker.keys import LIBRARY_LOGGERS
 from jevlaya_lab.journal import JournalFileError
 from jevlaya_lab.journal.cooldowns import SharedCooldowns
+from jevlaya_lab.journal.writer import WRITER_THREAD
 
 
 def journal_threads() -> int:
-    return sum(t.name == "jevlaya-journal" for t in threading.enumerate())
+    return sum(t.name == WRITER_THREAD for t in threading.enumerate())
 
 
 def handles_on(path: Path) -> int:
