@@ -18,7 +18,9 @@ thread everywhere so the in-process run and each Dask worker do the same work):
 - ``frames.decide``: the table call, DataFrame out;
 - ``dask 1 worker`` / ``dask 2 workers``: ``frames.decide`` on a Dask DataFrame of 16 partitions on a
   LocalCluster of worker processes (one thread each), timed after every worker has loaded the
-  checkpoint (a warm-up compute), with each worker's peak RSS.
+  checkpoint (a warm-up compute), with each worker's peak RSS;
+- ``cluster.close``: closing a 2-worker cluster whose workers loaded mini-en, as shipped and with
+  the frames cache's exit step disabled (``bench_close``).
 
 Peak RSS per worker is the worker process's own: the workers are started with the ``spawn``
 method (a fresh interpreter exec'd by its nanny, so a new address space), and before a worker
@@ -196,7 +198,45 @@ def bench_decide(n: int, use_dask: bool, rounds: int = 1) -> dict:
     out["in_process_peak_rss_mb"] = peak_rss_mb()
     if use_dask:
         out["dask"] = {str(k): bench_dask(df, qs, k) for k in (1, 2)}
+        out["cluster_close"] = bench_close(df, qs)
     return out
+
+
+def _without_the_exit_step() -> int:
+    """Runs in a worker before it loads anything: marks the frames cache's exit step as taken, so
+    this process leaves with the interpreter's full teardown (the reference of ``bench_close``)."""
+    from jevlaya_lab.frames import deciding
+
+    deciding._EXIT_STEP.append(lambda: None)
+    return os.getpid()
+
+
+def bench_close(df: pd.DataFrame, qs: dict, rounds: int = 2) -> dict:
+    """``cluster.close()`` of a 2-worker LocalCluster whose workers loaded mini-en: as shipped (the
+    frames cache's exit step freezes the collector) against the same cluster with the step
+    disabled (the interpreter's full teardown), alternated ``rounds`` times. A nanny kills a worker
+    still alive 4 s after it asked it to stop; the kill prints a warning in the user's cell."""
+    import dask.dataframe as dd
+    from distributed import Client, LocalCluster
+
+    from jevlaya_lab.frames import decide
+
+    got: dict[str, list[float]] = {"shipped": [], "full_teardown": []}
+    for _ in range(rounds):
+        for kind in got:
+            cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                   dashboard_address=":0", env={"OMP_NUM_THREADS": "1"})
+            client = Client(cluster)
+            client.wait_for_workers(2)
+            if kind == "full_teardown":
+                client.run(_without_the_exit_step)
+            decide(dd.from_pandas(df.iloc[:16], npartitions=4), qs, checkpoint="mini-en", state="body").compute()
+            client.close()
+            started = time.perf_counter()
+            cluster.close()
+            got[kind].append(time.perf_counter() - started)
+            print(f"  cluster.close, {kind:<13} {got[kind][-1]:.2f} s", flush=True)
+    return {kind: {"close_s": times, "best_s": min(times)} for kind, times in got.items()}
 
 
 def _proc_status_mb(*fields: str) -> dict[str, float]:
@@ -392,6 +432,11 @@ def summary(results: dict) -> list[str]:
                          "2 cores: 1.6-1.9x expected)")
             peak = max(one["worker_peak_rss_mb"] + two["worker_peak_rss_mb"])
             lines.append(f"  peak RSS per worker            {peak:.0f} MB  (target <= 700; each worker's own)")
+        if "cluster_close" in decided:
+            close = decided["cluster_close"]
+            lines.append(f"  cluster.close / full teardown  {close['shipped']['best_s'] / close['full_teardown']['best_s']:.3f}"
+                         f"  ({close['shipped']['best_s']:.2f} vs {close['full_teardown']['best_s']:.2f} s, best of "
+                         f"{len(close['shipped']['close_s'])}; a nanny kills a worker after 4 s)")
     asked = results.get("ask")
     if asked:
         lines.append(f"ask, {asked['rows']} rows (frames.ask / plain httpx gather at the same concurrency):")

@@ -13,8 +13,10 @@ tests run as root here, where a ``chmod`` stops nothing.
 And, for ``make test``'s two pytest-xdist workers (``--dist loadfile``: whole files to a worker),
 the one exception to "a file is a unit of work": the files in :data:`RUN_APART` go to one worker
 as one unit, one after another. Each starts its own crowd of processes (a Jupyter server, a
-browser, kernels, a Dask cluster's workers); two of them at once on two cores starved each other
-until a Dask worker outlived its nanny's 4-second grace at close and a cell printed the kill.
+browser, kernels, a Dask cluster's workers); two of them at once on two cores starve each other.
+(The kill a cell printed when a Dask worker outlived its nanny's 4-second grace at close had a
+cause of its own, the interpreter's teardown in a worker that loaded a model, mended in
+``jevlaya_lab.frames.deciding``: the grouping alone did not stop it.)
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 127.0.0.1: lazy with a declared meta, equal to the pandas run row for row, each worker loading
 the checkpoint once, and no row lost or duplicated when a worker is SIGKILLed mid-run.
 
-One cluster serves the whole module: starting one costs seconds."""
+One cluster serves the module's tests (starting one costs seconds), except the one that closes its
+own cluster to see what a worker does at exit."""
 
 from __future__ import annotations
 
@@ -86,6 +87,41 @@ class _Slow:
 
 
 @pytest.mark.timeout(480)  # a restarted worker imports torch and loads the checkpoint again: slow on a loaded machine
+def _probe_at_exit(path: str) -> int:
+    """Registered in a worker before it loads anything, so at exit it runs after every exit step
+    registered later (atexit runs them last-in, first-out): it writes what the collector has frozen."""
+    import atexit
+    import gc
+
+    def write() -> None:
+        with open(path, "w") as out:
+            out.write(str(gc.get_freeze_count()))
+
+    atexit.register(write)
+    return os.getpid()
+
+
+def test_a_worker_that_loaded_a_model_leaves_without_the_last_collection(questions, tiny_dir, tmp_path):
+    """A nanny kills a worker still alive 4 s after it asked it to stop, and the kill prints a warning
+    in the user's cell; walking torch's and transformers' objects again at interpreter teardown took
+    over 4 s on a busy machine. A worker that loaded a model freezes the collector when it exits
+    (what bench/frames.py's cluster.close figures measure); a worker that loaded nothing does not."""
+    probes = {}
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address=":0", worker_dashboard_address=":0") as cluster, \
+            distributed.Client(cluster, timeout=60) as c:
+        c.wait_for_workers(2, timeout=60)
+        loader, idle = sorted(c.scheduler_info()["workers"])
+        for address in (loader, idle):
+            probes[address] = tmp_path / f"frozen-{len(probes)}"
+            c.run(_probe_at_exit, str(probes[address]), workers=[address])
+        lazy = decide(dd.from_pandas(_table(8), npartitions=2), questions(), checkpoint=tiny_dir, state="body")
+        assert len(c.compute(lazy, workers=[loader]).result(timeout=120)) == 8
+        assert [info["loads"] for info in c.run(worker_models, workers=[idle]).values()] == [{}]
+    assert int(probes[loader].read_text()) > 0  # everything live at exit, frozen
+    assert int(probes[idle].read_text()) == 0
+
+
 def test_a_worker_killed_mid_run_loses_and_duplicates_no_row(client, questions, tiny_dir):
     table = _table(48)
     expected = decide(table, questions(), checkpoint=tiny_dir, state="body", batch_size=4, progress=False)
