@@ -87,8 +87,10 @@ class AsyncBroker(AsyncCalls):
     ``async with AsyncBroker() as broker:``. One dropped without ``aclose()`` (a notebook cell run
     again) is released when the garbage collector takes it and every handle made from it: its
     journal rows are written and its thread, database handle and connections closed
-    (:func:`jevlaya_lab.broker.runtime.release_dropped`); at interpreter exit only ``aclose()``
-    or ``async with`` does that.
+    (:func:`jevlaya_lab.broker.runtime.release_dropped`). One still open at interpreter exit (a
+    script that ends without ``aclose()``) is released the same way, so the rows of the answers it
+    gave are written (they were lost); calls still in flight then are not journaled, and its
+    connections are left to the operating system when their loop no longer runs.
     """
 
     def __init__(self, source: str | Path | None = None, *,

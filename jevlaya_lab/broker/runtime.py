@@ -113,12 +113,18 @@ class Runtime:
         # the loop the pool was built on (one element once built): a list, so that the finalizer
         # below holds it without holding the runtime
         self._loop_box: list[asyncio.AbstractEventLoop] = []
-        # dropped without close() (an AsyncBroker re-made in a notebook cell, its handles gone):
-        # release what would otherwise live on, a writer thread, a database handle, the key filter
+        # dropped without close() (an AsyncBroker re-made in a notebook cell, its handles gone), or
+        # still open at interpreter exit: write its journal rows and release what would otherwise
+        # live on, a writer thread, a database handle, the key filter
         self._dropped = weakref.finalize(self, release_dropped, self.journal, self.writer, self.store,
                                          self.keys, self.embedded, self.own_book, self.transport,
                                          self._loop_box)
-        self._dropped.atexit = False  # see release_dropped
+
+    def closed_by_owner_at_exit(self) -> None:
+        """A sync ``Broker`` drives this runtime on its loop thread and closes it at interpreter exit
+        itself (the whole ordered close): this runtime's finalizer then stays out at exit, or both
+        would close the same parts at once. Still a finalizer when the runtime is collected."""
+        self._dropped.atexit = False
 
     # what tests and the engine read ------------------------------------------------------------
     @property
@@ -225,7 +231,8 @@ def release_dropped(journal: CallJournal, writer: JournalWriter, store: Store, k
                     embedded: EmbeddedServer, own_book: SharedCooldowns | None, transport: Transport,
                     loop_box: list[asyncio.AbstractEventLoop]) -> None:
     """A runtime's finalizer, when it was never closed and nothing refers to it any more (no
-    broker, scoped or direct handle, stream or call).
+    broker, scoped or direct handle, stream or call), or at interpreter exit when it is still open
+    (an ``AsyncBroker`` a script never closed: its last answers' rows were lost).
 
     It hands the call journal's last rows to the writer (they wait there for a batch to fill, and
     were lost with a dropped broker), writes them and stops the writer thread, stops local servers,
@@ -233,8 +240,8 @@ def release_dropped(journal: CallJournal, writer: JournalWriter, store: Store, k
     loggers' filter, and closes its HTTP connections on the loop they belong to when that loop is
     still open (else the garbage collector closes them). Each step runs even when one before it
     failed; a failure is logged (rows saved to the spill file name it), never raised into the
-    thread that happened to collect the runtime. It does not run at interpreter exit, where a sync
-    ``Broker``'s own finalizer may be closing the same parts on its loop thread."""
+    thread that happened to collect the runtime. A sync ``Broker``'s runtime is left to that
+    Broker at exit (:meth:`Runtime.closed_by_owner_at_exit`), which closes it on its loop thread."""
     def release() -> None:
         def write() -> None:
             journal.hand_over()

@@ -7,7 +7,10 @@ many threads may call one ``Broker`` at once. Closing is idempotent; a broker dr
 (refuse new calls, cancel the ones in flight with a journaled ``cancelled`` row and a
 ``BrokerClosedError`` for their threads, flush the journal, close); no calling thread is left
 waiting on a loop that has stopped, and a second ``close()`` returns once the first is done.
-Streams and scoped callers hold their broker until they are done.
+Streams and scoped callers hold their broker until they are done. A broker still open at
+interpreter exit (a script that ends without ``close()``) is closed then, with its whole ordered
+close, so the journal rows of the answers it gave are written: by the time Python runs its exit
+steps no call of the script's own threads is in flight, and the loop thread still runs.
 
 Every method has the signature of its async twin (``AsyncBroker``, ``AsyncScopedBroker``,
 ``AsyncDirect``), written out, so IDEs and type checkers see the same API on both sides.
@@ -15,6 +18,8 @@ Every method has the signature of its async twin (``AsyncBroker``, ``AsyncScoped
 
 from __future__ import annotations
 
+import atexit
+import logging
 import threading
 import weakref
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
@@ -99,6 +104,25 @@ def _sync(result: LLMResult | None) -> SyncLLMResult | None:
     return SyncLLMResult.of(result) if result is not None else None
 
 
+log = logging.getLogger("jevlaya_lab.broker")
+
+_OPEN: weakref.WeakSet[Broker] = weakref.WeakSet()
+"""Every sync Broker not yet closed (weakly: a dropped one is its finalizer's)."""
+
+
+@atexit.register
+def _close_open_brokers() -> None:
+    """At interpreter exit, close every Broker still open and wait for it: its journal's last rows
+    are written (they were lost with the process). Runs after the exit steps registered after this
+    module was imported, such as a script's ``atexit.register(broker.close)``; a failure is logged,
+    never raised, so every broker gets its turn."""
+    for broker in list(_OPEN):
+        try:
+            broker.close()
+        except Exception as exc:  # noqa: BLE001 - logged: exit has no caller to raise to
+            log.warning("closing a Broker still open at interpreter exit: %s: %s", type(exc).__name__, exc)
+
+
 class Broker(SyncCalls):
     """Same arguments and methods as :class:`AsyncBroker`, called without ``await``."""
 
@@ -121,6 +145,11 @@ class Broker(SyncCalls):
         self._closed = False
         self._close_done = threading.Event()
         self._finalizer = weakref.finalize(self, close_in_background, self._runner, self._engine)
+        # at interpreter exit, _close_open_brokers closes it and waits (a finalizer never waits);
+        # the engine's runtime is this broker's to close then
+        self._finalizer.atexit = False
+        self._engine._rt.closed_by_owner_at_exit()
+        _OPEN.add(self)
 
     @property
     def engine(self) -> AsyncBroker:
@@ -164,6 +193,7 @@ class Broker(SyncCalls):
             return
         self._closed = True
         self._finalizer.detach()
+        _OPEN.discard(self)
         try:
             self._run(self._engine.aclose(grace=grace))
         finally:

@@ -1,6 +1,8 @@
 """What the journal promises after a crash, checked by SIGKILL of a process making calls
 against a real local server: with ``durable=True`` every answer a call returned is in the
-journal (0 lost); by default at most ``JOURNAL_WINDOW_ROWS`` answered rows can be missing."""
+journal (0 lost); by default at most ``JOURNAL_WINDOW_ROWS`` answered rows can be missing. And
+what a process that ends normally keeps: every row, whether it closed its broker from an
+``atexit`` handler or never closed it at all."""
 
 from __future__ import annotations
 
@@ -103,4 +105,50 @@ def test_a_broker_closed_by_an_atexit_handler_writes_its_journal(server, tmp_pat
     with sqlite3.connect(db) as con:
         stored = {r[0] for r in con.execute("SELECT call_id FROM attempts")}
     assert call_id in stored
+    assert sum(1 for c in stored if c.startswith("backlog-")) == 2500
+
+
+NEVER_CLOSED = {
+    "sync": """
+import sys
+from jevlaya_lab import Broker, LLMConfig
+broker = Broker(sys.argv[1], models=[LLMConfig(name="a", base_url=sys.argv[2], model="a")], catalog=[])
+for i in range(3):
+    print(broker.ask(f"hello {i}", max_tokens=2).call_id, flush=True)
+for i in range(2500):  # rows the writer has not written when the script ends
+    broker._engine._rt.writer.attempt({"call_id": f"backlog-{i}", "trace_id": "t", "llm_name": "a",
+                                       "status": "ok", "called_at": "2026-01-01", "latency_ms": 1.0})
+""",
+    "async": """
+import asyncio, sys
+from jevlaya_lab import AsyncBroker, LLMConfig
+broker = None
+async def main():
+    global broker  # still referred to at exit, as a notebook's variable is
+    broker = AsyncBroker(sys.argv[1], models=[LLMConfig(name="a", base_url=sys.argv[2], model="a")], catalog=[])
+    for i in range(3):
+        print((await broker.ask(f"hello {i}", max_tokens=2)).call_id, flush=True)
+    for i in range(2500):
+        broker._rt.writer.attempt({"call_id": f"backlog-{i}", "trace_id": "t", "llm_name": "a",
+                                   "status": "ok", "called_at": "2026-01-01", "latency_ms": 1.0})
+asyncio.run(main())
+""",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(NEVER_CLOSED))
+def test_a_broker_never_closed_journals_its_answers_when_the_process_ends(server, tmp_path, kind) -> None:
+    """A script that ends without ``close()`` / ``aclose()``: every answer it was given and every
+    row queued is in the journal (the sync script's were all lost, the async one's all but a few),
+    and nothing is printed."""
+    db = tmp_path / "journal.db"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2]), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", NEVER_CLOSED[kind], str(db), server.base_url], capture_output=True,
+                          text=True, timeout=120, env=env)
+    assert done.returncode == 0 and done.stderr == "", done.stderr[-2000:]
+    answered = done.stdout.split()
+    assert len(answered) == 3
+    with sqlite3.connect(db) as con:
+        stored = {r[0] for r in con.execute("SELECT call_id FROM attempts")}
+    assert set(answered) <= stored
     assert sum(1 for c in stored if c.startswith("backlog-")) == 2500
