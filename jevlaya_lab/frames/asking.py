@@ -159,20 +159,13 @@ def _ask_partition(df: pd.DataFrame, prompt: str | Callable[[pd.Series], str], f
 
     if len(df) == 0:
         return ask_columns_frame(df.index)
+    # a Broker still open when the worker process exits closes itself then (jevlaya_lab.broker.sync)
     broker = _cached(("broker", _factory_key(factory)), f"broker:{getattr(factory, '__qualname__', factory)}",
-                     lambda: _closed_at_exit(factory()))
+                     factory)
     out = ask(df, prompt, broker=broker, concurrency=concurrency, wait=wait, progress=False,
               operation=operation, resume=resume, **params)
     broker.calls(limit=1)  # reading the journal writes what is waiting first
     return out
-
-
-def _closed_at_exit(broker: Any) -> Any:
-    """A worker's broker is closed when its process exits, so its journal rows are written."""
-    import atexit
-
-    atexit.register(broker.close)
-    return broker
 
 
 def _ask_dask(df: Any, prompt: str | Callable[[pd.Series], str], broker: Any, concurrency: int,
