@@ -4,14 +4,22 @@ Every blocking method of the sync facade submits a coroutine to this loop and wa
 many threads may call one broker at once. A call from the loop's own thread is refused (it
 would wait for itself), and a call that a stopped loop will never finish gets
 ``BrokerClosedError`` instead of hanging its thread.
+
+How a sync Broker ends when nobody closes it is here too: dropped, its finalizer closes it on its
+loop without waiting (:func:`close_in_background`); still open at interpreter exit, an exit step
+closes it and waits (:func:`close_at_exit`), so the journal rows of its answers are written.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures as cf
 import contextvars
+import logging
+import os
 import threading
+import weakref
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -22,6 +30,7 @@ if TYPE_CHECKING:
     from jevlaya_lab.broker.engine import AsyncBroker
 
 T = TypeVar("T")
+log = logging.getLogger("jevlaya_lab.broker")
 
 
 class LoopThread:
@@ -100,3 +109,34 @@ def close_in_background(runner: LoopThread, engine: AsyncBroker) -> None:
         runner.loop.call_soon_threadsafe(lambda: runner.loop.create_task(close_then_stop()))
     except RuntimeError:  # loop already closed
         pass
+
+
+_OPEN: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+"""Every sync Broker not yet closed, with the process it was made in (weakly: a dropped one is its
+finalizer's)."""
+
+
+def close_at_exit(broker: Any) -> None:
+    """Close ``broker`` (a sync Broker) at interpreter exit if it is still open then."""
+    _OPEN[broker] = os.getpid()
+
+
+def closed_before_exit(broker: Any) -> None:
+    """``broker`` is closing: nothing is left for the exit step."""
+    _OPEN.pop(broker, None)
+
+
+@atexit.register
+def _close_open_brokers() -> None:
+    """At interpreter exit, close every sync Broker still open and wait for it: its journal's last
+    rows are written (they were lost with the process). Runs after the exit steps registered after
+    this module was imported, such as a script's ``atexit.register(broker.close)``; a failure is
+    logged, never raised, so every broker gets its turn. A forked child that ends normally leaves the
+    brokers it inherited alone: their loop threads run in the parent only (waiting on them hung it)."""
+    for broker, pid in list(_OPEN.items()):
+        if pid != os.getpid():
+            continue
+        try:
+            broker.close()
+        except Exception as exc:  # noqa: BLE001 - logged: exit has no caller to raise to
+            log.warning("closing a Broker still open at interpreter exit: %s: %s", type(exc).__name__, exc)

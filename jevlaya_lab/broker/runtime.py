@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -118,7 +119,7 @@ class Runtime:
         # live on, a writer thread, a database handle, the key filter
         self._dropped = weakref.finalize(self, release_dropped, self.journal, self.writer, self.store,
                                          self.keys, self.embedded, self.own_book, self.transport,
-                                         self._loop_box)
+                                         self._loop_box, os.getpid())
 
     def closed_by_owner_at_exit(self) -> None:
         """A sync ``Broker`` drives this runtime on its loop thread and closes it at interpreter exit
@@ -229,7 +230,7 @@ def _after_http(embedded: EmbeddedServer, store: Store,
 
 def release_dropped(journal: CallJournal, writer: JournalWriter, store: Store, keys: KeyResolver,
                     embedded: EmbeddedServer, own_book: SharedCooldowns | None, transport: Transport,
-                    loop_box: list[asyncio.AbstractEventLoop]) -> None:
+                    loop_box: list[asyncio.AbstractEventLoop], pid: int) -> None:
     """A runtime's finalizer, when it was never closed and nothing refers to it any more (no
     broker, scoped or direct handle, stream or call), or at interpreter exit when it is still open
     (an ``AsyncBroker`` a script never closed: its last answers' rows were lost).
@@ -241,7 +242,11 @@ def release_dropped(journal: CallJournal, writer: JournalWriter, store: Store, k
     still open (else the garbage collector closes them). Each step runs even when one before it
     failed; a failure is logged (rows saved to the spill file name it), never raised into the
     thread that happened to collect the runtime. A sync ``Broker``'s runtime is left to that
-    Broker at exit (:meth:`Runtime.closed_by_owner_at_exit`), which closes it on its loop thread."""
+    Broker at exit (:meth:`Runtime.closed_by_owner_at_exit`), which closes it on its loop thread.
+    In a forked child (``pid`` is not this process's) it does nothing: the writer thread is the
+    parent's, and the rows it would write are the parent's copy."""
+    if os.getpid() != pid:
+        return
     def release() -> None:
         def write() -> None:
             journal.hand_over()

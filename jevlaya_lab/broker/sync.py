@@ -18,8 +18,6 @@ Every method has the signature of its async twin (``AsyncBroker``, ``AsyncScoped
 
 from __future__ import annotations
 
-import atexit
-import logging
 import threading
 import weakref
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
@@ -31,7 +29,7 @@ from jevlaya_lab.broker.config import LLMConfig
 from jevlaya_lab.broker.direct import AsyncDirect
 from jevlaya_lab.broker.engine import AsyncBroker
 from jevlaya_lab.broker.lanes import LaneView
-from jevlaya_lab.broker.loop_thread import LoopThread, close_in_background
+from jevlaya_lab.broker.loop_thread import LoopThread, close_at_exit, close_in_background, closed_before_exit
 from jevlaya_lab.broker.report import LLMInfo, PoolSnapshot
 from jevlaya_lab.broker.results import LLMResult, StreamProtocol, SyncLLMResult
 from jevlaya_lab.broker.scoped import AsyncCalls, AsyncScopedBroker
@@ -104,25 +102,6 @@ def _sync(result: LLMResult | None) -> SyncLLMResult | None:
     return SyncLLMResult.of(result) if result is not None else None
 
 
-log = logging.getLogger("jevlaya_lab.broker")
-
-_OPEN: weakref.WeakSet[Broker] = weakref.WeakSet()
-"""Every sync Broker not yet closed (weakly: a dropped one is its finalizer's)."""
-
-
-@atexit.register
-def _close_open_brokers() -> None:
-    """At interpreter exit, close every Broker still open and wait for it: its journal's last rows
-    are written (they were lost with the process). Runs after the exit steps registered after this
-    module was imported, such as a script's ``atexit.register(broker.close)``; a failure is logged,
-    never raised, so every broker gets its turn."""
-    for broker in list(_OPEN):
-        try:
-            broker.close()
-        except Exception as exc:  # noqa: BLE001 - logged: exit has no caller to raise to
-            log.warning("closing a Broker still open at interpreter exit: %s: %s", type(exc).__name__, exc)
-
-
 class Broker(SyncCalls):
     """Same arguments and methods as :class:`AsyncBroker`, called without ``await``."""
 
@@ -145,11 +124,11 @@ class Broker(SyncCalls):
         self._closed = False
         self._close_done = threading.Event()
         self._finalizer = weakref.finalize(self, close_in_background, self._runner, self._engine)
-        # at interpreter exit, _close_open_brokers closes it and waits (a finalizer never waits);
-        # the engine's runtime is this broker's to close then
+        # at interpreter exit the broker is closed and waited for (a finalizer never waits); the
+        # engine's runtime is this broker's to close then
         self._finalizer.atexit = False
         self._engine._rt.closed_by_owner_at_exit()
-        _OPEN.add(self)
+        close_at_exit(self)
 
     @property
     def engine(self) -> AsyncBroker:
@@ -193,7 +172,7 @@ class Broker(SyncCalls):
             return
         self._closed = True
         self._finalizer.detach()
-        _OPEN.discard(self)
+        closed_before_exit(self)
         try:
             self._run(self._engine.aclose(grace=grace))
         finally:

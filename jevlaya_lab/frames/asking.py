@@ -159,7 +159,7 @@ def _ask_partition(df: pd.DataFrame, prompt: str | Callable[[pd.Series], str], f
 
     if len(df) == 0:
         return ask_columns_frame(df.index)
-    # a Broker still open when the worker process exits closes itself then (jevlaya_lab.broker.sync)
+    # a Broker still open when the worker process exits closes itself then (jevlaya_lab.broker.loop_thread)
     broker = _cached(("broker", _factory_key(factory)), f"broker:{getattr(factory, '__qualname__', factory)}",
                      factory)
     out = ask(df, prompt, broker=broker, concurrency=concurrency, wait=wait, progress=False,

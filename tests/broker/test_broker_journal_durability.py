@@ -152,3 +152,43 @@ def test_a_broker_never_closed_journals_its_answers_when_the_process_ends(server
         stored = {r[0] for r in con.execute("SELECT call_id FROM attempts")}
     assert set(answered) <= stored
     assert sum(1 for c in stored if c.startswith("backlog-")) == 2500
+
+
+FORKED_CHILD_ENDS = """
+import os, sys, time
+pid = os.fork()
+if pid == 0:
+    sys.exit(0)  # a child that ends normally runs the exit steps it inherited
+deadline = time.monotonic() + 20
+while time.monotonic() < deadline:
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        print("child", os.waitstatus_to_exitcode(status), flush=True)
+        break
+    time.sleep(0.05)
+else:
+    os.kill(pid, 9)
+    print("child hung", flush=True)
+"""
+
+
+@pytest.mark.parametrize("kind", sorted(NEVER_CLOSED))
+def test_a_forked_child_that_ends_leaves_the_parents_broker_alone(server, tmp_path, kind) -> None:
+    """A child forked after the broker was made and that ends normally: the exit steps it inherited
+    must not close the parent's broker (a sync Broker's loop thread runs in the parent only: the child
+    hung waiting for it) nor write the parent's rows a second time. The parent's own exit then
+    journals every answer once."""
+    db = tmp_path / "journal.db"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2]), "OMP_NUM_THREADS": "1"}
+    script = NEVER_CLOSED[kind] + FORKED_CHILD_ENDS
+    done = subprocess.run([sys.executable, "-c", script, str(db), server.base_url], capture_output=True,
+                          text=True, timeout=120, env=env)
+    assert done.returncode == 0 and done.stderr == "", done.stderr[-2000:]
+    *answered, child, code = done.stdout.split()
+    assert (child, code) == ("child", "0")
+    assert len(answered) == 3
+    with sqlite3.connect(db) as con:
+        rows = [r[0] for r in con.execute("SELECT call_id FROM attempts")]
+    assert set(answered) <= set(rows)
+    assert len(rows) == len(set(rows))  # no row written twice
+    assert sum(1 for c in rows if c.startswith("backlog-")) == 2500
