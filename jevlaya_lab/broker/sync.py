@@ -10,7 +10,7 @@ waiting on a loop that has stopped, and a second ``close()`` returns once the fi
 Streams and scoped callers hold their broker until they are done. A broker still open at
 interpreter exit (a script that ends without ``close()``) is closed then, with its whole ordered
 close, so the journal rows of the answers it gave are written: by the time Python runs its exit
-steps no call of the script's own threads is in flight, and the loop thread still runs.
+steps it has joined the script's non-daemon threads, and the loop thread (a daemon) still runs.
 
 Every method has the signature of its async twin (``AsyncBroker``, ``AsyncScopedBroker``,
 ``AsyncDirect``), written out, so IDEs and type checkers see the same API on both sides.
