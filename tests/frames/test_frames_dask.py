@@ -86,7 +86,6 @@ class _Slow:
         time.sleep(0.25)
 
 
-@pytest.mark.timeout(480)  # a restarted worker imports torch and loads the checkpoint again: slow on a loaded machine
 def _probe_at_exit(path: str) -> int:
     """Registered in a worker before it loads anything, so at exit it runs after every exit step
     registered later (atexit runs them last-in, first-out): it writes what the collector has frozen."""
@@ -122,6 +121,7 @@ def test_a_worker_that_loaded_a_model_leaves_without_the_last_collection(questio
     assert int(probes[idle].read_text()) == 0
 
 
+@pytest.mark.timeout(480)  # a restarted worker imports torch and loads the checkpoint again: slow on a loaded machine
 def test_a_worker_killed_mid_run_loses_and_duplicates_no_row(client, questions, tiny_dir):
     table = _table(48)
     expected = decide(table, questions(), checkpoint=tiny_dir, state="body", batch_size=4, progress=False)
