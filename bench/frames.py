@@ -203,11 +203,13 @@ def bench_decide(n: int, use_dask: bool, rounds: int = 1) -> dict:
 
 
 def _without_the_exit_step() -> int:
-    """Runs in a worker before it loads anything: marks the frames cache's exit step as taken, so
-    this process leaves with the interpreter's full teardown (the reference of ``bench_close``)."""
+    """Runs in a worker after it loaded mini-en: takes the frames cache's exit step off, so this
+    process leaves with the interpreter's full teardown (the reference of ``bench_close``)."""
+    import atexit
+
     from jevlaya_lab.frames import deciding
 
-    deciding._EXIT_STEP.append(lambda: None)
+    atexit.unregister(deciding._leave_without_a_last_collection)
     return os.getpid()
 
 
@@ -228,9 +230,9 @@ def bench_close(df: pd.DataFrame, qs: dict, rounds: int = 2) -> dict:
                                    dashboard_address=":0", env={"OMP_NUM_THREADS": "1"})
             client = Client(cluster)
             client.wait_for_workers(2)
+            decide(dd.from_pandas(df.iloc[:16], npartitions=4), qs, checkpoint="mini-en", state="body").compute()
             if kind == "full_teardown":
                 client.run(_without_the_exit_step)
-            decide(dd.from_pandas(df.iloc[:16], npartitions=4), qs, checkpoint="mini-en", state="body").compute()
             client.close()
             started = time.perf_counter()
             cluster.close()

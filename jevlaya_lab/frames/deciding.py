@@ -47,7 +47,7 @@ DEFAULT_BATCH_SIZE = 64
 _CACHE_LOCK = threading.Lock()
 _CACHE: dict[tuple[Any, ...], Any] = {}
 _LOADS: dict[str, int] = {}
-_EXIT_STEP: list[Callable[[], None]] = []
+_exit_step_registered = False
 
 
 def _cached(key: tuple[Any, ...], label: str, make: Callable[[], Any]) -> Any:
@@ -55,12 +55,18 @@ def _cached(key: tuple[Any, ...], label: str, make: Callable[[], Any]) -> Any:
     with _CACHE_LOCK:  # a worker may run several tasks at once in threads: load once
         found = _CACHE.get(key)
         if found is None:
-            if not _EXIT_STEP and _on_dask_worker():
-                _EXIT_STEP.append(_leave_without_a_last_collection)
-                atexit.register(_leave_without_a_last_collection)
+            _register_the_exit_step()
             found = _CACHE[key] = make()
             _LOADS[label] = _LOADS.get(label, 0) + 1
         return found
+
+
+def _register_the_exit_step() -> None:
+    """:func:`_leave_without_a_last_collection` as an exit step, once, in a Dask worker process."""
+    global _exit_step_registered
+    if not _exit_step_registered and _on_dask_worker():
+        atexit.register(_leave_without_a_last_collection)
+        _exit_step_registered = True
 
 
 def _on_dask_worker() -> bool:
