@@ -209,7 +209,7 @@ def main(argv=None) -> int:
             if part.startswith("parts="):
                 values["parts"] = part.partition("=")[2]
                 if values["parts"] not in PARTS:
-                    parser.error(f"{part}: use parts=own, parts=open, parts=both, parts=cv or parts=concat")
+                    parser.error(f"{part}: use parts={'|'.join(PARTS)}")
                 continue
             if part.startswith("self-train="):
                 try:
@@ -220,7 +220,7 @@ def main(argv=None) -> int:
             try:
                 name, number = fit_constant(part)
             except ValueError as exc:
-                parser.error(f"{exc}, or method=<method>, or self-train=M, or parts=own|open|both|cv|concat")
+                parser.error(f"{exc}, or method=<method>, or self-train=M, or parts={'|'.join(PARTS)}")
             values[name] = number
         parsed_settings.append((setting, values))
     varied = {name for _, values in parsed_settings for name in values
