@@ -117,6 +117,13 @@ class BinderImage:
                 for pattern in (f"*/{kind}/*", f"*/*/{kind}/*") for entry in self.home.glob(pattern)
                 if not entry.name.startswith(".")}
 
+    def statement_lines(self) -> set[str]:
+        """The read statements' numbers kept in the image's default cache folder
+        (``.cache/jevlaya_lab/lines/<key>.json``, :mod:`jevlaya_lab.decisions.line_store`):
+        postBuild runs the tutorial that asks a user's own statements, so that tutorial, run again
+        in a session, reads no statement anew and adds nothing here."""
+        return {p.name for p in (self.home / ".cache" / "jevlaya_lab" / "lines").glob("*.json")}
+
     def run_tutorial(self, name: str, out_dir: Path, *, fast: bool = False,
                      cell_timeout: float = 600.0) -> dict[str, Any]:
         """Execute tutorial ``name`` in the image as a Binder session would (kernel started by

@@ -2,7 +2,8 @@
 with the local CPU torch wheel, ``binder/postBuild``, then every tutorial on the real models
 (``fast=False``: SmolLM2 and the bundled checkpoints, what a person exploring runs) in that
 image, its kernel started by ``binder/start``. Any failing cell or check fails, and so does a
-tutorial that has to build a model cache postBuild should have warmed. (Every tutorial also runs on
+tutorial that has to build a model cache postBuild should have warmed, or read a statement of its
+own anew (postBuild runs that tutorial once for it). (Every tutorial also runs on
 the fast parameters in a real JupyterLab: tests/widgets/test_tutorials_in_jupyterlab.py.)
 
 The build is :func:`jevlaya_lab.binder.build` (the same one ``bench/binder_build.py`` times); it
@@ -54,16 +55,19 @@ def test_the_image_has_the_project_its_models_and_warm_caches(image: binder.Bind
     assert any(e.startswith(".cache/jevlaya_lab/checkpoints/mini-en") for e in caches), caches
     assert (image.home / ".local/share/jupyter/nbsignatures.db").is_file(), \
         "postBuild trusts the notebooks"
+    assert len(image.statement_lines()) >= 2, \
+        "postBuild runs the tutorial of a user's own questions, which reads two statements"
 
 
 @pytest.mark.parametrize("name", binder.tutorials())
 def test_tutorial_passes_on_the_real_models_in_the_image(image: binder.BinderImage, name: str,
                                                          tmp_path: Path) -> None:
-    warm = image.cache_entries()
+    warm, lines = image.cache_entries(), image.statement_lines()
     result = image.run_tutorial(name, tmp_path, fast=False)
     assert result["notebook"] == name
     assert result["checks"] and all(result["checks"].values())
     assert image.cache_entries() == warm, "the tutorial built a cache postBuild should have warmed"
+    assert image.statement_lines() == lines, "the tutorial read a statement postBuild should have read"
 
 
 def test_the_requirements_point_pip_at_the_local_cpu_torch() -> None:
