@@ -46,6 +46,19 @@ contrast ranks worse than ``S`` alone (AUC 0.626 against 0.857; balanced 0.572 a
 against 0.773 as shipped; a line over both answers 0.771).
 
     JEVLAYA_DATA_DIR=DIR .venv/bin/python bench/statement_lines.py --negation --threads 2
+
+``--message-centre`` measures a per-message offset, which no answer uses: each message is also asked
+:data:`UNRELATED` (statements about things a support message seldom holds), and a statement's
+log-odds become ``L - a * (m - mean m)``, ``m`` the message's mean log-odds over them (how readily the
+reader says yes to anything about that message), for a few weights ``a`` (mean AUC, balanced accuracy
+at 0 and refit on the other dev statements).
+
+``--rewordings`` measures averaging the answers over generic rewordings of each statement, which no
+answer uses: its subject made "The writer" (:func:`writer_worded`: "They", "The customer", "I", "my" ...)
+and "The message says that s." (:func:`said_worded`), each alone and averaged with the statement as
+written.
+
+    JEVLAYA_DATA_DIR=DIR .venv/bin/python bench/statement_lines.py --message-centre --rewordings --threads 2
 """
 
 from __future__ import annotations
@@ -269,13 +282,18 @@ def fit_fallback_main(args: Any) -> int:
     return 0
 
 
-def negated(statement: str) -> str:
-    """A negation that any statement takes: "It is not true that " before it, its first letter made
-    lower case unless it opens an acronym, its final full stop kept once."""
+def _inside(statement: str) -> str:
+    """``statement`` as the inside of a longer sentence: no final full stop, its first letter made lower
+    case unless its first word is an acronym ("SMS") or "I"."""
     text = statement.strip().rstrip(".")
-    if not text[:2].isupper():
-        text = text[0].lower() + text[1:]
-    return f"It is not true that {text}."
+    first = text.split()[0]
+    keep = first == "I" or first.startswith("I'") or (len(first) > 1 and first.isupper())
+    return text if keep else text[0].lower() + text[1:]
+
+
+def negated(statement: str) -> str:
+    """A negation that any statement takes: "It is not true that s." for a statement ``S``."""
+    return f"It is not true that {_inside(statement)}."
 
 
 def negation_main(args: Any) -> int:
@@ -312,6 +330,87 @@ def negation_main(args: Any) -> int:
     return 0
 
 
+UNRELATED = (
+    "The writer mentions the weather.", "The message is about a sports game.", "The writer talks about their pet.",
+    "The text is a poem.", "The writer describes a holiday they enjoyed.", "The message talks about cooking a recipe.",
+    "The writer mentions a film they watched.", "The text discusses politics.",
+    "The writer talks about their children.",
+    "The message is about music.", "The writer asks about a school exam.", "The text mentions a hospital visit.",
+    "The writer talks about gardening.", "The message is about a video game.", "The writer mentions their birthday.",
+    "The message discusses a scientific discovery.", "The text is written as a joke.",
+    "The writer talks about a wedding.", "The message mentions a train journey.",
+    "The writer talks about learning a language.")
+"""``--message-centre``'s statements, written for it: none is a benchmark question's property."""
+
+
+def _print_levers(title: str, rows: list[tuple[str, Any, list[bool]]], variants: dict[str, Any]) -> None:
+    """Mean AUC, balanced accuracy at 0 and refit on the other statements, per variant of the
+    log-odds (``variants``: name -> function of a row's index to its log-odds tensor)."""
+    from bench.quality import _auc
+
+    print(title)
+    for name, scores in variants.items():
+        values = [scores(i) for i in range(len(rows))]
+        refit = _left_out([(qid, v[:, None], gold) for v, (qid, _, gold) in zip(values, rows)])
+        print(f"  {name:<22} AUC {statistics.mean(_auc(v.tolist(), g) for v, (*_, g) in zip(values, rows)):.3f}"
+              f"  balanced {statistics.mean(balanced(v.tolist(), g) for v, (*_, g) in zip(values, rows)):.3f}"
+              f" (below 0.80: {sum(balanced(v.tolist(), g) < 0.8 for v, (*_, g) in zip(values, rows))})"
+              f"  refit {statistics.mean(balanced(v.tolist(), g) for v, (*_, g) in zip(refit, rows)):.3f}")
+
+
+def message_centre_main(agent, statements: list, args: Any) -> None:
+    """``--message-centre``: see the module docstring."""
+    import torch
+
+    texts = list(dict.fromkeys(t for _, ts, _, _ in statements for t in ts))
+    bank = torch.tensor([log_odds(agent, texts, {"type": "noul", "instructions": s}) for s in UNRELATED])
+    centre = dict(zip(texts, (bank.mean(0) - bank.mean()).tolist()))
+    rows = [(qid, torch.tensor(log_odds(agent, ts, q)), gold) for qid, ts, gold, q in statements]
+    m = [torch.tensor([centre[t] for t in ts]) for _, ts, _, _ in statements]
+    _print_levers(f"{args.checkpoint}: {len(rows)} dev statements, each message also asked {len(UNRELATED)} "
+                  "unrelated statements", rows,
+                  {f"L - {a} m": (lambda i, a=a: rows[i][1] - a * m[i]) for a in (0.0, 0.25, 0.5, 1.0)})
+
+
+def writer_worded(statement: str) -> str:
+    """``statement`` with its subject made "The writer": a leading "They", "The customer", "The person",
+    "The user", "The sender", "Whoever wrote this", "Someone", "I" (and "They're", "They'd", "I'm"), a
+    leading "My" as "The writer's", and "I" / "my" / "me" elsewhere as "they" / "their" / "them"."""
+    import re
+
+    for pattern, replacement in ((r"^(They're|I'm)\b", "The writer is"), (r"^They'd\b", "The writer would"),
+                                 (r"^(They|The customer|The person|The user|The sender|Whoever wrote this|Someone|I)\b",
+                                  "The writer"), (r"^My\b", "The writer's"), (r"\bI am\b", "they are"),
+                                 (r"\bI'm\b", "they're"), (r"\bI\b", "they"), (r"\bmy\b", "their"),
+                                 (r"\bme\b", "them")):
+        statement = re.sub(pattern, replacement, statement)
+    return statement
+
+
+def said_worded(statement: str) -> str:
+    """"The message says that s." for a statement ``S``."""
+    return f"The message says that {_inside(statement)}."
+
+
+def rewordings_main(agent, statements: list, args: Any) -> None:
+    """``--rewordings``: see the module docstring."""
+    import torch
+
+    rows, worded = [], {"writer": [], "says": []}
+    for qid, texts, gold, question in statements:
+        rows.append((qid, torch.tensor(log_odds(agent, texts, question)), gold))
+        for name, reword in (("writer", writer_worded), ("says", said_worded)):
+            asked = reword(question["instructions"])
+            worded[name].append(rows[-1][1] if asked == question["instructions"] else
+                                torch.tensor(log_odds(agent, texts, {**question, "instructions": asked})))
+    _print_levers(f"{args.checkpoint}: {len(rows)} dev statements, as written and reworded", rows, {
+        "as written": lambda i: rows[i][1], "writer": lambda i: worded["writer"][i],
+        "says": lambda i: worded["says"][i],
+        "as written + writer": lambda i: (rows[i][1] + worded["writer"][i]) / 2,
+        "as written + says": lambda i: (rows[i][1] + worded["says"][i]) / 2,
+        "all three": lambda i: (rows[i][1] + worded["writer"][i] + worded["says"][i]) / 3})
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--checkpoint", default="mini-en")
@@ -325,6 +424,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="refit the open part's fallback on the dev statements (an open part without a blend)")
     parser.add_argument("--negation", action="store_true",
                         help="measure a contrast against a generic negation of each statement (see above)")
+    parser.add_argument("--message-centre", action="store_true",
+                        help="measure a per-message offset read from unrelated statements (see above)")
+    parser.add_argument("--rewordings", action="store_true",
+                        help="measure averaging over generic rewordings of each statement (see above)")
     parser.add_argument("--ship", action="store_true",
                         help="with --fit-line or --fit-fallback: write it into the package's open head")
     args = parser.parse_args(argv)
@@ -343,6 +446,13 @@ def main(argv: list[str] | None = None) -> int:
     from jevlaya_lab.decisions.agent import Agent
 
     agent = Agent(str(bundled.checkpoint_dir(args.checkpoint)), model_id=args.checkpoint)
+    if args.message_centre or args.rewordings:
+        statements = dev_statements(args.data_dir)
+        if args.message_centre:
+            message_centre_main(agent, statements, args)
+        if args.rewordings:
+            rewordings_main(agent, statements, args)
+        return 0
     reference = reference_texts(args.reference, args.seed)
     statements = []
     for qid, texts, gold, question in dev_statements(args.data_dir):
