@@ -325,3 +325,19 @@ def test_the_five_language_adapt_bench_asks_each_wording_over_every_language() -
                     names = q.raw["translations"][lang][1]
                     assert t["items"] == [(s["text"], names[s[q.raw["field"]]]) for s in states
                                           if s.get(q.raw["field"]) is not None]
+
+
+def test_the_statement_lines_bench_rewords_any_statement_keeping_its_sense() -> None:
+    """``--negation`` and ``--rewordings`` put a statement inside a longer sentence: its first letter
+    is lowered except for "I" and an acronym, its full stop kept once; the writer rewording makes the
+    subject "The writer" and first-person words third-person."""
+    from bench import statement_lines as sl
+
+    assert sl.negated("A sum of money is written in the message.") == \
+        "It is not true that a sum of money is written in the message."
+    assert sl.said_worded("I'm trying to get a card.") == "The message says that I'm trying to get a card."
+    assert sl.said_worded("SMS codes never arrive") == "The message says that SMS codes never arrive."
+    assert sl.writer_worded("They're happy with something we did.") == "The writer is happy with something we did."
+    assert sl.writer_worded("My card got refused.") == "The writer's card got refused."
+    assert sl.writer_worded("The bank wants proof of who I am.") == "The bank wants proof of who they are."
+    assert sl.writer_worded("A file is attached.") == "A file is attached."
