@@ -66,6 +66,8 @@ def _option(value):
 
 def tasks(half: str, data_dir: str | None, seed: int, folder: Path = DATA) -> tuple[list[dict], list[str]]:
     """``[{id, kind, question, items: [(text, gold)]}]`` for one half, and notes on what was left out."""
+    from bench import user_questions as uq
+
     spec = json.loads((folder / "questions.json").read_text(encoding="utf-8"))
     states = json.loads((folder / "en_states.json").read_text(encoding="utf-8"))["states"]
     notes: list[str] = []
@@ -92,7 +94,7 @@ def tasks(half: str, data_dir: str | None, seed: int, folder: Path = DATA) -> tu
             continue
         question = {"type": "noul", "instructions": item["statement"]}
         if item["source"] == "states":
-            rows = [(s["text"], item["tag"] in s.get("tags", [])) for s in states]
+            rows = [(s["text"], uq.holds(item, s)) for s in states]
         else:
             pool = dataset_rows(item["datasets"])
             if not pool:

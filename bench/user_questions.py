@@ -10,8 +10,10 @@ in the training data, the aliases, the presets or the dev half.
 Gold comes from two places:
 
 - hand-written states (``en_states.json``, ``multi_states.json`` in es fr de pt it): each state
-  lists the tags that hold for it (a yes/no statement names its tag) and a gold option key per
-  state-based choice question (``null``: no option clearly fits, the state is not scored);
+  lists the tags that hold for it (a yes/no statement names its tag, and holds where the tag is
+  listed, or where it is not for a statement with ``"negates": true``, such as "the writer doesn't
+  ask us anything" on the tag ``question``: :func:`holds`) and a gold option key per state-based choice
+  question (``null``: no option clearly fits, the state is not scored);
 - dataset utterances (CLINC150, BANKING77, HWU64 test splits, read at run time from the data
   folder, never stored here): a statement holds for the intent ids it lists and not for the other
   intents of its datasets; a choice option holds for its intent ids. Rows are a seeded draw, so every
@@ -95,6 +97,12 @@ def load_states(group: str) -> list[dict[str, Any]]:
     return list(_read(f"{group}_states.json")["states"])
 
 
+def holds(statement: dict[str, Any], state: dict[str, Any]) -> bool:
+    """Whether a state-based yes/no ``statement`` (its entry in ``questions.json``) holds for
+    hand-written ``state``: its tag is listed, or not listed for a statement that ``"negates"`` it."""
+    return (statement["tag"] in state.get("tags", [])) != bool(statement.get("negates"))
+
+
 def _dataset_test(datasets: list[str], data_dir: str | None, cache: dict) -> list[tuple[str, str]]:
     from jevlaya_lab.decisions.training.datasets import load_dataset
 
@@ -122,7 +130,7 @@ def gold_rows(question: UserQuestion, group: str = "en", *, data_dir: str | None
         for s in states:
             lang = s.get("lang", "en")
             if question.kind == "yesno":
-                out.append((lang, s["text"], question.raw["tag"] in s["tags"]))
+                out.append((lang, s["text"], holds(question.raw, s)))
             elif s.get(question.raw["field"]) is not None:
                 out.append((lang, s["text"], question.option_keys.index(s[question.raw["field"]])))
         return out

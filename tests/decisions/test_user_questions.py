@@ -159,6 +159,25 @@ def test_gold_on_the_hand_written_states_is_scorable():
             assert set(q.languages()) == set(uq.LANGS), q.id
 
 
+def test_a_negating_statement_holds_where_its_tag_is_not_listed():
+    """A statement marked ``negates`` ("the writer doesn't ask us anything") is gold exactly where
+    its tag's own statement is not, on every state, and both halves' readers use that gold."""
+    every = {q.id: q for q in uq.load_questions(uq.HALVES)}
+    negating = [q for q in every.values() if q.kind == "yesno" and q.raw.get("negates")]
+    assert len(negating) >= 10 and {q.half for q in negating} == {"dev"}
+    from bench import adapt
+
+    adapted = {t["id"]: t for t in adapt.tasks("dev", None, 0)[0]}
+    for q in negating:
+        (plain,) = [p for p in every.values() if p.kind == "yesno" and p.raw.get("tag") == q.raw["tag"]
+                    and not p.raw.get("negates")]
+        for group in ("en", "multi") if q.languages() else ("en",):
+            mine, theirs = uq.gold_rows(q, group), uq.gold_rows(plain, group)
+            assert [t for _, t, _ in mine] == [t for _, t, _ in theirs]
+            assert [g for *_, g in mine] == [not g for *_, g in theirs], (q.id, group)
+        assert [g for _, g in adapted[q.id]["items"]] == [g for *_, g in uq.gold_rows(q, "en")]
+
+
 def test_dataset_gold_names_real_intents():
     intents = load_intents()
     for q in uq.load_questions(uq.HALVES):
@@ -320,7 +339,7 @@ def test_the_five_language_adapt_bench_asks_each_wording_over_every_language() -
                 assert {s["lang"] for s in states if s["text"] in texts} == set(uq.LANGS)
                 if q.kind == "yesno":
                     assert t["question"]["instructions"] == q.raw["translations"][lang]
-                    assert t["items"] == [(s["text"], q.raw["tag"] in s["tags"]) for s in states]
+                    assert t["items"] == [(s["text"], uq.holds(q.raw, s)) for s in states]
                 else:
                     names = q.raw["translations"][lang][1]
                     assert t["items"] == [(s["text"], names[s[q.raw["field"]]]) for s in states
