@@ -66,6 +66,7 @@ from __future__ import annotations
 import argparse
 import math
 import random
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -349,13 +350,14 @@ def _print_levers(title: str, rows: list[tuple[str, Any, list[bool]]], variants:
     from bench.quality import _auc
 
     print(title)
+    golds = [gold for *_, gold in rows]
     for name, scores in variants.items():
         values = [scores(i) for i in range(len(rows))]
+        at_zero = [balanced(v.tolist(), g) for v, g in zip(values, golds)]
         refit = _left_out([(qid, v[:, None], gold) for v, (qid, _, gold) in zip(values, rows)])
-        print(f"  {name:<22} AUC {statistics.mean(_auc(v.tolist(), g) for v, (*_, g) in zip(values, rows)):.3f}"
-              f"  balanced {statistics.mean(balanced(v.tolist(), g) for v, (*_, g) in zip(values, rows)):.3f}"
-              f" (below 0.80: {sum(balanced(v.tolist(), g) < 0.8 for v, (*_, g) in zip(values, rows))})"
-              f"  refit {statistics.mean(balanced(v.tolist(), g) for v, (*_, g) in zip(refit, rows)):.3f}")
+        print(f"  {name:<22} AUC {statistics.mean(_auc(v.tolist(), g) for v, g in zip(values, golds)):.3f}"
+              f"  balanced {statistics.mean(at_zero):.3f} (below 0.80: {sum(b < 0.8 for b in at_zero)})"
+              f"  refit {statistics.mean(balanced(v.tolist(), g) for v, g in zip(refit, golds)):.3f}")
 
 
 def message_centre_main(agent, statements: list, args: Any) -> None:
@@ -376,8 +378,6 @@ def writer_worded(statement: str) -> str:
     """``statement`` with its subject made "The writer": a leading "They", "The customer", "The person",
     "The user", "The sender", "Whoever wrote this", "Someone", "I" (and "They're", "They'd", "I'm"), a
     leading "My" as "The writer's", and "I" / "my" / "me" elsewhere as "they" / "their" / "them"."""
-    import re
-
     for pattern, replacement in ((r"^(They're|I'm)\b", "The writer is"), (r"^They'd\b", "The writer would"),
                                  (r"^(They|The customer|The person|The user|The sender|Whoever wrote this|Someone|I)\b",
                                   "The writer"), (r"^My\b", "The writer's"), (r"\bI am\b", "they are"),
