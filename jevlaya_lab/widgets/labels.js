@@ -21,8 +21,9 @@ function render({ model, el }) {
   // a level typed but not yet sent, per "row|question": every label's answer redraws the table, and
   // a redraw must not drop what the user is typing (live() gives the cursor back to its data-key)
   const typed = new Map();
-  // Chromium fires `change` on a focused input that a redraw removes: that input must not send the
-  // draft (the redrawn one holds it), so each input knows the draw that made it
+  // Chromium fires `change` and `blur` on a focused input that a redraw removes: that input must not
+  // send the draft (the redrawn one holds it), so each input knows the draw that made it. Leaving the
+  // redrawn input fires no `change` (a script set its value), so `blur` commits too
   let drawn = 0;
   return live(model, el, ["rows", "questions_info", "stats", "status"], () => {
     const draw = ++drawn;
@@ -76,6 +77,7 @@ function render({ model, el }) {
           input.addEventListener("input", () => typed.set(key, input.value));
           input.addEventListener("keydown", (e) => { if (e.key === "Enter") commit(); });
           input.addEventListener("change", commit);
+          input.addEventListener("blur", commit);
           cell.append(input);
         } else {
           const buttons = h("div", { class: "jv-options" });
