@@ -75,6 +75,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from jevlaya_lab.decisions.training.negation import inside  # noqa: E402
+
+
 def reference_texts(n: int, seed: int) -> list[str]:
     """``n`` hand-written English training messages (``training.written.load_written``), a seeded draw."""
     from jevlaya_lab.decisions.training.written import load_written
@@ -283,18 +286,9 @@ def fit_fallback_main(args: Any) -> int:
     return 0
 
 
-def _inside(statement: str) -> str:
-    """``statement`` as the inside of a longer sentence: no final full stop, its first letter made lower
-    case unless its first word is an acronym ("SMS") or "I"."""
-    text = statement.strip().rstrip(".")
-    first = text.split()[0]
-    keep = first == "I" or first.startswith("I'") or (len(first) > 1 and first.isupper())
-    return text if keep else text[0].lower() + text[1:]
-
-
 def negated(statement: str) -> str:
     """A negation that any statement takes: "It is not true that s." for a statement ``S``."""
-    return f"It is not true that {_inside(statement)}."
+    return f"It is not true that {inside(statement)}."
 
 
 def negation_main(args: Any) -> int:
@@ -389,7 +383,7 @@ def writer_worded(statement: str) -> str:
 
 def said_worded(statement: str) -> str:
     """"The message says that s." for a statement ``S``."""
-    return f"The message says that {_inside(statement)}."
+    return f"The message says that {inside(statement)}."
 
 
 def rewordings_main(agent, statements: list, args: Any) -> None:

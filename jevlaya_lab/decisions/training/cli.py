@@ -118,6 +118,9 @@ def _parser() -> argparse.ArgumentParser:
                         "yes/no statements (no blend is fit; a refit of a reader without a blend keeps it so)")
     p.add_argument("--reader-layers", type=int, default=2, help="with --reader-only: top encoder layers it trains")
     p.add_argument("--reader-steps", type=int, default=1500, help="with --reader-only: optimiser steps")
+    p.add_argument("--reader-negated", type=float, default=0.0,
+                   help="with --reader-only: the share of training pairs asked negated, truth turned round "
+                        "(training.negation)")
     p.add_argument("--reader-blend-rows", type=int, default=4000,
                    help="with --reader-only: held-out rows the blend is fit on")
     p.add_argument("--reader-refit", action="store_true",
@@ -312,7 +315,8 @@ def _reader_only(args: argparse.Namespace, cfg: Any, started: float) -> int:
               file=sys.stderr)
         return 1
     layers = reader.config.layers if args.reader_refit and reader is not None else args.reader_layers
-    training = ReaderTraining(layers=layers, steps=args.reader_steps, blend_rows=args.reader_blend_rows, seed=cfg.seed)
+    training = ReaderTraining(layers=layers, steps=args.reader_steps, blend_rows=args.reader_blend_rows,
+                              negated=args.reader_negated, seed=cfg.seed)
     shipped_reads_choices_only = args.reader_refit and reader is not None and reader.config.blend is None
     statements = not (args.reader_choices_only or shipped_reads_choices_only)
     try:

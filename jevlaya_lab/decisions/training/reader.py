@@ -46,6 +46,7 @@ from jevlaya_lab.decisions.model import DecisionModel
 from jevlaya_lab.decisions.statement_reader import ReaderConfig, StatementReader, pair_rows
 from jevlaya_lab.decisions.training.datasets import DATASETS, load_dataset
 from jevlaya_lab.decisions.training.intents import READER_HOLD_OUT, Intent, split_intents
+from jevlaya_lab.decisions.training.negation import negated_pairs
 from jevlaya_lab.decisions.training.real_data import INSTRUCTIONS, zero_shot_noul
 from jevlaya_lab.decisions.training.trainer import TRAIN_MAX_LEN, balanced_logistic, statement_z
 
@@ -101,6 +102,8 @@ class ReaderTraining:
     max_len: int = 96
     hold_out: float = READER_HOLD_OUT
     blend_rows: int = 4000
+    negated: float = 0.0
+    """The share of training pairs whose statement is negated, truth turned round (``training.negation``)."""
     seed: int = 0
 
 
@@ -343,7 +346,7 @@ def build_reader(agent: Any, training: ReaderTraining, *, data_dir: str | None, 
                  log: Callable[[str], None] = print, statements: bool = True) -> tuple[StatementReader, ReaderConfig]:
     """Train a reader for ``agent``'s checkpoint (the recipe of ``jevlaya-lab train --reader-only``):
     ``training.steps * training.batch`` pairs, half intents and half emotions when their folder is
-    given (else all intents), then :func:`fit_reader_config` (``max_len``: the states' tokens for
+    given (else all intents), a ``training.negated`` share of them negated, then :func:`fit_reader_config` (``max_len``: the states' tokens for
     the similarity it blends). ``datasets`` limits the intents to those datasets (a
     leave-one-dataset-out run); ``statements=False``: a reader of choice options only (no blend)."""
     rng = random.Random(training.seed)
@@ -352,8 +355,11 @@ def build_reader(agent: Any, training: ReaderTraining, *, data_dir: str | None, 
     pairs = intent_pairs(trained, data_dir, n if emotions is None else n // 2, rng)
     if emotions is not None:
         pairs += emotion_pairs(emotions, n - len(pairs), rng)
+    if training.negated:
+        pairs = negated_pairs(pairs, training.negated, rng)
     rng.shuffle(pairs)
-    log(f"reader: {len(pairs)} pairs ({len(trained)} intents{', emotions' if emotions else ''}); "
+    negated = f", {training.negated:.0%} negated" if training.negated else ""
+    log(f"reader: {len(pairs)} pairs ({len(trained)} intents{', emotions' if emotions else ''}{negated}); "
         f"{len(held)} intents held out for the blend and the choice weight")
     reader = train_reader(agent.decision_model, agent.tokenizer, pairs, training, log=log)
     return reader, fit_reader_config(agent, reader, training, data_dir=data_dir, datasets=datasets,
