@@ -25,7 +25,9 @@ against ``--reference`` hand-written messages (a checkpoint copy whose line is t
 logistic over those standardised answers, fit on the other dev statements for each statement
 (printed: balanced accuracy and ECE beside the answers as shipped) and then on all of them;
 ``--ship`` writes that line and the reference texts into the package's open head (the dev half may
-guide any decision; the locked half is read only by ``bench/quality.py --locked``).
+guide any decision; the locked half is read only by ``bench/quality.py --locked``). The figures are
+printed for all of them, then for the statements negated as a whole and for the others apart;
+``--without-negated`` fits on the others only.
 
     JEVLAYA_DATA_DIR=DIR .venv/bin/python bench/statement_lines.py --fit-line --threads 2 [--ship]
 
@@ -164,16 +166,23 @@ def line_fit(statements: list[tuple[str, Any, list[bool]]]) -> tuple[dict[str, l
     return {"as is": scores([a for _, a, _ in statements]), "left out": scores(_left_out(rows))}, (scale, bias)
 
 
-def dev_statements(data_dir: str | None) -> list[tuple[str, list[str], list[bool], dict]]:
-    """``(id, texts, gold, question as asked)`` of every dev yes/no statement of the benchmark."""
+def dev_statements(data_dir: str | None, negated: bool = True) -> list[tuple[str, list[str], list[bool], dict]]:
+    """``(id, texts, gold, question as asked)`` of every dev yes/no statement of the benchmark (with
+    ``negated=False``, not those that negate a property as a whole, ``"negates": true``)."""
     from bench import user_questions as uq
 
     out, cache = [], {}
     for q in uq.load_questions(("dev",)):
-        if q.kind == "yesno":
+        if q.kind == "yesno" and (negated or not q.raw.get("negates")):
             rows = uq.gold_rows(q, "en", data_dir=data_dir, cache=cache)
             out.append((q.id, [r[1] for r in rows], [bool(r[2]) for r in rows], q.agent_question("en")))
     return out
+
+
+def _questions() -> list[Any]:
+    from bench import user_questions as uq
+
+    return uq.load_questions(("dev",))
 
 
 def _identity_line_copy(name: str, reference: list[str], out: Path) -> float:
@@ -234,7 +243,7 @@ def fit_line_main(args: Any) -> int:
         assert agent._open is not None and agent._open.agent.temperatures.get("noul", 2) == temperature, \
             "the line is in the open part's noul temperature, the third of its config's"
         standardised, as_shipped = [], []
-        for qid, texts, gold, question in dev_statements(args.data_dir):
+        for qid, texts, gold, question in dev_statements(args.data_dir, negated=not args.without_negated):
             standardised.append((qid, torch.tensor(log_odds(agent, texts, question)), gold))
             as_shipped.append((qid, torch.tensor(log_odds(shipped, texts, question)), gold))
     results, (scale, bias) = line_fit(standardised)
@@ -242,6 +251,13 @@ def fit_line_main(args: Any) -> int:
     n = len(standardised)
     print(f"{args.checkpoint}: {n} dev statements read against {len(reference)} reference messages")
     _print_rows(results, ("shipped", "as is", "left out"), n)
+    negating = {q.id for q in _questions() if q.raw.get("negates")}
+    for label, keep in (("negated as a whole", True), ("the others", False)):
+        at = [i for i, (qid, *_) in enumerate(standardised) if (qid in negating) == keep]
+        if at and len(at) < n:
+            print(f" {len(at)} {label}:")
+            _print_rows({k: [v[i] for i in at] + [v[n + i] for i in at] for k, v in results.items()},
+                        ("shipped", "as is", "left out"), len(at))
     line = [round(scale * temperature, 4), round(bias * temperature, 4)]
     print(f"  line fit on all {n}: scale {scale:.4f}, bias {bias:.4f} -> config line {line} (x {temperature})")
     if args.ship:
@@ -422,6 +438,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="measure a per-message offset read from unrelated statements (see above)")
     parser.add_argument("--rewordings", action="store_true",
                         help="measure averaging over generic rewordings of each statement (see above)")
+    parser.add_argument("--without-negated", action="store_true",
+                        help="with --fit-line: leave out the dev statements that negate a property as a whole")
     parser.add_argument("--ship", action="store_true",
                         help="with --fit-line or --fit-fallback: write it into the package's open head")
     args = parser.parse_args(argv)
