@@ -83,3 +83,45 @@ def test_negated_pairs_turn_the_truth_round_with_the_statement_and_keep_the_rest
     assert negated_pairs(pairs, 0.0, random.Random(0)) == pairs
     with pytest.raises(ValueError, match="share=1.5: give the share of pairs to negate, from 0 to 1"):
         negated_pairs(pairs, 1.5, random.Random(0))
+
+
+def _topic_pairs(rng: random.Random, n: int) -> list[tuple[str, str, bool]]:
+    """Two statements, each true for half the texts (a text holds one topic word among fillers)."""
+    topics = {"The customer writes about money.": ["refund", "invoice"],
+              "The customer writes about the app.": ["crash", "login"]}
+    out = []
+    for _ in range(n):
+        statement, truth = rng.choice(list(topics)), rng.random() < 0.5
+        other = [w for s, ws in topics.items() if s != statement for w in ws]
+        words = [*rng.sample(["hi", "please", "order", "thanks"], 2), rng.choice(topics[statement] if truth else other)]
+        rng.shuffle(words)
+        out.append((statement, " ".join(words), truth))
+    return out
+
+
+def test_a_reader_trained_with_negations_reads_them_and_one_trained_without_cannot():
+    """End to end on a tiny encoder: the same steps and pairs, once with none negated and once with
+    half of them negated (``ReaderTraining.negated``'s pairs, as ``build_reader`` draws them). Held-out
+    negated pairs (every form :func:`negate` writes): the first reader reads them near chance (the
+    shipped ``mini-en`` reader, at full size, read users' negated statements upside down), the second
+    right, and both read the statements as written without a fault."""
+    from jevlaya_lab.decisions.testing import make_tiny_parts
+    from jevlaya_lab.decisions.training.reader import ReaderTraining, reader_logits, train_reader
+
+    rng = random.Random(0)
+    training = ReaderTraining(layers=1, steps=700, batch=16, lr=1e-3, out_lr=3e-3, seed=0)
+    pairs = _topic_pairs(rng, training.steps * training.batch)
+    held = _topic_pairs(rng, 300)
+    held_negated = negated_pairs(held, 1.0, rng)
+
+    def accuracy(reader, parts, rows) -> float:
+        r = reader_logits(parts.model, reader, parts.tokenizer, rows)
+        return sum((x > 0) == truth for x, (*_, truth) in zip(r.tolist(), rows)) / len(rows)
+
+    plain_parts, taught_parts = make_tiny_parts(num_layers=2), make_tiny_parts(num_layers=2)
+    plain = train_reader(plain_parts.model, plain_parts.tokenizer, pairs, training, log=lambda _: None)
+    taught = train_reader(taught_parts.model, taught_parts.tokenizer, negated_pairs(pairs, 0.5, random.Random(1)),
+                          training, log=lambda _: None)
+    assert accuracy(plain, plain_parts, held) == accuracy(taught, taught_parts, held) == 1.0
+    assert accuracy(plain, plain_parts, held_negated) < 0.7  # measured 0.58: it cannot tell a negation
+    assert accuracy(taught, taught_parts, held_negated) > 0.85  # measured 0.90

@@ -456,10 +456,10 @@ def test_emotion_pairs_read_the_folder_and_leave_out_the_benchmarks_properties(t
 
 
 @pytest.mark.public_datasets
-def test_the_reader_only_command_writes_a_head_with_the_reader(tmp_path):
+def test_the_reader_only_command_writes_a_head_with_the_reader(tmp_path, capsys):
     """``jevlaya-lab train --reader-only`` on a tiny budget: the written head holds the shipped head's
     tensors unchanged plus ``reader.*`` in fp16, and its config the reader (here with
-    ``--reader-choices-only``: a choice weight and no blend). ``--reader-refit`` keeps the shipped
+    ``--reader-choices-only``: a choice weight and no blend; half its pairs asked negated). ``--reader-refit`` keeps the shipped
     reader's tensors and refits only its blend and choice weight; on mini-multi, whose shipped reader
     reads choices only, no blend. (Three runs of the command on the real checkpoints, each on the
     smallest rows that still fit a positive choice weight: 75 s on a 2-core machine.)"""
@@ -471,7 +471,9 @@ def test_the_reader_only_command_writes_a_head_with_the_reader(tmp_path):
 
     out = tmp_path / "head"
     assert train_cli.main(["--name", "mini-en", "--reader-only", "--reader-choices-only", "--reader-layers", "1",
-                           "--reader-steps", "2", "--reader-blend-rows", "64", "--out", str(out)]) == 0
+                           "--reader-steps", "2", "--reader-blend-rows", "64", "--reader-negated", "0.5",
+                           "--out", str(out)]) == 0
+    assert "reader: 64 pairs (247 intents, 50% negated)" in capsys.readouterr().out
     shipped = {k: v for k, v in load_file(bundled.head_dir("mini-en") / "head.safetensors").items()
                if not k.startswith("reader.")}
     written = load_file(out / "head.safetensors")
