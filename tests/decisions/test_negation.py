@@ -125,3 +125,15 @@ def test_a_reader_trained_with_negations_reads_them_and_one_trained_without_cann
     assert accuracy(plain, plain_parts, held) == accuracy(taught, taught_parts, held) == 1.0
     assert accuracy(plain, plain_parts, held_negated) < 0.7  # measured 0.58: it cannot tell a negation
     assert accuracy(taught, taught_parts, held_negated) > 0.85  # measured 0.90
+
+
+@pytest.mark.parametrize("argv", [["--reader-only", "--reader-negated", "1.5"],
+                                  ["--reader-only", "--reader-negated", "-0.1"],
+                                  ["--reader-refit", "--reader-negated", "0.25"]])
+def test_a_bad_negated_share_is_refused_before_anything_loads(argv, capsys):
+    from jevlaya_lab.decisions.training import cli as train_cli
+
+    assert train_cli.main(["--name", "mini-en", *argv]) == 1
+    err = capsys.readouterr().err
+    assert f"--reader-negated {float(argv[-1]):g}: give the share of training pairs to negate, from 0 to 1" in err
+    assert "with --reader-only" in err

@@ -309,6 +309,11 @@ def _reader_only(args: argparse.Namespace, cfg: Any, started: float) -> int:
     from jevlaya_lab.decisions.training.datasets import DatasetError
     from jevlaya_lab.decisions.training.reader import ReaderTraining, build_reader, fit_reader_config
 
+    if not 0.0 <= args.reader_negated <= 1.0 or (args.reader_negated and args.reader_refit):
+        print(f"jevlaya-lab train: --reader-negated {args.reader_negated:g}: give the share of training pairs "
+              "to negate, from 0 to 1, with --reader-only (a refit keeps the reader as it was trained)",
+              file=sys.stderr)
+        return 1
     agent, heads = _bundled(args)
     config = json.loads((heads / "config.json").read_text())
     reader = agent.decision_model.reader

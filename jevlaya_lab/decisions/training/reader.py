@@ -355,8 +355,8 @@ def build_reader(agent: Any, training: ReaderTraining, *, data_dir: str | None, 
                  log: Callable[[str], None] = print, statements: bool = True) -> tuple[StatementReader, ReaderConfig]:
     """Train a reader for ``agent``'s checkpoint (the recipe of ``jevlaya-lab train --reader-only``):
     ``training.steps * training.batch`` pairs, half intents and half emotions when their folder is
-    given (else all intents), a ``training.negated`` share of them negated, then :func:`fit_reader_config` (``max_len``: the states' tokens for
-    the similarity it blends). ``datasets`` limits the intents to those datasets (a
+    given (else all intents), a ``training.negated`` share of them negated, then
+    :func:`fit_reader_config` (``max_len``: the states' tokens for the similarity it blends). ``datasets`` limits the intents to those datasets (a
     leave-one-dataset-out run); ``statements=False``: a reader of choice options only (no blend)."""
     rng = random.Random(training.seed)
     trained, held = split_intents(training.hold_out, training.seed, datasets)
