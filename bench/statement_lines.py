@@ -166,23 +166,16 @@ def line_fit(statements: list[tuple[str, Any, list[bool]]]) -> tuple[dict[str, l
     return {"as is": scores([a for _, a, _ in statements]), "left out": scores(_left_out(rows))}, (scale, bias)
 
 
-def dev_statements(data_dir: str | None, negated: bool = True) -> list[tuple[str, list[str], list[bool], dict]]:
-    """``(id, texts, gold, question as asked)`` of every dev yes/no statement of the benchmark (with
-    ``negated=False``, not those that negate a property as a whole, ``"negates": true``)."""
+def dev_statements(data_dir: str | None) -> list[tuple[str, list[str], list[bool], dict]]:
+    """``(id, texts, gold, question as asked)`` of every dev yes/no statement of the benchmark."""
     from bench import user_questions as uq
 
     out, cache = [], {}
     for q in uq.load_questions(("dev",)):
-        if q.kind == "yesno" and (negated or not q.raw.get("negates")):
+        if q.kind == "yesno":
             rows = uq.gold_rows(q, "en", data_dir=data_dir, cache=cache)
             out.append((q.id, [r[1] for r in rows], [bool(r[2]) for r in rows], q.agent_question("en")))
     return out
-
-
-def _questions() -> list[Any]:
-    from bench import user_questions as uq
-
-    return uq.load_questions(("dev",))
 
 
 def _identity_line_copy(name: str, reference: list[str], out: Path) -> float:
@@ -232,9 +225,12 @@ def fit_line_main(args: Any) -> int:
 
     import torch
 
+    from bench import user_questions as uq
     from jevlaya_lab.decisions import bundled
     from jevlaya_lab.decisions.agent import Agent
 
+    negating = {q.id for q in uq.load_questions(("dev",)) if q.raw.get("negates")}
+    statements = [s for s in dev_statements(args.data_dir) if not (args.without_negated and s[0] in negating)]
     reference = reference_texts(args.reference, args.seed)
     shipped = Agent(str(bundled.checkpoint_dir(args.checkpoint)), model_id=args.checkpoint)
     with tempfile.TemporaryDirectory() as tmp:
@@ -243,7 +239,7 @@ def fit_line_main(args: Any) -> int:
         assert agent._open is not None and agent._open.agent.temperatures.get("noul", 2) == temperature, \
             "the line is in the open part's noul temperature, the third of its config's"
         standardised, as_shipped = [], []
-        for qid, texts, gold, question in dev_statements(args.data_dir, negated=not args.without_negated):
+        for qid, texts, gold, question in statements:
             standardised.append((qid, torch.tensor(log_odds(agent, texts, question)), gold))
             as_shipped.append((qid, torch.tensor(log_odds(shipped, texts, question)), gold))
     results, (scale, bias) = line_fit(standardised)
@@ -251,7 +247,6 @@ def fit_line_main(args: Any) -> int:
     n = len(standardised)
     print(f"{args.checkpoint}: {n} dev statements read against {len(reference)} reference messages")
     _print_rows(results, ("shipped", "as is", "left out"), n)
-    negating = {q.id for q in _questions() if q.raw.get("negates")}
     for label, keep in (("negated as a whole", True), ("the others", False)):
         at = [i for i, (qid, *_) in enumerate(standardised) if (qid in negating) == keep]
         if at and len(at) < n:

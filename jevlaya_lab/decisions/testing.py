@@ -11,6 +11,7 @@ so tests can check its answers against an independent computation.
 from __future__ import annotations
 
 import os
+import random
 import string
 from pathlib import Path
 from typing import Any
@@ -182,3 +183,17 @@ def tiny_open_part() -> Checkpoint:
     """The open part of :func:`tiny_open_parts` alone, as a checkpoint of its own."""
     return make_tiny_parts(seed=7, similarity_prior={"rank": 0, "reference": 0, "anchors": 0},
                            temperature=(0.7, 1.0, 1.3))
+
+
+def topic_pairs(rng: random.Random, n: int, topics: dict[str, list[str]]) -> list[tuple[str, str, bool]]:
+    """``n`` ``(statement, text, truth)`` pairs for training a tiny reader: ``topics`` maps each
+    statement to its topic words; a text is two fillers and one topic word, the statement's own for
+    half the pairs (true) and another statement's otherwise (false)."""
+    out = []
+    for _ in range(n):
+        statement, truth = rng.choice(list(topics)), rng.random() < 0.5
+        other = [w for s, ws in topics.items() if s != statement for w in ws]
+        words = [*rng.sample(["hi", "please", "order", "thanks"], 2), rng.choice(topics[statement] if truth else other)]
+        rng.shuffle(words)
+        out.append((statement, " ".join(words), truth))
+    return out

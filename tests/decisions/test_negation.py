@@ -85,18 +85,8 @@ def test_negated_pairs_turn_the_truth_round_with_the_statement_and_keep_the_rest
         negated_pairs(pairs, 1.5, random.Random(0))
 
 
-def _topic_pairs(rng: random.Random, n: int) -> list[tuple[str, str, bool]]:
-    """Two statements, each true for half the texts (a text holds one topic word among fillers)."""
-    topics = {"The customer writes about money.": ["refund", "invoice"],
-              "The customer writes about the app.": ["crash", "login"]}
-    out = []
-    for _ in range(n):
-        statement, truth = rng.choice(list(topics)), rng.random() < 0.5
-        other = [w for s, ws in topics.items() if s != statement for w in ws]
-        words = [*rng.sample(["hi", "please", "order", "thanks"], 2), rng.choice(topics[statement] if truth else other)]
-        rng.shuffle(words)
-        out.append((statement, " ".join(words), truth))
-    return out
+TOPICS = {"The customer writes about money.": ["refund", "invoice"],
+          "The customer writes about the app.": ["crash", "login"]}
 
 
 def test_a_reader_trained_with_negations_reads_them_and_one_trained_without_cannot():
@@ -105,13 +95,13 @@ def test_a_reader_trained_with_negations_reads_them_and_one_trained_without_cann
     negated pairs (every form :func:`negate` writes): the first reader reads them near chance (the
     shipped ``mini-en`` reader, at full size, read users' negated statements upside down), the second
     right, and both read the statements as written without a fault."""
-    from jevlaya_lab.decisions.testing import make_tiny_parts
+    from jevlaya_lab.decisions.testing import make_tiny_parts, topic_pairs
     from jevlaya_lab.decisions.training.reader import ReaderTraining, reader_logits, train_reader
 
     rng = random.Random(0)
     training = ReaderTraining(layers=1, steps=700, batch=16, lr=1e-3, out_lr=3e-3, seed=0)
-    pairs = _topic_pairs(rng, training.steps * training.batch)
-    held = _topic_pairs(rng, 300)
+    pairs = topic_pairs(rng, training.steps * training.batch, TOPICS)
+    held = topic_pairs(rng, 300, TOPICS)
     held_negated = negated_pairs(held, 1.0, rng)
 
     def accuracy(reader, parts, rows) -> float:

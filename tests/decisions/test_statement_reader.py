@@ -15,7 +15,7 @@ from jevlaya_lab.decisions.encoding import row_tokenizer, serialize_state, token
 from jevlaya_lab.decisions.prior import PRIOR_KEY
 from jevlaya_lab.decisions.questions import parse_questions
 from jevlaya_lab.decisions.statement_reader import READ_MAX_OPTIONS, ReaderConfig, StatementReader, pair_rows
-from jevlaya_lab.decisions.testing import fixed_prior_parts, make_tiny_parts, pooled_text, trained_share
+from jevlaya_lab.decisions.testing import fixed_prior_parts, make_tiny_parts, pooled_text, topic_pairs, trained_share
 from jevlaya_lab.decisions.training.reader import ReaderTraining, fit_blend, reader_logits, train_reader
 
 KNOWN = "The customer asks for money back."
@@ -341,21 +341,13 @@ def test_training_the_reader_learns_a_statement_and_the_blend_weights_it():
     rng = random.Random(0)
     topics = {"the customer writes about money": ["refund", "invoice"],
               "the customer writes about the app": ["crash", "login"]}
-    filler = ["hi", "please", "order", "thanks"]
-
-    def pair():
-        statement, truth = rng.choice(list(topics)), rng.random() < 0.5
-        other = [w for s, ws in topics.items() if s != statement for w in ws]
-        words = [*rng.sample(filler, 2), rng.choice(topics[statement] if truth else other)]
-        rng.shuffle(words)
-        return (statement, " ".join(words), truth)
 
     before = {k: v.clone() for k, v in model.encoder.state_dict().items()}
     losses = []
-    reader = train_reader(model, tokenizer, [pair() for _ in range(600 * 16)],
+    reader = train_reader(model, tokenizer, topic_pairs(rng, 600 * 16, topics),
                           ReaderTraining(layers=1, steps=600, batch=16, lr=1e-3, out_lr=3e-3, seed=0), log=losses.append)
     assert len(losses) == 7 and losses[-1].startswith("reader step 599 loss")
-    held = [pair() for _ in range(300)]
+    held = topic_pairs(rng, 300, topics)
     r = reader_logits(model, reader, tokenizer, held)
     accuracy = ((r > 0) == torch.tensor([p[2] for p in held])).float().mean().item()
     assert accuracy > 0.9

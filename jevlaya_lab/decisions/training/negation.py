@@ -36,7 +36,9 @@ _SOME = {"something": "anything", "someone": "anyone", "somebody": "anybody", "s
 _PREPOSITIONS = {"with", "to", "of", "about", "for", "on", "at", "in", "from"}
 _BE = {"is": "isn't", "are": "aren't", "was": "wasn't", "were": "weren't"}
 _HAS_AUX = {"just", "already", "been", "got", "never", "recently", "finally"}
-_NOT_VERBS = {"is", "was", "this", "his", "its", "has", "does", "as", "us", "yes", "plus", "thus", "less", "always"}
+_NOT_VERBS = {"this", "does", "plus", "thus", "always"}
+"""Words of four letters or more ending in "s" that are not a verb in the third person present
+("does" is one, but its negation "does not do" would say something else)."""
 
 
 def inside(statement: str) -> str:
@@ -50,8 +52,6 @@ def inside(statement: str) -> str:
 
 def _lemma(verb: str) -> str:
     """The bare form of a verb in the third person present ("asks" -> "ask", "denies" -> "deny")."""
-    if verb == "does":
-        return "do"
     if verb == "goes":
         return "go"
     if verb.endswith("ies") and len(verb) > 4:
