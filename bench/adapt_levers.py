@@ -23,7 +23,8 @@ labels, and a second fit answers the held-out states. It reads the unlabelled st
 need the table as well as the labels.
 
 Printed per setting and k: mean balanced accuracy of the yes/no statements, mean accuracy of the
-choices, mean ECE, over the seeds; the dev half only (the locked half is read by ``bench/adapt.py
+choices, mean ECE, over the seeds (``--negated-apart``: also the yes/no mean of the statements marked
+``"negates"`` and of the others); the dev half only (the locked half is read by ``bench/adapt.py
 --half locked``, once, for the figures that are reported).
 
     .venv/bin/python bench/adapt_levers.py --seeds 0 1 2 \\
@@ -158,16 +159,18 @@ def self_trained(q, lp, vectors, targets, train_rows, test_rows, method, seed, p
     return torch.softmax(adapt_fit.apply_fit(fit, center, lp[test], vectors[test]), dim=-1)
 
 
-def mean_figures(found, saved, k, seeds, answer) -> tuple[float, float, float]:
+def mean_figures(found, saved, k, seeds, answer, keep=None) -> tuple[float, float, float]:
     """Mean yes/no balanced accuracy, choice accuracy and ECE at ``k`` labels over ``seeds``: each
     task's labels drawn as ``bench/adapt.py`` draws them, and the held-out probabilities
     ``answer(task_id, q, parts, targets, train_rows, test_rows)`` gives from the task's cached
-    features scored."""
+    features scored; ``keep(task_id)``: the tasks to score (all by default)."""
     from adapt import draw, score
 
     yn, ch, ece = [], [], []
     for seed in seeds:
         for t in found:
+            if keep is not None and not keep(t["id"]):
+                continue
             q, targets, parts = saved["tasks"][t["id"]]
             index = {id(item): i for i, item in enumerate(t["items"])}
             train, test = draw(t["items"], k, seed + k)
@@ -191,9 +194,12 @@ def main(argv=None) -> int:
     parser.add_argument("--languages", action="store_true",
                         help="the five-language dev questions (bench/adapt.py --languages) instead of the English ones")
     parser.add_argument("--cache", help="keep the base features in this file (torch.save) and reuse them")
+    parser.add_argument("--negated-apart", action="store_true",
+                        help="also print the yes/no mean of the statements negated as a whole and of the others")
     args = parser.parse_args(argv)
 
     import torch
+    import user_questions as uq
     from adapt import fit_constant, language_tasks, tasks
 
     from jevlaya_lab.decisions import adapt_fit
@@ -228,6 +234,7 @@ def main(argv=None) -> int:
     needed = ["base", "own", "open"] if any("parts" in values for _, values in parsed_settings) else ["base"]
     shipped = {name: getattr(adapt_fit, name) for name in varied}  # restored after each setting
     found, notes = (language_tasks("dev"), []) if args.languages else tasks("dev", args.data_dir, 0)
+    negating = {q.id for q in uq.load_questions(("dev",)) if q.raw.get("negates")}
     for note in notes:
         print("note:", note)
     saved = cached_features(args.checkpoint, args.languages, needed, found, args.cache, parser.error)
@@ -250,6 +257,12 @@ def main(argv=None) -> int:
         for k in args.k:
             yn, ch, ece = mean_figures(found, saved, k, args.seeds, answer)
             print(f"{setting[:60]:<60} {k:>3} | {yn:.3f}  {ch:.3f}  {ece:.3f}", flush=True)
+            if args.negated_apart:
+                apart = [mean_figures(found, saved, k, args.seeds, answer,
+                                      lambda i, keep=keep: (i.rpartition("/")[2] in negating) == keep)[0]
+                         for keep in (True, False)]
+                print(f"{'  negated as a whole / the others':<60} {k:>3} | {apart[0]:.3f} / {apart[1]:.3f}",
+                      flush=True)
     for name, value in shipped.items():
         setattr(adapt_fit, name, value)
     return 0
