@@ -324,7 +324,7 @@ def main(argv=None) -> int:
             seconds = time.perf_counter() - started
             fitted, _ = answer_probs(adapted, texts, qid, question)
             row = {"k": k, "k_drawn": len(train), "id": qid, "kind": t["kind"], "n_test": len(test),
-                   "method": adapted.adaptation_report.questions[0].method,
+                   "method": adapted.adaptation_report.questions[0].shown_method,
                    "zero": score(zero, golds, labels), "adapt": score(fitted, golds, labels), "adapt_s": seconds}
             if not args.no_setfit and k in args.setfit_k and t["id"] in setfit_ids:
                 sf, sf_seconds = setfit_run(encoder_dir, train, texts, labels, args.seed)

@@ -79,6 +79,26 @@ and 0.807 / 0.731 against 0.801 / 0.732 on ``mini-multi``, at a worse ECE; takin
 labels' cross-validated log-loss is lower (``parts=cv``) loses choices on both (0.747, 0.714).
 Neither is done: either would also run both encoders for every adapted question.
 
+**A statement read upside down.** A statement negated as a whole ("None of our products has
+failed them.") can rank the user's states upside down: the states where it holds get the lowest
+probabilities. ``a`` is held positive, and a small ``W`` does not turn a ranking round from a few
+labels, so such a statement stayed at chance or below after adapting. For a yes/no whose labels'
+zero-shot AUC is at most :data:`~jevlaya_lab.decisions.adapt_fit.TURN_AUC` (0.25), the chosen
+method is also fitted on the turned log-probabilities (``logit = -a * lp + b + W . (s - c)``), and
+the turn is kept when its cross-validated log-loss is lower by more than
+:data:`~jevlaya_lab.decisions.adapt_fit.TURN_MARGIN` (0.05 nats). The report says ``turned`` (its
+method shows as ``"turned, linear-0.001"``), the stored entry ``"sign": -1``. Measured on the dev
+half (``bench/adapt_levers.py --seeds 0 1 2 --negated-apart base TURN_AUC=-1``, ``mini-en``; ten
+dev statements are negated as a whole, 36 are not): yes/no k = 4 / 8 / 16 0.770 / 0.800 / 0.811
+against 0.744 / 0.765 / 0.789 without the turn; the ten negated 0.679 / 0.688 / 0.742 against
+0.517 / 0.525 / 0.629; the other 36 0.796 / 0.831 / 0.831 against 0.807 / 0.831 / 0.833 (with 2 + 2
+labels, a statement read the right way round sometimes draws labels that rank upside down); ECE
+0.115 / 0.108 / 0.094 against 0.133 / 0.122 / 0.105. A bound of 0.2 or 0.3 and a margin of 0 or 0.1
+move these by at most 0.004 (k = 4's other 36 at 0.2: 0.804). Labels that carry no ranking at all
+may come out upside down by chance and be turned; neither way ranks them, so that costs nothing in
+expectation. With ``"auto"`` the turn is offered for the chosen candidate; like the choice
+itself, it is read on the same folds the report shows, which makes them a little optimistic.
+
 The default is fixed rather than chosen per question because choosing on a few labels' folds
 loses (``auto`` above). The report's cross-validated accuracy and ECE come from stratified, seeded
 folds (``min(5, n)`` of them) of the method used; with ``"auto"`` those folds also chose it,
@@ -94,10 +114,12 @@ part that answers it once adapted, which for ``mini-multi``'s choices is the ope
 the own head that answers them zero-shot (:mod:`.open_questions`, "Which types an adapted question
 reads"); each entry records that part (``"part"``).
 
-The fitted numbers live in ``rl_agent_config.json`` under ``"adaptation"`` (version 1), so
+The fitted numbers live in ``rl_agent_config.json`` under ``"adaptation"``, so
 :meth:`Agent.save <jevlaya_lab.decisions.agent.Agent.save>` writes an ordinary checkpoint: Laya and
-older versions ignore the key and answer zero-shot, and :func:`~jevlaya_lab.load` reads it back
-with the corrections. A question with a ``prototype`` or ``linear`` correction reads the states'
+versions without ``adapt`` ignore the key and answer zero-shot, and :func:`~jevlaya_lab.load` reads
+it back with the corrections. It is written as version 1, or as version 2 when a statement is
+turned: a version that cannot turn refuses that checkpoint rather than answer the statement upside
+down. A question with a ``prototype`` or ``linear`` correction reads the states'
 pooled vectors: on a checkpoint with a similarity prior (``mini-en``, ``mini-multi``) those the
 prior already pooled in the same forward pass, at fit time and at answer time alike; without a
 prior, one more pooled encoder pass over the states of a call. The other corrections cost nothing
@@ -129,10 +151,10 @@ from jevlaya_lab.decisions.adapt_fit import fit_question
 from jevlaya_lab.decisions.adaptation import (
     ADAPTATION_KEY,
     Adaptation,
-    AdaptationReport,
     QuestionAdaptation,
     question_key,
 )
+from jevlaya_lab.decisions.adaptation_report import AdaptationReport
 from jevlaya_lab.decisions.errors import LabelError
 from jevlaya_lab.decisions.open_questions import answering
 from jevlaya_lab.decisions.questions import Question, parse_questions
@@ -320,7 +342,7 @@ def adapt(agent: Agent, examples: Any, questions: Mapping[Any, Any], *, seed: in
             key, q.id, _definition(questions, q), fit.method, part.temperatures.get(q.type, q.n_options),
             fit.log_a, None if fit.bias is None else fit.bias.tolist(),
             None if fit.weight is None else fit.weight.tolist(),
-            None if fit.weight is None else center.tolist(), len(targets), report.part))
+            None if fit.weight is None else center.tolist(), len(targets), report.part, fit.sign))
     config = _copy_config(agent.config)
     config.extra[ADAPTATION_KEY] = Adaptation(entries).to_value()
     runner = agent._hooks

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 
+from jevlaya_lab.decisions.adaptation_report import QuestionReport, auc, scores
 from jevlaya_lab.decisions.questions import Question
 
 LINEAR_PENALTIES = (0.03, 0.003, 0.001, 0.0003)
@@ -54,6 +54,12 @@ NEWTON_MAX_STEPS = 50
 on the dev questions' features, k = 4-32, took at most 14 steps, 5.7 on average)."""
 LOG_A_BOUND = 5.0
 """``log a`` stays within +-this (the temperature within a factor of ~150 of the checkpoint's)."""
+TURN_AUC = 0.25
+"""A yes/no is offered turned round only when its labels' zero-shot AUC is at most this (the
+checkpoint ranks most "no" labels above most "yes" labels)."""
+TURN_MARGIN = 0.05
+"""... and then taken only if its cross-validated log-loss is lower than the unturned fit's by
+more than this (nats)."""
 # -- fitting ------------------------------------------------------------------------------------
 @dataclass
 class _Fit:
@@ -61,6 +67,8 @@ class _Fit:
     log_a: float = 0.0
     bias: torch.Tensor | None = None
     weight: torch.Tensor | None = None
+    sign: int = 1
+    """-1: fitted on the turned log-probabilities ``-lp`` (:func:`fit_question`)."""
 
 
 def _free_mask(qtype: str, k: int) -> torch.Tensor:
@@ -85,8 +93,8 @@ def _prototypes(qtype: str, vectors: torch.Tensor, targets: torch.Tensor, k: int
 def apply_fit(fit: _Fit, center: torch.Tensor, lp: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
     """``[n, k]`` adapted logits of states with base log-probabilities ``lp`` and pooled
     ``vectors``, for a fit whose labels' mean vector was ``center`` (what the adapted Agent
-    computes, in float64)."""
-    out = math.exp(fit.log_a) * lp
+    computes, in float64); a turned fit (``sign`` -1) reads ``-lp``."""
+    out = fit.sign * math.exp(fit.log_a) * lp
     if fit.bias is not None:
         out = out + fit.bias
     if fit.weight is not None:
@@ -315,79 +323,56 @@ def _folds(targets: torch.Tensor, seed: int) -> list[int]:
     return fold
 
 
-def _ece(probs: torch.Tensor, targets: torch.Tensor, bins: int = 10) -> float:
-    conf, top = probs.max(dim=1)
-    total = 0.0
-    for b in range(bins):
-        low, high = b / bins, (b + 1) / bins
-        inside = (conf >= low) & ((conf < high) if b < bins - 1 else (conf <= high))
-        if inside.any():
-            hits = float((top[inside] == targets[inside]).double().mean())
-            total += abs(float(conf[inside].mean()) - hits) * int(inside.sum())
-    return total / len(targets)
-
-
-def _balanced(probs: torch.Tensor, targets: torch.Tensor) -> float:
-    top = probs.argmax(dim=1)
-    recalls = [float((top[targets == c] == c).double().mean()) for c in sorted(set(targets.tolist()))]
-    return sum(recalls) / len(recalls)
-
-
-@dataclass
-class QuestionReport:
-    """One adapted question: how many labels, what was chosen, and how it scores; ``part``: the head
-    it was fitted on (``"open"``: a checkpoint's open part, :mod:`.open_questions`; else ``"own"``)."""
-
-    id: Any
-    type: str
-    n: int
-    method: str
-    zero_shot_accuracy: float
-    zero_shot_balanced: float
-    zero_shot_ece: float
-    cv_accuracy: float
-    cv_balanced: float
-    cv_ece: float
-    cv_log_loss: dict[str, float]
-    zero_shot_probs: list[list[float]] = field(repr=False, default_factory=list)
-    cv_probs: list[list[float]] = field(repr=False, default_factory=list)
-    targets: list[int] = field(repr=False, default_factory=list)
-    part: str = "own"
-
-
-def _score(probs: torch.Tensor, targets: torch.Tensor) -> tuple[float, float, float]:
-    accuracy = float((probs.argmax(dim=1) == targets).double().mean())
-    return accuracy, _balanced(probs, targets), _ece(probs, targets)
+def _held_out(method: str, sign: int, q: Question, lp: torch.Tensor, vectors: torch.Tensor,
+              targets: torch.Tensor, folds: list[int]) -> torch.Tensor:
+    """Each label's probabilities from a fit on the other folds (``sign`` -1: fitted on ``-lp``)."""
+    probs = torch.zeros_like(lp)
+    for f in sorted(set(folds)):
+        train = torch.tensor([x != f for x in folds])
+        test = ~train
+        center = vectors[train].mean(dim=0)
+        fit = _fit(method, q.type, sign * lp[train], vectors[train] - center, targets[train])
+        fit.sign = sign
+        probs[test] = torch.softmax(apply_fit(fit, center, lp[test], vectors[test]), dim=-1)
+    return probs
 
 
 def fit_question(q: Question, lp: torch.Tensor, vectors: torch.Tensor, targets: torch.Tensor,
                  seed: int = 0, method: str = "auto") -> tuple[_Fit, torch.Tensor, QuestionReport]:
-    """Choose (``method="auto"``) or take one candidate, fit it; ``(fit, center, report)``."""
+    """Choose (``method="auto"``) or take one candidate, fit it; ``(fit, center, report)``.
+
+    A yes/no whose labels' zero-shot AUC is at most :data:`TURN_AUC` is also fitted turned round
+    (on ``-lp``, the chosen method's twin); the turn is kept if its cross-validated log-loss beats
+    the chosen fit's by more than :data:`TURN_MARGIN`."""
     n = len(targets)
     folds = _folds(targets, seed)
     row_weight = row_weights(q.type, targets, lp.shape[1])
     losses: dict[str, float] = {}
     held: dict[str, torch.Tensor] = {}
+
+    def log_loss(probs: torch.Tensor) -> float:
+        row_loss = -torch.log(probs[torch.arange(n), targets].clamp_min(1e-12))
+        return float((row_loss * row_weight).sum())
+
     if method == "linear":
         method = DEFAULT_LINEAR[q.type] if n >= LINEAR_MIN_LABELS else "temperature+bias"
     for method_ in (candidates(n) if method == "auto" else [method]):
-        probs = torch.zeros_like(lp)
-        for f in sorted(set(folds)):
-            train = torch.tensor([x != f for x in folds])
-            test = ~train
-            center = vectors[train].mean(dim=0)
-            fit = _fit(method_, q.type, lp[train], vectors[train] - center, targets[train])
-            probs[test] = torch.softmax(apply_fit(fit, center, lp[test], vectors[test]), dim=-1)
-        held[method_] = probs
-        row_loss = -torch.log(probs[torch.arange(n), targets].clamp_min(1e-12))
-        losses[method_] = float((row_loss * row_weight).sum())
+        held[method_] = _held_out(method_, 1, q, lp, vectors, targets, folds)
+        losses[method_] = log_loss(held[method_])
     lowest = min(losses.values())
     best = next(m for m in losses if losses[m] <= lowest + SELECTION_MARGIN)  # the simplest near the best
+    best_probs, sign = held[best], 1
+    if q.type == "noul" and auc(lp, targets) <= TURN_AUC:
+        twin = "temperature" if best == "zero-shot" else best  # a turn with no fit would be overconfident
+        turned = _held_out(twin, -1, q, lp, vectors, targets, folds)
+        losses[f"turned, {twin}"] = log_loss(turned)
+        if losses[f"turned, {twin}"] < losses[best] - TURN_MARGIN:
+            best, best_probs, sign = twin, turned, -1
     center = vectors.mean(dim=0)
-    fit = _fit(best, q.type, lp, vectors - center, targets)
+    fit = _fit(best, q.type, sign * lp, vectors - center, targets)
+    fit.sign = sign
     zero = torch.softmax(lp, dim=-1)
-    zero_scores, cv_scores = _score(zero, targets), _score(held[best], targets)
-    report = QuestionReport(q.id, q.type, n, best, *zero_scores, *cv_scores,
+    report = QuestionReport(q.id, q.type, n, best, *scores(zero, targets), *scores(best_probs, targets),
                             {m: round(v, 4) for m, v in losses.items()},
-                            zero.tolist(), held[best].tolist(), targets.tolist())
+                            zero.tolist(), best_probs.tolist(), targets.tolist(), turned=sign == -1)
     return fit, center, report

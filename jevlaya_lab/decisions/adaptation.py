@@ -1,5 +1,5 @@
-"""Stored few-shot corrections: what ``rl_agent_config.json`` keeps, how a forward pass applies
-them, and the report :func:`~jevlaya_lab.decisions.adapt.adapt` returns.
+"""Stored few-shot corrections: what ``rl_agent_config.json`` keeps and how a forward pass applies
+them (the report :func:`~jevlaya_lab.decisions.adapt.adapt` returns is in :mod:`.adaptation_report`).
 
 See :mod:`jevlaya_lab.decisions.adapt` for what is fitted; an adaptation is looked up by the
 question's content (:func:`question_key`), never by its id.
@@ -11,17 +11,19 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from html import escape
 from typing import Any
 
 import torch
 
 from jevlaya_lab.decisions.adapt_features import LOG_FLOOR, Agent, caller_order, state_vectors
-from jevlaya_lab.decisions.adapt_fit import QuestionReport
 from jevlaya_lab.decisions.questions import Question, parse_questions
 
 ADAPTATION_KEY = "adaptation"
-ADAPTATION_VERSION = 1
+ADAPTATION_VERSION = 2
+"""The version written when a correction turns a yes/no round (``"sign": -1``); an adaptation
+without one is written as version 1, which versions before the turn read alike. A reader that
+knows only version 1 refuses a version 2 rather than answering a turned statement upside down."""
+VERSIONS = (1, 2)
 
 
 # -- which question is which --------------------------------------------------------------------
@@ -55,12 +57,20 @@ class QuestionAdaptation:
     part: str | None = None
     """The head the correction was fitted on, ``"own"`` or ``"open"`` (:mod:`.open_questions`); None
     in an adaptation written before the key existed, whose question is routed as any other."""
+    sign: int = 1
+    """-1: the checkpoint's log-probabilities are turned round before the correction (``logit =
+    -a * lp + ...``: a yes/no read upside down, :mod:`jevlaya_lab.decisions.adapt`); stored as
+    ``"sign": -1`` (version 2), absent for 1."""
 
     def to_value(self) -> dict[str, Any]:
         value = {"id": self.id, "definition": self.definition, "method": self.method,
                  "temperature": self.temperature, "log_a": self.log_a, "bias": self.bias,
                  "weight": self.weight, "center": self.center, "n_labels": self.n_labels}
-        return value if self.part is None else {**value, "part": self.part}
+        if self.part is not None:
+            value["part"] = self.part
+        if self.sign != 1:
+            value["sign"] = self.sign
+        return value
 
 
 class Adaptation:
@@ -84,8 +94,10 @@ class Adaptation:
             return CheckpointError(f"{source}: {ADAPTATION_KEY} is invalid: {what}; write it with "
                                    "agent.adapt(...).save(directory)")
 
-        if not isinstance(value, dict) or value.get("version") != ADAPTATION_VERSION:
-            raise bad(f"expected an object with \"version\": {ADAPTATION_VERSION}")
+        version = value.get("version") if isinstance(value, dict) else None
+        if isinstance(version, bool) or version not in VERSIONS:
+            raise bad(f"expected an object with \"version\" 1 or 2, got {version!r} (a newer jevlaya_lab "
+                      "wrote it? upgrade to read it)")
         entries = []
         for i, item in enumerate(value.get("questions") or []):
             try:
@@ -94,16 +106,20 @@ class Adaptation:
                 part = item.get("part")
                 if part not in (None, "own", "open"):
                     raise ValueError(f"part must be 'own' or 'open', got {part!r}")
+                sign = item.get("sign", 1)
+                if sign not in (1, -1) or isinstance(sign, bool) or (sign == -1 and value["version"] < 2):
+                    raise ValueError(f"sign must be 1 or -1 (-1 in version 2 only), got {sign!r}")
                 entries.append(QuestionAdaptation(
                     question_key(parsed), qid, item["definition"], str(item["method"]),
                     float(item["temperature"]), float(item["log_a"]), item.get("bias"), item.get("weight"),
-                    item.get("center"), int(item.get("n_labels", 0)), part))
+                    item.get("center"), int(item.get("n_labels", 0)), part, int(sign)))
             except (KeyError, TypeError, ValueError) as exc:
                 raise bad(f"questions[{i}] ({exc})") from None
         return cls(entries)
 
     def to_value(self) -> dict[str, Any]:
-        return {"version": ADAPTATION_VERSION, "questions": [e.to_value() for e in self.entries.values()]}
+        version = ADAPTATION_VERSION if any(e.sign != 1 for e in self.entries.values()) else 1
+        return {"version": version, "questions": [e.to_value() for e in self.entries.values()]}
 
     def part_of(self, q: Question) -> str | None:
         """The head ``q``'s correction was fitted on (``"own"``, ``"open"``), or None when ``q`` is
@@ -136,7 +152,7 @@ class Adaptation:
             lp = torch.log_softmax(rows[:, :k].float() / e.temperature, dim=-1).clamp_min(LOG_FLOOR)
             caller_lp = caller_order(q, lp)
             bias, weight, center = self._tensors[e.key]
-            adapted = math.exp(e.log_a) * caller_lp
+            adapted = e.sign * math.exp(e.log_a) * caller_lp
             if bias is not None:
                 adapted = adapted + bias.to(adapted.device)
             if weight is not None and vectors is not None and center is not None:
@@ -145,62 +161,6 @@ class Adaptation:
             rows[:, :k] = slots.to(rows.dtype)
             out[j::len(questions)] = rows
         return out
-
-
-# -- the report ---------------------------------------------------------------------------------
-class AdaptationReport:
-    """What :func:`adapt` fitted, on which head, and how it cross-validates, per question (``.questions``).
-
-    Shows as a table in a notebook; ``to_frame()`` gives the same rows as a pandas DataFrame."""
-
-    def __init__(self, questions: list[QuestionReport], seconds: float, model_id: str) -> None:
-        self.questions = questions
-        self.seconds = seconds
-        self.model_id = model_id
-
-    def __getitem__(self, qid: Any) -> QuestionReport:
-        for row in self.questions:
-            if row.id == qid or str(row.id) == str(qid):
-                return row
-        raise KeyError(qid)
-
-    def rows(self) -> list[dict[str, Any]]:
-        return [{"question": str(r.id), "type": r.type, "labels": r.n, "method": r.method, "part": r.part,
-                 "zero-shot accuracy": round(r.zero_shot_accuracy, 3),
-                 "cv accuracy": round(r.cv_accuracy, 3),
-                 "zero-shot balanced": round(r.zero_shot_balanced, 3),
-                 "cv balanced": round(r.cv_balanced, 3),
-                 "zero-shot ECE": round(r.zero_shot_ece, 3), "cv ECE": round(r.cv_ece, 3)}
-                for r in self.questions]
-
-    def to_frame(self) -> Any:
-        import pandas as pd
-
-        return pd.DataFrame(self.rows())
-
-    def __repr__(self) -> str:
-        lines = [f"AdaptationReport({self.model_id!r}, {len(self.questions)} question(s), {self.seconds:.2f} s)"]
-        for r in self.questions:
-            lines.append(f"  {str(r.id)!s:<16} {r.type:<6} n={r.n:<3} {r.method:<16} {r.part + ' part':<9} accuracy "
-                         f"{r.zero_shot_accuracy:.2f} -> {r.cv_accuracy:.2f} (cv), balanced "
-                         f"{r.zero_shot_balanced:.2f} -> {r.cv_balanced:.2f}, "
-                         f"ECE {r.zero_shot_ece:.2f} -> {r.cv_ece:.2f}")
-        return "\n".join(lines)
-
-    def _repr_html_(self) -> str:
-        head = ["question", "type", "labels", "method", "part", "accuracy zero-shot → cv", "balanced", "ECE"]
-        body = "".join(
-            "<tr>" + "".join(f"<td style='padding:0 .6em'>{escape(str(v))}</td>" for v in (
-                r.id, r.type, r.n, r.method, r.part, f"{r.zero_shot_accuracy:.2f} → {r.cv_accuracy:.2f}",
-                f"{r.zero_shot_balanced:.2f} → {r.cv_balanced:.2f}", f"{r.zero_shot_ece:.2f} → {r.cv_ece:.2f}"))
-            + "</tr>" for r in self.questions)
-        th = "".join(f"<th style='text-align:left;padding:0 .6em'>{escape(h)}</th>" for h in head)
-        note = ("<div style='color:var(--jp-content-font-color2,#666)'>"
-                f"adapted {escape(self.model_id)} in {self.seconds:.2f} s; cv: cross-validated on the given "
-                "labels</div>")
-        return ("<div class='jevlaya' style='border:1px solid var(--jp-border-color2,rgba(128,128,128,.4));"
-                "border-radius:4px;padding:.5em;color:var(--jp-content-font-color1,inherit)'>"
-                f"<table style='border-collapse:collapse'><tr>{th}</tr>{body}</table>{note}</div>")
 
 
 def adaptation_of(config: Any) -> Adaptation | None:

@@ -41,11 +41,14 @@ function render({ model, el }) {
       const s = stats[q.id] || { n: 0, bins: [] };
       const open = status.parts && status.parts[q.id] === "open" ? " · open part" : "";  // as the answers view says
       const cv = status.cv && status.cv[q.id] != null ? ` · cross-validated ${fmt(status.cv[q.id], 2)}` : "";
+      const turned = status.turned && status.turned.includes(String(q.id))
+        ? " · turned round: the labels showed the model reading it upside down" : "";
       summary.append(h("div", { class: "jv-q jv-q-stats", "data-question": q.id },
         h("b", {}, q.id), " ", h("i", {}, `(${q.type}${open})`), " ",
         h("span", { class: "jv-heldout" }, s.n ? `held-out accuracy ${fmt(s.accuracy, 2)} on ${s.n} labels, ECE ${fmt(s.ece, 2)}`
           : "held-out accuracy – (no labels the model was not fitted on)"),
         h("span", { class: "jv-muted" }, cv),
+        turned ? h("span", { class: "jv-turned" }, turned) : null,
         reliability(s)));
     }
     root.append(summary);

@@ -52,7 +52,8 @@ class LabelView(anywidget.AnyWidget):
     questions_info = traitlets.List(help="[{id, type, options}]").tag(sync=True)
     stats = traitlets.Dict(help="{qid: {n, accuracy, ece, bins: [{lo, hi, n, confidence, accuracy}]}}").tag(sync=True)
     status = traitlets.Dict(help="{model, adaptations, changed, seconds, cv: {qid: accuracy}, "
-                                 "parts: {qid: 'own' | 'open', the head answering it}, error}").tag(sync=True)
+                                 "parts: {qid: 'own' | 'open', the head answering it}, turned: [qid], "
+                                 "error}").tag(sync=True)
 
     def __init__(self, agent: Any, states: Sequence[Any], questions: Mapping[Any, Any], **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -76,7 +77,7 @@ class LabelView(anywidget.AnyWidget):
         self._parts: dict[str, str] = {}
         self._answers = self._predict(agent)
         self.status = {"model": str(agent.model_id), "adaptations": 0, "changed": None, "seconds": None,
-                       "cv": {}, "parts": self._parts, "error": ""}
+                       "cv": {}, "turned": [], "parts": self._parts, "error": ""}
         self._refresh()
         self.on_msg(self._on_message)
 
@@ -114,7 +115,10 @@ class LabelView(anywidget.AnyWidget):
         Questions whose labels are all the same answer (or that have none) are left as the base
         Agent answers them; ``status["cv"]`` lists the questions that were adapted, and
         ``status["parts"]`` the head that answers each question (``"open"``: the checkpoint's open
-        part; an adapted question's is the head it was fitted on)."""
+        part; an adapted question's is the head it was fitted on), and ``status["turned"]`` the
+        yes/no questions whose labels showed the checkpoint reading them upside down, so that the
+        adaptation turned them round (:mod:`jevlaya_lab.decisions.adapt`); the view says so beside
+        the question."""
         ready = [qid for qid in self._parsed  # two kinds of answer at least: what adapt can fit
                  if len({repr(a[qid]) for a in self.labels.values() if qid in a}) >= 2]
         examples = [(self.states[i], {q: v for q, v in answers.items() if q in ready})
@@ -141,6 +145,7 @@ class LabelView(anywidget.AnyWidget):
         self.status = {"model": str(adapted.model_id), "adaptations": self.status["adaptations"] + 1,
                        "changed": changed, "seconds": round(time.perf_counter() - started, 2),
                        "cv": {str(r.id): round(r.cv_accuracy, 3) for r in report.questions},
+                       "turned": [str(r.id) for r in report.questions if r.turned],
                        "parts": self._parts, "error": ""}
         self._refresh()
         return adapted

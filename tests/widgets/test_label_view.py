@@ -189,3 +189,34 @@ def test_the_view_says_which_head_answers_a_question_before_and_after_adapting(p
         assert "(noul · open part)" in page.inner_text("#w0 .jv-q-stats[data-question='photo']")
         assert "open part" not in page.inner_text("#w0 .jv-q-stats[data-question='own']")
         assert "cross-validated" in page.inner_text("#w0 .jv-q-stats[data-question='own']")
+
+
+@needs_chromium
+@pytest.mark.integration
+@pytest.mark.timeout(120)
+def test_a_statement_the_labels_turn_round_says_so_in_the_view(page: Any) -> None:
+    """``mini-en`` reads "None of our products has failed them." upside down on the hand-written
+    messages; eight labels (clicked in Chromium) turn it round when adapt is pressed, and the
+    view says so beside the question (``status["turned"]``)."""
+    import json
+    from pathlib import Path
+
+    from jevlaya_lab import load
+
+    data = Path(__file__).parents[1] / "data" / "user_questions" / "en_states.json"
+    messages = json.loads(data.read_text(encoding="utf-8"))["states"]
+    holds = [m["text"] for m in messages if "broken" not in m["tags"]][:4]
+    fails = [m["text"] for m in messages if "broken" in m["tags"]][:4]
+    question = {"failed": {"type": "noul", "instructions": "None of our products has failed them."}}
+    view = LabelView(load("mini-en", device="cpu"), holds + fails, question)
+    with shown(page, view):
+        for i in range(8):
+            page.click(f"#w0 tr[data-row='{i}'] td[data-question='failed'] button[data-value='{'yes' if i < 4 else 'no'}']")
+        page.wait_for_function("document.querySelector(\"#w0 .jv-q-stats[data-question='failed'] .jv-heldout\")"
+                               ".textContent.includes('on 8 labels')", timeout=15_000)
+        assert "turned" not in page.inner_text("#w0 .jv-q-stats[data-question='failed']")
+        page.click("#w0 button.jv-adapt")
+        page.wait_for_function("document.querySelector('#w0 .jv-changed').textContent.includes('answers changed')",
+                               timeout=60_000)
+        assert view.status["turned"] == ["failed"], view.agent.adaptation_report
+        assert "turned round" in page.inner_text("#w0 .jv-q-stats[data-question='failed'] .jv-turned")
