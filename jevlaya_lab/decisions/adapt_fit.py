@@ -338,12 +338,12 @@ def _held_out(method: str, sign: int, q: Question, lp: torch.Tensor, vectors: to
 
 
 def fit_question(q: Question, lp: torch.Tensor, vectors: torch.Tensor, targets: torch.Tensor,
-                 seed: int = 0, method: str = "auto") -> tuple[_Fit, torch.Tensor, QuestionReport]:
+                 seed: int = 0, method: str = "auto", turn: bool = True) -> tuple[_Fit, torch.Tensor, QuestionReport]:
     """Choose (``method="auto"``) or take one candidate, fit it; ``(fit, center, report)``.
 
-    A yes/no whose labels' zero-shot AUC is at most :data:`TURN_AUC` is also fitted turned round
-    (on ``-lp``, the chosen method's twin); the turn is kept if its cross-validated log-loss beats
-    the chosen fit's by more than :data:`TURN_MARGIN`."""
+    With ``turn``, a yes/no whose labels' zero-shot AUC is at most :data:`TURN_AUC` is also fitted
+    turned round (on ``-lp``, the chosen method's twin); the turn is kept if its cross-validated
+    log-loss beats the chosen fit's by more than :data:`TURN_MARGIN`."""
     n = len(targets)
     folds = _folds(targets, seed)
     row_weight = row_weights(q.type, targets, lp.shape[1])
@@ -362,7 +362,7 @@ def fit_question(q: Question, lp: torch.Tensor, vectors: torch.Tensor, targets: 
     lowest = min(losses.values())
     best = next(m for m in losses if losses[m] <= lowest + SELECTION_MARGIN)  # the simplest near the best
     best_probs, sign = held[best], 1
-    if q.type == "noul" and auc(lp, targets) <= TURN_AUC:
+    if turn and q.type == "noul" and auc(lp, targets) <= TURN_AUC:
         twin = "temperature" if best == "zero-shot" else best  # a turn with no fit would be overconfident
         turned = _held_out(twin, -1, q, lp, vectors, targets, folds)
         losses[f"turned, {twin}"] = log_loss(turned)

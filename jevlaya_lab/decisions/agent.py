@@ -231,15 +231,16 @@ class Agent(HookHost):
 
     # -- few-shot adaptation and saving (jevlaya_lab.decisions.adapt) ------------------------------
     def adapt(self, examples: Any, questions: Mapping[Any, Any], *, seed: int = 0,
-              method: str = "linear", model_id: str | None = None) -> Agent:
+              method: str = "linear", model_id: str | None = None, turn: bool = True) -> Agent:
         """A new Agent fitted to the user's labels for ``questions``; this one is unchanged.
 
         ``examples``: ``(state, answers)`` pairs or a DataFrame (see
         :func:`jevlaya_lab.decisions.adapt.adapt`); the result's ``adaptation_report`` shows the
-        cross-validated accuracy and ECE."""
+        cross-validated accuracy and ECE. ``turn=False``: never turn a yes/no round, even when
+        its labels show it read upside down."""
         from jevlaya_lab.decisions.adapt import adapt
 
-        adapted: Agent = adapt(self, examples, questions, seed=seed, method=method, model_id=model_id)
+        adapted: Agent = adapt(self, examples, questions, seed=seed, method=method, model_id=model_id, turn=turn)
         return adapted
 
     @property

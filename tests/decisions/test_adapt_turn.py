@@ -72,11 +72,13 @@ def test_labels_that_agree_are_never_turned() -> None:
         assert not any(name.startswith("turned") for name in report.cv_log_loss)
 
 
-def test_the_margin_holds_a_turn_the_folds_do_not_clearly_prefer(monkeypatch) -> None:
-    """The same labels turned with no margin and kept with a margin larger than any gain."""
+def test_the_margin_the_bound_and_turn_false_hold_a_turn(monkeypatch) -> None:
+    """The same labels turned by default, and not with ``turn=False``, a margin larger than any
+    gain, or a bound below their AUC."""
     (q,) = parse_questions(STATEMENT)
     lp, vectors, targets = features(8, -1.0, 0)
     assert adapt_fit.fit_question(q, lp, vectors, targets, method="linear")[2].turned
+    assert not adapt_fit.fit_question(q, lp, vectors, targets, method="linear", turn=False)[2].turned
     monkeypatch.setattr(adapt_fit, "TURN_MARGIN", 10.0)
     assert not adapt_fit.fit_question(q, lp, vectors, targets, method="linear")[2].turned
     monkeypatch.setattr(adapt_fit, "TURN_MARGIN", 0.05)
@@ -173,6 +175,9 @@ def test_mini_en_turns_a_statement_it_reads_upside_down_from_eight_labels(tmp_pa
         report = adapted.adaptation_report["failed"]
         zero, fitted = balanced(base, test), balanced(adapted, test)
         assert report.turned and zero < 0.35 and fitted >= 0.6, (seed, report.cv_log_loss, zero, fitted)
+    kept = base.adapt(train, question, turn=False)
+    unturned = balanced(kept, test)
+    assert not kept.adaptation_report["failed"].turned and unturned < fitted - 0.1, (unturned, fitted)
     saved = adapted.save(tmp_path / "turned")
     stored = json.loads((saved / "rl_agent_config.json").read_text())["adaptation"]
     assert stored["version"] == 2 and stored["questions"][0]["sign"] == -1
