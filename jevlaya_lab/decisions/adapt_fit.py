@@ -126,12 +126,18 @@ def row_weights(qtype: str, targets: torch.Tensor, k: int) -> torch.Tensor:
     return row / row.sum()
 
 
-def _fit(method: str, qtype: str, lp: torch.Tensor, vectors: torch.Tensor, targets: torch.Tensor) -> _Fit:
+def _fit(method: str, qtype: str, lp: torch.Tensor, vectors: torch.Tensor, targets: torch.Tensor,
+         sign: int = 1) -> _Fit:
     """One candidate fitted on ``(lp, vectors, targets)``: by Newton's method when every parameter
     is penalised and there are at most :data:`NEWTON_MAX_PARAMS` of them (:func:`_fit_newton`),
-    else by L-BFGS (:func:`_fit_lbfgs`). Both minimise the same objective."""
+    else by L-BFGS (:func:`_fit_lbfgs`). Both minimise the same objective. ``sign`` -1 fits the
+    turned log-probabilities ``-lp`` and returns a fit that reads them so (:func:`apply_fit`)."""
     if method == "zero-shot":
-        return _Fit(method)
+        return _Fit(method, sign=sign)
+    if sign != 1:
+        fitted = _fit(method, qtype, sign * lp, vectors, targets)
+        fitted.sign = sign
+        return fitted
     n, k = lp.shape
     strictly_convex = method != "prototype" and not (method.startswith("linear-") and penalty_at(method, n) == 0)
     free = int(_free_mask(qtype, k).sum())
@@ -331,8 +337,7 @@ def _held_out(method: str, sign: int, q: Question, lp: torch.Tensor, vectors: to
         train = torch.tensor([x != f for x in folds])
         test = ~train
         center = vectors[train].mean(dim=0)
-        fit = _fit(method, q.type, sign * lp[train], vectors[train] - center, targets[train])
-        fit.sign = sign
+        fit = _fit(method, q.type, lp[train], vectors[train] - center, targets[train], sign)
         probs[test] = torch.softmax(apply_fit(fit, center, lp[test], vectors[test]), dim=-1)
     return probs
 
@@ -369,8 +374,7 @@ def fit_question(q: Question, lp: torch.Tensor, vectors: torch.Tensor, targets: 
         if losses[f"turned, {twin}"] < losses[best] - TURN_MARGIN:
             best, best_probs, sign = twin, turned, -1
     center = vectors.mean(dim=0)
-    fit = _fit(best, q.type, sign * lp, vectors - center, targets)
-    fit.sign = sign
+    fit = _fit(best, q.type, lp, vectors - center, targets, sign)
     zero = torch.softmax(lp, dim=-1)
     report = QuestionReport(q.id, q.type, n, best, *scores(zero, targets), *scores(best_probs, targets),
                             {m: round(v, 4) for m, v in losses.items()},

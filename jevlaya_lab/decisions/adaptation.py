@@ -23,7 +23,7 @@ ADAPTATION_VERSION = 2
 """The version written when a correction turns a yes/no round (``"sign": -1``); an adaptation
 without one is written as version 1, which versions before the turn read alike. A reader that
 knows only version 1 refuses a version 2 rather than answering a turned statement upside down."""
-VERSIONS = (1, 2)
+VERSIONS = tuple(range(1, ADAPTATION_VERSION + 1))
 
 
 # -- which question is which --------------------------------------------------------------------
@@ -96,8 +96,8 @@ class Adaptation:
 
         version = value.get("version") if isinstance(value, dict) else None
         if isinstance(version, bool) or version not in VERSIONS:
-            raise bad(f"expected an object with \"version\" 1 or 2, got {version!r} (a newer jevlaya_lab "
-                      "wrote it? upgrade to read it)")
+            raise bad(f"expected an object with \"version\" {' or '.join(map(str, VERSIONS))}, got {version!r} "
+                      "(a newer jevlaya_lab wrote it? upgrade to read it)")
         entries = []
         for i, item in enumerate(value.get("questions") or []):
             try:
