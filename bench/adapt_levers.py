@@ -159,18 +159,16 @@ def self_trained(q, lp, vectors, targets, train_rows, test_rows, method, seed, p
     return torch.softmax(adapt_fit.apply_fit(fit, center, lp[test], vectors[test]), dim=-1)
 
 
-def mean_figures(found, saved, k, seeds, answer, keep=None) -> tuple[float, float, float]:
-    """Mean yes/no balanced accuracy, choice accuracy and ECE at ``k`` labels over ``seeds``: each
-    task's labels drawn as ``bench/adapt.py`` draws them, and the held-out probabilities
-    ``answer(task_id, q, parts, targets, train_rows, test_rows)`` gives from the task's cached
-    features scored; ``keep(task_id)``: the tasks to score (all by default)."""
+def task_figures(found, saved, k, seeds, answer) -> list[tuple[str, str, float, float]]:
+    """``(task id, kind, figure, ECE)`` per task and seed at ``k`` labels: each task's labels drawn
+    as ``bench/adapt.py`` draws them, and the held-out probabilities ``answer(task_id, q, parts,
+    targets, train_rows, test_rows)`` gives from the task's cached features scored (a yes/no's
+    figure: balanced accuracy; a choice's: accuracy)."""
     from adapt import draw, score
 
-    yn, ch, ece = [], [], []
+    rows = []
     for seed in seeds:
         for t in found:
-            if keep is not None and not keep(t["id"]):
-                continue
             q, targets, parts = saved["tasks"][t["id"]]
             index = {id(item): i for i, item in enumerate(t["items"])}
             train, test = draw(t["items"], k, seed + k)
@@ -178,10 +176,23 @@ def mean_figures(found, saved, k, seeds, answer, keep=None) -> tuple[float, floa
             probs = answer(t["id"], q, parts, targets, [index[id(x)] for x in train], test_rows)
             balanced, accuracy, calibration = score(probs.tolist(), targets[test_rows].tolist(),
                                                     list(range(q.n_options)))
-            (yn if t["kind"] == "yesno" else ch).append(balanced if t["kind"] == "yesno" else accuracy)
-            ece.append(calibration)
+            rows.append((t["id"], t["kind"], balanced if t["kind"] == "yesno" else accuracy, calibration))
+    return rows
+
+
+def means(rows, keep=None) -> tuple[float, float, float]:
+    """Mean yes/no figure, choice figure and ECE of :func:`task_figures`' rows whose task id
+    ``keep(task_id)`` accepts (all by default)."""
+    rows = [r for r in rows if keep is None or keep(r[0])]
     mean = lambda xs: sum(xs) / len(xs) if xs else math.nan  # noqa: E731
-    return mean(yn), mean(ch), mean(ece)
+    return (mean([r[2] for r in rows if r[1] == "yesno"]), mean([r[2] for r in rows if r[1] != "yesno"]),
+            mean([r[3] for r in rows]))
+
+
+def mean_figures(found, saved, k, seeds, answer) -> tuple[float, float, float]:
+    """Mean yes/no balanced accuracy, choice accuracy and ECE at ``k`` labels over ``seeds``
+    (:func:`task_figures`, :func:`means`)."""
+    return means(task_figures(found, saved, k, seeds, answer))
 
 
 def main(argv=None) -> int:
@@ -234,7 +245,7 @@ def main(argv=None) -> int:
     needed = ["base", "own", "open"] if any("parts" in values for _, values in parsed_settings) else ["base"]
     shipped = {name: getattr(adapt_fit, name) for name in varied}  # restored after each setting
     found, notes = (language_tasks("dev"), []) if args.languages else tasks("dev", args.data_dir, 0)
-    negating = {q.id for q in uq.load_questions(("dev",)) if q.raw.get("negates")}
+    negating = uq.negating_ids()
     for note in notes:
         print("note:", note)
     saved = cached_features(args.checkpoint, args.languages, needed, found, args.cache, parser.error)
@@ -255,11 +266,11 @@ def main(argv=None) -> int:
                                     float(values["self-train"]))
             return replay(q, lp, vectors, targets, train_rows, test_rows, method, 0)
         for k in args.k:
-            yn, ch, ece = mean_figures(found, saved, k, args.seeds, answer)
+            rows = task_figures(found, saved, k, args.seeds, answer)
+            yn, ch, ece = means(rows)
             print(f"{setting[:60]:<60} {k:>3} | {yn:.3f}  {ch:.3f}  {ece:.3f}", flush=True)
-            if args.negated_apart:
-                apart = [mean_figures(found, saved, k, args.seeds, answer,
-                                      lambda i, keep=keep: (i.rpartition("/")[2] in negating) == keep)[0]
+            if args.negated_apart:  # the same fits, grouped (a language task's id is "<lang>/<id>")
+                apart = [means(rows, lambda i, keep=keep: (i.rpartition("/")[2] in negating) == keep)[0]
                          for keep in (True, False)]
                 print(f"{'  negated as a whole / the others':<60} {k:>3} | {apart[0]:.3f} / {apart[1]:.3f}",
                       flush=True)

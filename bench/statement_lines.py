@@ -229,7 +229,7 @@ def fit_line_main(args: Any) -> int:
     from jevlaya_lab.decisions import bundled
     from jevlaya_lab.decisions.agent import Agent
 
-    negating = {q.id for q in uq.load_questions(("dev",)) if q.raw.get("negates")}
+    negating = uq.negating_ids()
     statements = [s for s in dev_statements(args.data_dir) if not (args.without_negated and s[0] in negating)]
     reference = reference_texts(args.reference, args.seed)
     shipped = Agent(str(bundled.checkpoint_dir(args.checkpoint)), model_id=args.checkpoint)

@@ -92,6 +92,11 @@ def load_questions(halves: tuple[str, ...] = ("dev",)) -> list[UserQuestion]:
     return [q for q in out if q.half in halves]
 
 
+def negating_ids(halves: tuple[str, ...] = ("dev",)) -> set[str]:
+    """The ids of the statements of ``halves`` marked ``"negates"`` (negated as a whole)."""
+    return {q.id for q in load_questions(halves) if q.raw.get("negates")}
+
+
 def load_states(group: str) -> list[dict[str, Any]]:
     """``en`` or ``multi`` hand-written states with their tags and choice golds."""
     return list(_read(f"{group}_states.json")["states"])
