@@ -44,7 +44,8 @@ read against how it answers typical messages. Each read statement costs one read
 reference text once (cached per statement, like its vector, and kept in the cache folder for later
 processes: :mod:`jevlaya_lab.decisions.line_store`). ``a`` and ``b`` (times the noul
 temperature) are one logistic fit across statements; ``mini-en``'s open part was fit on the dev
-statements of the user-question benchmark (``bench/statement_lines.py --fit-line --ship``, README).
+statements of the user-question benchmark that are not negated as a whole
+(``bench/statement_lines.py --fit-line --without-negated --ship``, README).
 
 **Choices** (``choices``, a weight ``w`` > 0): a choice question with an option far from the
 training texts (gate below :data:`READ_BELOW`) gets every one of its options read as the pair
