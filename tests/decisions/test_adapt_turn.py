@@ -144,9 +144,11 @@ def test_a_stored_turn_is_read_and_applied_on_load(saved_tiny) -> None:
 @pytest.mark.integration
 def test_mini_en_turns_a_statement_it_reads_upside_down_from_eight_labels(tmp_path) -> None:
     """"None of our products has failed them." (a dev statement of the user-question benchmark):
-    ``mini-en`` answers it upside down on the hand-written messages (balanced 0.17-0.24 at 0.5 on
-    the held-out ones). Eight labels (4 + 4, two seeded draws) turn it round (measured 0.77 and
-    0.67), and the saved checkpoint stores the turn and answers the same after a reload."""
+    ``mini-en`` answers it upside down on the hand-written messages (balanced 0.31 and 0.38 at 0.5
+    on the held-out ones of two seeded draws; 0.17-0.24 before its reader was trained with
+    negations). Eight labels (4 + 4) turn it round (measured 0.74 and 0.63), above the same labels
+    fitted unturned on each draw (0.25 and 0.57), and the saved checkpoint stores the turn and
+    answers the same after a reload."""
     from pathlib import Path
 
     from jevlaya_lab import load
@@ -164,6 +166,7 @@ def test_mini_en_turns_a_statement_it_reads_upside_down_from_eight_labels(tmp_pa
         return sum(recalls) / 2
 
     base = load("mini-en", device="cpu")
+    gains = []
     for seed in (0, 1):
         rng = random.Random(seed)
         yes, no = holds[:], fails[:]
@@ -174,10 +177,12 @@ def test_mini_en_turns_a_statement_it_reads_upside_down_from_eight_labels(tmp_pa
         adapted = base.adapt(train, question)
         report = adapted.adaptation_report["failed"]
         zero, fitted = balanced(base, test), balanced(adapted, test)
-        assert report.turned and zero < 0.35 and fitted >= 0.6, (seed, report.cv_log_loss, zero, fitted)
-    kept = base.adapt(train, question, turn=False)
-    unturned = balanced(kept, test)
-    assert not kept.adaptation_report["failed"].turned and unturned < fitted - 0.1, (unturned, fitted)
+        assert report.turned and zero < 0.45 and fitted >= 0.6, (seed, report.cv_log_loss, zero, fitted)
+        kept = base.adapt(train, question, turn=False)
+        unturned = balanced(kept, test)
+        assert not kept.adaptation_report["failed"].turned and unturned < fitted, (seed, unturned, fitted)
+        gains.append(fitted - unturned)
+    assert sum(gains) / len(gains) > 0.1, gains
     saved = adapted.save(tmp_path / "turned")
     stored = json.loads((saved / "rl_agent_config.json").read_text())["adaptation"]
     assert stored["version"] == 2 and stored["questions"][0]["sign"] == -1

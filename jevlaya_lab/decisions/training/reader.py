@@ -269,7 +269,10 @@ def fit_choice_weight(agent: Any, reader: StatementReader,
     """The reader config's ``choices``: the weight ``w > 0`` of the reader's log-odds added to each
     option's logit that maximises the likelihood of the right options of ``questions`` (one fit
     over all of them), given ``agent``'s own answers without the reader on choices; in logit units
-    before the choice temperature, as the prior adds it."""
+    before the choice temperature, as the prior adds it. The answers are asked of the own head
+    (``"part": "own"``): a held-out choice is far from the training texts, so a checkpoint with an
+    open part would send it there, and the weight would be fit over another head's answers (a
+    probability of 0 from that head made it NaN)."""
     from jevlaya_lab.decisions.prior_inputs import context_texts
     from jevlaya_lab.decisions.questions import parse_questions
 
@@ -284,9 +287,9 @@ def fit_choice_weight(agent: Any, reader: StatementReader,
                 continue
             texts = [t for t, _ in rows]
             parsed = parse_questions({"q": question})[0]
-            answers = agent.predict_batch(texts, {"q": question})
+            answers = agent.predict_batch(texts, {"q": {**question, "part": "own"}})
             base.append(torch.tensor([[a["answers"]["q"]["probabilities"][n] for n in parsed.labels]
-                                      for a in answers]).log())
+                                      for a in answers]).clamp_min(1e-12).log())
             said.append(torch.stack([reader_logits(model, reader, agent.tokenizer, [(o or "", t, False) for t in texts])
                                      for o in context_texts(parsed)], dim=1))
             gold.append(torch.tensor([g for _, g in rows]))
