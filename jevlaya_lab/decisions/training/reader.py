@@ -269,10 +269,12 @@ def fit_choice_weight(agent: Any, reader: StatementReader,
     """The reader config's ``choices``: the weight ``w > 0`` of the reader's log-odds added to each
     option's logit that maximises the likelihood of the right options of ``questions`` (one fit
     over all of them), given ``agent``'s own answers without the reader on choices; in logit units
-    before the choice temperature, as the prior adds it. The answers are asked of the own head
-    (``"part": "own"``): a held-out choice is far from the training texts, so a checkpoint with an
-    open part would send it there, and the weight would be fit over another head's answers (a
-    probability of 0 from that head made it NaN)."""
+    before the choice temperature, as the prior adds it. The answers are the own head's unrounded
+    log-probabilities (:func:`~jevlaya_lab.decisions.adapt_features.base_features` of that head
+    alone): a held-out choice is far from the training texts, so ``predict_batch`` on a checkpoint
+    with an open part would send it there and fit the weight over another head's answers, and its
+    probabilities are rounded to 4 decimals, so a small one read as 0 made the weight NaN."""
+    from jevlaya_lab.decisions.adapt_features import base_features
     from jevlaya_lab.decisions.prior_inputs import context_texts
     from jevlaya_lab.decisions.questions import parse_questions
 
@@ -287,9 +289,7 @@ def fit_choice_weight(agent: Any, reader: StatementReader,
                 continue
             texts = [t for t, _ in rows]
             parsed = parse_questions({"q": question})[0]
-            answers = agent.predict_batch(texts, {"q": {**question, "part": "own"}})
-            base.append(torch.tensor([[a["answers"]["q"]["probabilities"][n] for n in parsed.labels]
-                                      for a in answers]).clamp_min(1e-12).log())
+            base.append(base_features(agent, texts, (parsed,), vectors=False, parts=[agent])[0][0])
             said.append(torch.stack([reader_logits(model, reader, agent.tokenizer, [(o or "", t, False) for t in texts])
                                      for o in context_texts(parsed)], dim=1))
             gold.append(torch.tensor([g for _, g in rows]))
