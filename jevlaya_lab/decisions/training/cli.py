@@ -39,6 +39,8 @@ ranked its English dev statements below the cosine (that run took 34 minutes on 
 blend fit included). ``--reader-negated SHARE`` asks that share of the reader's training pairs
 negated, the truth turned round (``training.negation``; ``mini-en``'s open part is trained with
 0.25, and its line then refit on the dev statements not negated as a whole: ``training.reader``).
+``--reader-rewordings`` draws each emotion pair's statement from five wordings of the emotion
+instead of one (``training.reader.EMOTION_REWORDINGS``).
 
 Real utterances come from ``--data-dir`` (default ``$JEVLAYA_DATA_DIR``, else ``shared/datasets``
 beside the checkout); ``--datasets ''`` trains on synthetic data only.
@@ -123,6 +125,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--reader-negated", type=float, default=0.0,
                    help="with --reader-only: the share of training pairs asked negated, truth turned round "
                         "(training.negation)")
+    p.add_argument("--reader-rewordings", action="store_true",
+                   help="with --reader-only: draw each emotion's statement from five wordings (training.reader)")
     p.add_argument("--reader-blend-rows", type=int, default=4000,
                    help="with --reader-only: held-out rows the blend is fit on")
     p.add_argument("--reader-refit", action="store_true",
@@ -323,7 +327,7 @@ def _reader_only(args: argparse.Namespace, cfg: Any, started: float) -> int:
         return 1
     layers = reader.config.layers if args.reader_refit and reader is not None else args.reader_layers
     training = ReaderTraining(layers=layers, steps=args.reader_steps, blend_rows=args.reader_blend_rows,
-                              negated=args.reader_negated, seed=cfg.seed)
+                              negated=args.reader_negated, rewordings=args.reader_rewordings, seed=cfg.seed)
     shipped_reads_choices_only = args.reader_refit and reader is not None and reader.config.blend is None
     statements = not (args.reader_choices_only or shipped_reads_choices_only)
     try:

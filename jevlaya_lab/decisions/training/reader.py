@@ -101,6 +101,60 @@ EMOTION_STATEMENTS: dict[str, str | None] = {
 }
 """One statement per GoEmotions label; None: left out (it names a benchmark question's property)."""
 
+EMOTION_REWORDINGS: dict[str, tuple[str, ...]] = {
+    "admiration": ("Someone is praised in this comment.", "They speak highly of a person or their work.",
+                   "The message is full of admiration.", "This person looks up to somebody."),
+    "amusement": ("They think something is hilarious.", "The comment is laughing at something.",
+                  "Something made this person laugh.", "The tone is playful and amused."),
+    "approval": ("They say they agree.", "The message backs somebody's view.",
+                 "This person thinks something is right or fine.", "The sender gives their approval."),
+    "caring": ("They show they care about another person.", "The message offers comfort or support.",
+               "This person asks after someone's wellbeing.", "Someone here is looking out for others."),
+    "confusion": ("They are confused.", "The message shows the sender cannot make sense of something.",
+                  "This person is lost and unsure what is going on.", "Something puzzles whoever wrote it."),
+    "desire": ("They want something badly.", "The message expresses a longing for something.",
+               "This person wishes things were different.", "The sender would love to have or do something."),
+    "disappointment": ("They are disappointed.", "Something did not live up to what this person expected.",
+                       "The message sounds let down.", "The sender hoped for more."),
+    "disapproval": ("They think something is wrong and say so.", "The message objects to what someone did.",
+                    "This person does not approve.", "The comment criticises a decision or an opinion."),
+    "disgust": ("They are disgusted.", "The message finds something gross.",
+                "Something sickens this person.", "The sender is repelled by what they describe."),
+    "embarrassment": ("They feel awkward about something.", "The message admits to being embarrassed.",
+                      "This person is ashamed of a blunder.", "The sender feels silly or self-conscious."),
+    "excitement": ("They can't wait for something.", "The message is thrilled.",
+                   "This person is eager and enthusiastic.", "The tone is excited."),
+    "fear": ("They are afraid.", "The message expresses fear.",
+             "This person dreads what might happen.", "The sender is frightened."),
+    "grief": ("They are grieving.", "Someone has died or been lost and the message mourns them.",
+              "This person is heartbroken over a loss.", "The sender is in mourning."),
+    "joy": ("They are delighted.", "The message sounds cheerful.",
+            "This person is in a good mood.", "The sender is full of joy."),
+    "love": ("They say they love someone or something.", "The message is affectionate.",
+             "This person adores somebody.", "The sender speaks warmly of someone they love."),
+    "nervousness": ("They are anxious.", "The message sounds tense and uneasy.",
+                    "This person has the jitters.", "The sender is on edge."),
+    "optimism": ("They expect things to go well.", "The message looks on the bright side.",
+                 "This person is confident the future is good.", "The sender sounds hopeful."),
+    "pride": ("They are proud.", "The message boasts about an achievement.",
+              "This person takes pride in what they or theirs did.", "The sender is pleased with their own success."),
+    "realization": ("They just figured something out.", "The message describes a sudden insight.",
+                    "This person now sees what they had missed.", "It has dawned on the sender."),
+    "relief": ("They are relieved.", "The message sounds like a weight has been lifted.",
+               "This person is glad a worry is over.", "The sender can finally relax."),
+    "sadness": ("They are unhappy.", "The message sounds sad.",
+                "This person feels down.", "The sender is sorrowful."),
+    "surprise": ("They did not see this coming.", "The message is astonished.",
+                 "This person is amazed by something.", "The sender is taken aback."),
+    "neutral": ("The message is matter-of-fact.", "They write without any feeling showing.",
+                "The tone is flat and neutral.", "This comment expresses no emotion."),
+}
+"""Four more wordings of each kept emotion's statement, in other frames than "The writer ..." ("They
+...", "The message ...", "This person ...", "The sender ..."), for a reader trained with
+``rewordings`` (:func:`emotion_pairs`): users word a property of a message in many ways, and half
+of the reader's training pairs otherwise carry only 23 statements. The benchmark's properties are
+left out as above (the repository's tests check every string of this module against them)."""
+
 
 @dataclass(frozen=True)
 class ReaderTraining:
@@ -116,6 +170,8 @@ class ReaderTraining:
     blend_rows: int = 4000
     negated: float = 0.0
     """The share of training pairs whose statement is negated, truth turned round (``training.negation``)."""
+    rewordings: bool = False
+    """Each emotion pair's statement drawn from the emotion's five wordings (:func:`emotion_pairs`)."""
     seed: int = 0
 
 
@@ -144,8 +200,10 @@ def intent_pairs(intents: dict[str, Intent], data_dir: str | None, n: int, rng: 
     return out
 
 
-def emotion_pairs(directory: str | Path, n: int, rng: random.Random) -> list[Pair]:
-    """``n`` pairs of an emotion's statement with a comment: half carrying it, half drawn at random."""
+def emotion_pairs(directory: str | Path, n: int, rng: random.Random, rewordings: bool = False) -> list[Pair]:
+    """``n`` pairs of an emotion's statement with a comment: half carrying it, half drawn at random.
+    With ``rewordings`` the statement is drawn from the emotion's five wordings (its statement and
+    :data:`EMOTION_REWORDINGS`)."""
     directory = Path(directory)
     for name in ("train.tsv", "labels.txt"):
         if not (directory / name).is_file():
@@ -163,6 +221,8 @@ def emotion_pairs(directory: str | Path, n: int, rng: random.Random) -> list[Pai
         e = rng.choice(kept)
         statement = EMOTION_STATEMENTS[e]
         assert statement is not None
+        if rewordings:
+            statement = rng.choice((statement, *EMOTION_REWORDINGS[e]))
         if rng.random() < 0.5 and holding[e]:
             out.append((statement, rng.choice(holding[e]), True))
         else:
@@ -369,7 +429,7 @@ def build_reader(agent: Any, training: ReaderTraining, *, data_dir: str | None, 
     n = training.steps * training.batch
     pairs = intent_pairs(trained, data_dir, n if emotions is None else n // 2, rng)
     if emotions is not None:
-        pairs += emotion_pairs(emotions, n - len(pairs), rng)
+        pairs += emotion_pairs(emotions, n - len(pairs), rng, rewordings=training.rewordings)
     if training.negated:
         pairs = negated_pairs(pairs, training.negated, rng)
     rng.shuffle(pairs)
