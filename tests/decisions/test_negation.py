@@ -9,7 +9,7 @@ import random
 import pytest
 
 from jevlaya_lab.decisions.training.negation import SENTENCES, inside, negate, negated_pairs, verb_negation
-from jevlaya_lab.decisions.training.reader import EMOTION_STATEMENTS
+from jevlaya_lab.decisions.training.reader import EMOTION_REWORDINGS, EMOTION_STATEMENTS
 
 
 @pytest.mark.parametrize(("statement", "plain", "contracted"), [
@@ -66,6 +66,7 @@ def test_negate_draws_both_forms_and_every_training_statement_gets_one():
 
     data = json.loads(intents.INTENTS_FILE.read_text(encoding="utf-8"))
     statements = [s for v in data.values() for s in v["statements"]] + [s for s in EMOTION_STATEMENTS.values() if s]
+    statements += [w for ws in EMOTION_REWORDINGS.values() for w in ws]
     negated = [negate(s, random.Random(1)) for s in statements]
     assert all(n and n != s for n, s in zip(negated, statements))
     ruled = [verb_negation(s) for s in statements]

@@ -460,8 +460,9 @@ def test_a_leave_one_dataset_out_split_keeps_the_same_held_out_intents():
 
 def test_emotion_pairs_read_the_folder_and_leave_out_the_benchmarks_properties(tmp_path):
     """Made-up comments in GoEmotions' layout: every pair's statement is a kept emotion's, a true
-    pair's comment carries it, and a folder without the files is refused by name."""
-    from jevlaya_lab.decisions.training.reader import EMOTION_STATEMENTS, emotion_pairs
+    pair's comment carries it, and a folder without the files is refused by name; with
+    ``rewordings`` the statement is any of the emotion's five wordings."""
+    from jevlaya_lab.decisions.training.reader import EMOTION_REWORDINGS, EMOTION_STATEMENTS, emotion_pairs
 
     labels = list(EMOTION_STATEMENTS)
     (tmp_path / "labels.txt").write_text("\n".join(labels) + "\n", encoding="utf-8")
@@ -473,6 +474,12 @@ def test_emotion_pairs_read_the_folder_and_leave_out_the_benchmarks_properties(t
     assert len(pairs) == 300 and {s for s, _, _ in pairs} <= set(by_statement)
     assert all((by_statement[s] in carried[t]) == truth for s, t, truth in pairs)
     assert not {"gratitude", "curiosity", "remorse", "anger", "annoyance"} & {by_statement[s] for s, _, _ in pairs}
+    reworded = emotion_pairs(tmp_path, 2000, random.Random(0), rewordings=True)
+    by_wording = {w: e for e, ws in EMOTION_REWORDINGS.items() for w in ws} | by_statement
+    assert all((by_wording[s] in carried[t]) == truth for s, t, truth in reworded)
+    kept = {e for e, s in EMOTION_STATEMENTS.items() if s}
+    assert set(EMOTION_REWORDINGS) == kept and all(len(set(ws)) == 4 for ws in EMOTION_REWORDINGS.values())
+    assert {s for s, _, _ in reworded} == set(by_wording)  # every wording is drawn, the statement's too
     (tmp_path / "labels.txt").unlink()
     with pytest.raises(FileNotFoundError, match="has no labels.txt"):
         emotion_pairs(tmp_path, 1, random.Random(0))
