@@ -504,6 +504,10 @@ def test_the_reader_only_command_writes_a_head_with_the_reader(tmp_path, capsys)
                            "--reader-steps", "2", "--reader-blend-rows", "64", "--reader-negated", "0.5",
                            "--out", str(out)]) == 0
     assert "reader: 64 pairs (247 intents, 50% negated)" in capsys.readouterr().out
+    for refused in (["--reader-only", "--reader-rewordings"], ["--reader-refit", "--reader-rewordings", "--emotions", "x"]):
+        assert train_cli.main(["--name", "mini-en", *refused, "--out", str(tmp_path / "no")]) == 1
+        assert "--reader-rewordings words the emotions' statements" in capsys.readouterr().err
+    assert not (tmp_path / "no").exists()
     shipped = {k: v for k, v in load_file(bundled.head_dir("mini-en") / "head.safetensors").items()
                if not k.startswith("reader.")}
     written = load_file(out / "head.safetensors")

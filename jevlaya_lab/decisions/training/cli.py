@@ -318,6 +318,10 @@ def _reader_only(args: argparse.Namespace, cfg: Any, started: float) -> int:
               "to negate, from 0 to 1, with --reader-only (a refit keeps the reader as it was trained)",
               file=sys.stderr)
         return 1
+    if args.reader_rewordings and (args.emotions is None or args.reader_refit):
+        print("jevlaya-lab train: --reader-rewordings words the emotions' statements, so it needs --reader-only "
+              "with --emotions DIR (a refit keeps the reader as it was trained)", file=sys.stderr)
+        return 1
     agent, heads = _bundled(args)
     config = json.loads((heads / "config.json").read_text())
     reader = agent.decision_model.reader

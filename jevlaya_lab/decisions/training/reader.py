@@ -434,7 +434,8 @@ def build_reader(agent: Any, training: ReaderTraining, *, data_dir: str | None, 
         pairs = negated_pairs(pairs, training.negated, rng)
     rng.shuffle(pairs)
     negated = f", {training.negated:.0%} negated" if training.negated else ""
-    log(f"reader: {len(pairs)} pairs ({len(trained)} intents{', emotions' if emotions else ''}{negated}); "
+    emotion_note = "" if emotions is None else ", emotions in five wordings" if training.rewordings else ", emotions"
+    log(f"reader: {len(pairs)} pairs ({len(trained)} intents{emotion_note}{negated}); "
         f"{len(held)} intents held out for the blend and the choice weight")
     reader = train_reader(agent.decision_model, agent.tokenizer, pairs, training, log=log)
     return reader, fit_reader_config(agent, reader, training, data_dir=data_dir, datasets=datasets,
