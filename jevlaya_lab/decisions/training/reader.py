@@ -153,7 +153,11 @@ EMOTION_REWORDINGS: dict[str, tuple[str, ...]] = {
 ...", "The message ...", "This person ...", "The sender ..."), for a reader trained with
 ``rewordings`` (:func:`emotion_pairs`): users word a property of a message in many ways, and half
 of the reader's training pairs otherwise carry only 23 statements. The benchmark's properties are
-left out as above (the repository's tests check every string of this module against them)."""
+left out as above (the repository's tests check every string of this module against them).
+Measured on the user-question benchmark's dev half and not used by the shipped reader: over two
+seeds each, balanced accuracy on the 36 statements not negated as a whole 0.770 with them against
+0.775 without, a smaller difference than one recipe's seed-to-seed spread (README, "Five wordings of
+each emotion")."""
 
 
 @dataclass(frozen=True)
