@@ -169,19 +169,25 @@ def tiny_open_parts(*, unseen: tuple[str, ...] = ("The writer attaches a photogr
     :func:`fixed_prior_parts` with :data:`OPEN_ANCHORS` as its training texts and the gate put between
     them and ``unseen``, and as the open part another seeded head over another encoder, with
     temperatures of its own (0.7, 1.0, 1.3). ``tiny_open_parts().model.open_model`` is that part."""
-    from jevlaya_lab.decisions.open_questions import OPEN_KEY
-
     own = fixed_prior_parts({"rank": 0, "reference": 3, "anchors": 2, "fallback": [1.5, 0.25, 0.0]},
                             anchors=OPEN_ANCHORS, unseen=unseen)
-    part = tiny_open_part()
+    return with_open_part(own, tiny_open_part())
+
+
+def with_open_part(own: Any, part: Checkpoint) -> Any:
+    """``own``'s parts with ``part`` as their open part (:mod:`~jevlaya_lab.decisions.open_questions`);
+    ``part``'s encoder has ``own``'s shape, as an open part's must."""
+    from jevlaya_lab.decisions.open_questions import OPEN_KEY
+
     own.model.open_model = part.model
     own.config.extra[OPEN_KEY] = part.config.to_dict()
     return own
 
 
-def tiny_open_part() -> Checkpoint:
-    """The open part of :func:`tiny_open_parts` alone, as a checkpoint of its own."""
-    return make_tiny_parts(seed=7, similarity_prior={"rank": 0, "reference": 0, "anchors": 0},
+def tiny_open_part(num_layers: int = 1) -> Checkpoint:
+    """The open part of :func:`tiny_open_parts` alone, as a checkpoint of its own (``num_layers``:
+    its encoder's, which must be its own head's)."""
+    return make_tiny_parts(num_layers=num_layers, seed=7, similarity_prior={"rank": 0, "reference": 0, "anchors": 0},
                            temperature=(0.7, 1.0, 1.3))
 
 

@@ -401,31 +401,34 @@ def test_the_choice_weight_reads_the_own_head_even_where_an_open_part_would_answ
     """The choice weight is fit over the own head's answers, the ones the reader's log-odds are added
     to: on a checkpoint with an open part that would answer the held-out choice (its options are
     far from the own head's training texts), the weight is the one fit on the own head alone, and
-    it is a finite positive number, though the open part's answers to that choice differ."""
-    from jevlaya_lab.decisions.open_questions import OPEN_KEY
+    it is a finite positive number, though the open part's answers to that choice differ. Each text's
+    right option is the one the (random, seeded) reader reads highest, so a reader weight helps
+    whatever its draw: with gold labels the reader does not follow, the fit weight often rounds to
+    0 on both checkpoints and the comparison tells nothing."""
+    from jevlaya_lab.decisions.prior_inputs import context_texts
+    from jevlaya_lab.decisions.testing import tiny_open_part, with_open_part
     from jevlaya_lab.decisions.training.reader import fit_choice_weight
 
-    rows = [(text, i % 3) for i, text in enumerate(["zebra stripes on the road", "flux capacitor broke", "my tax form",
-                                                     "crossing at the lights", "quantum physics homework",
-                                                     "tax refund late"])]
+    texts = ["zebra stripes on the road", "flux capacitor broke", "my tax form", "crossing at the lights",
+             "quantum physics homework", "tax refund late"]
+    torch.manual_seed(0)  # the reader's noise (_reader_parts) drawn the same in every run
     parts = _reader_parts()
+    said = torch.stack([reader_logits(parts.model, parts.model.reader, parts.tokenizer,
+                                      [(o or "", t, False) for t in texts])
+                        for o in context_texts(parse_questions({"q": CHOICE})[0])], dim=1)
+    rows = list(zip(texts, said.argmax(dim=1).tolist()))
     alone = Agent(save_checkpoint(tmp_path / "own", *parts))
     weight_alone = fit_choice_weight(alone, alone.decision_model.reader, [(CHOICE, rows)])
-    part = make_tiny_parts(num_layers=2, seed=7, similarity_prior={"rank": 0, "reference": 0, "anchors": 0},
-                           temperature=(0.7, 1.0, 1.3))  # an open part over an encoder shaped as the own one
-    parts.model.open_model = part.model
-    parts.config.extra[OPEN_KEY] = part.config.to_dict()
-    both = Agent(save_checkpoint(tmp_path / "both", *parts))
+    both = Agent(save_checkpoint(tmp_path / "both", *with_open_part(parts, tiny_open_part(num_layers=2))))
     own, opened = both._open.split(parse_questions({"q": CHOICE}))
     assert not own and [q.id for q in opened] == ["q"]  # predict_batch sends this choice to the open part
-    texts = [t for t, _ in rows]
     routed = [a["answers"]["q"] for a in both.predict_batch(texts, {"q": CHOICE})]
     kept = [a["answers"]["q"] for a in alone.predict_batch(texts, {"q": CHOICE})]
     assert all(a.get("part") == "open" for a in routed)
     assert [a["probabilities"] for a in routed] != [a["probabilities"] for a in kept]
     weight_both = fit_choice_weight(both, both.decision_model.reader, [(CHOICE, rows)])
     assert weight_both == weight_alone
-    assert 0.0 < weight_alone < float("inf")
+    assert 0.0 < weight_alone < float("inf"), weight_alone
 
 
 def test_a_grouped_balanced_fit_weighs_every_group_alike():
