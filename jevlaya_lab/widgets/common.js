@@ -35,6 +35,10 @@ function bars(items, cls = "") {
 
 // Redraw el whenever one of the named traits changes; returns the cleanup anywidget calls
 // when the view is removed (so listeners do not pile up across views of one model).
+// A redraw that arrives while a mouse button is down in el waits for its release: drawing then
+// would replace the pressed button before the release, and the browser would send the click to
+// no button at all (a label's answer arriving mid-click lost the click). The held redraw is drawn
+// after the click's handlers have run; `data-held` says one is waiting.
 function live(model, el, names, draw) {
   el.classList.add("jevlaya");
   const redraw = () => {
@@ -43,7 +47,32 @@ function live(model, el, names, draw) {
     el.replaceChildren(draw());
     if (key !== undefined) [...el.querySelectorAll("[data-key]")].find((e) => e.dataset.key === key)?.focus();
   };
-  for (const name of names) model.on(`change:${name}`, redraw);
+  let pressed = false;
+  const request = () => {
+    if (pressed) el.dataset.held = "1";
+    else redraw();
+  };
+  const press = () => { pressed = true; };
+  const release = () => {
+    if (!pressed) return;
+    pressed = false;
+    if (el.dataset.held !== "1") return;
+    setTimeout(() => {  // the click follows the release in the same task: draw after it
+      if (pressed) return;  // pressed again meanwhile: still held
+      delete el.dataset.held;
+      redraw();
+    }, 0);
+  };
+  const away = (e) => { if (e.target === window) release(); };  // the window lost focus mid-press
+  el.addEventListener("pointerdown", press, true);
+  for (const type of ["pointerup", "pointercancel"]) window.addEventListener(type, release, true);
+  window.addEventListener("blur", away);
+  for (const name of names) model.on(`change:${name}`, request);
   redraw();
-  return () => { for (const name of names) model.off(`change:${name}`, redraw); };
+  return () => {
+    for (const name of names) model.off(`change:${name}`, request);
+    el.removeEventListener("pointerdown", press, true);
+    for (const type of ["pointerup", "pointercancel"]) window.removeEventListener(type, release, true);
+    window.removeEventListener("blur", away);
+  };
 }

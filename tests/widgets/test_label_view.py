@@ -133,6 +133,34 @@ def test_clicks_in_chromium_reach_python(page: Any, agent: Agent) -> None:
 
 @needs_chromium
 @pytest.mark.timeout(90)
+def test_a_click_survives_a_redraw_between_press_and_release(page: Any, agent: Agent) -> None:
+    """A label's answer redraws the whole view; arriving while the mouse button is down on the
+    adapt button, it would replace that button before the release, and Chromium would send the
+    click to no button at all. The view holds a redraw while a button is pressed in it and draws it
+    after the click."""
+    data = states(8)
+    view = LabelView(agent, [s for s, _ in data], QUESTIONS)
+    for i, (_, money) in enumerate(data):
+        view.label(i, "money", "yes" if money else "no")
+    with shown(page, view):
+        box = page.locator("#w0 button.jv-adapt").bounding_box()
+        page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        page.mouse.down()
+        view.label(7, "team", "technical")  # its answer reaches the browser while the button is down
+        team = "#w0 tr[data-row='7'] td[data-question='team'] button[data-value='technical']"
+        page.wait_for_function(  # the redraw arrived: held (or, without the hold, drawn)
+            f"document.querySelector('#w0').dataset.held === '1' || "
+            f"document.querySelector(\"{team}\").getAttribute('aria-pressed') === 'true'", timeout=10_000)
+        page.mouse.up()
+        page.wait_for_function("document.querySelector('#w0 .jv-changed').textContent.includes('answers changed')",
+                               timeout=30_000)
+        assert view.status["adaptations"] == 1
+        page.wait_for_selector(f"{team}[aria-pressed='true']", timeout=10_000)  # the held redraw, drawn after
+        assert page.evaluate("document.querySelector('#w0').dataset.held") != "1"
+
+
+@needs_chromium
+@pytest.mark.timeout(90)
 def test_a_level_being_typed_survives_a_redraw_and_is_sent_on_enter_or_leaving(page: Any, agent: Agent) -> None:
     view = LabelView(agent, [s for s, _ in states(4)], QUESTIONS)
     with shown(page, view):
