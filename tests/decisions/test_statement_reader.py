@@ -117,6 +117,49 @@ def test_an_unseen_statement_is_the_blend_of_similarity_and_reader_and_a_known_o
     assert inputs.pair_row.tolist() == [1, 3, 5]  # rows are state-major: only "new" is read
 
 
+def test_joined_readers_average_their_log_odds_and_survive_a_save_and_load(tmp_path):
+    """A reader joined with two others (each with its own weights) answers the mean of the three
+    log-odds, each computed the plain way; its config counts the members, its tensors are
+    ``reader.more.<j>.*`` after the first's, and the checkpoint it is saved in answers the same
+    statements the same after loading. Readers of another size are refused by position."""
+    parts = _reader_parts()
+    model, tokenizer, encoder = parts.model, parts.tokenizer, parts.model.encoder
+    others = []
+    for seed in (1, 2):
+        other = StatementReader(encoder, model.reader.config)
+        torch.manual_seed(seed)
+        with torch.no_grad():
+            for p in other.parameters():
+                p.add_(torch.randn_like(p) * 0.5)
+        others.append(other)
+    joined = model.reader.joined(others)
+    assert joined.config == dataclasses.replace(model.reader.config, members=3)
+    assert joined.config.to_value()["members"] == 3 and "members" not in model.reader.config.to_value()
+    assert ReaderConfig.from_value(joined.config.to_value()) == joined.config
+    pairs = [(UNSEEN, "please refund me", True), (UNSEEN, "the app crashes at login", False)]
+    got = reader_logits(model, joined, tokenizer, pairs)
+    for i, (statement, text, _) in enumerate(pairs):
+        each = [_plain_reader_logit(encoder, r, tokenizer, statement, text) for r in (model.reader, *others)]
+        assert len(set(round(x, 3) for x in each)) == 3  # three different readers ...
+        assert got[i].item() == pytest.approx(sum(each) / 3, abs=1e-5)  # ... averaged
+    assert {k.split(".")[1] for k in joined.state_dict() if k.startswith("more.")} == {"0", "1"}
+    questions = {"new": {"type": "noul", "instructions": UNSEEN}}
+    before = Agent(save_checkpoint(tmp_path / "one", *parts)).predict_batch(STATES, questions)
+    model.reader, model.prior.config = joined, dataclasses.replace(model.prior.config, reader=joined.config)
+    parts.config.extra[PRIOR_KEY] = {**parts.config.extra[PRIOR_KEY], "reader": joined.config.to_value()}
+    path = save_checkpoint(tmp_path / "three", *parts)
+    assert json.loads((path / "rl_agent_config.json").read_text())["similarity_prior"]["reader"]["members"] == 3
+    loaded = Agent(path)
+    assert loaded.decision_model.reader.config.members == 3
+    assert reader_logits(loaded.decision_model, loaded.decision_model.reader, tokenizer, pairs).tolist() == \
+        pytest.approx(got.tolist(), abs=1e-5)
+    after = loaded.predict_batch(STATES, questions)
+    assert [r["answers"]["new"]["noul"] for r in after] != [r["answers"]["new"]["noul"] for r in before]
+    wider = StatementReader(encoder, dataclasses.replace(model.reader.config, layers=2))
+    with pytest.raises(ValueError, match=r"readers to join \[1\] has 2 layers .* join single readers of 1 layers"):
+        joined.joined([others[0], wider])
+
+
 REFERENCE = ["where is my parcel", "thanks for the quick help", "my card was charged twice", "can we talk tomorrow"]
 
 
@@ -291,6 +334,9 @@ def test_a_question_that_says_read_false_is_answered_without_the_reader(tmp_path
     ({"layers": 1, "blend": [1, 1, 0], "line": [1, 0], "reference": ["a"]}, "reference must be a list of at least 2"),
     ({"layers": 1, "blend": [1, 1, 0], "line": [1, 0], "reference": ["a", " "]}, "reference must be a list"),
     ({"layers": 1, "choices": 1, "line": [1, 0], "reference": ["a message"] * 300}, "is invalid; line standardises"),
+    ({"layers": 1, "blend": [1, 1, 0], "members": 0}, "members must be an int >= 1"),
+    ({"layers": 1, "blend": [1, 1, 0], "members": 2.0}, "members must be an int >= 1"),
+    ({"layers": 1, "blend": [1, 1, 0], "members": True}, "members must be an int >= 1"),
 ])
 def test_a_bad_reader_entry_names_the_key_and_the_fix(tmp_path, reader, fragment):
     path = save_checkpoint(tmp_path / "ck", *_reader_parts())
@@ -461,6 +507,17 @@ def test_a_leave_one_dataset_out_split_keeps_the_same_held_out_intents():
     assert trained_some == {k: v for k, v in trained.items() if v.dataset in some}
 
 
+def test_readers_trained_from_other_seeds_hold_out_the_same_intents():
+    """A joined reader's blend is fit on the held-out intents: every member must have left them out,
+    whatever seed it was trained from; another ``hold_out_seed`` holds out others."""
+    from jevlaya_lab.decisions.training.reader import reader_split
+
+    first = reader_split(ReaderTraining(seed=0))
+    assert reader_split(ReaderTraining(seed=1)) == reader_split(ReaderTraining(seed=7)) == first
+    assert not set(first[0]) & set(first[1]) and len(first[1]) == 44
+    assert set(reader_split(ReaderTraining(hold_out_seed=1))[1]) != set(first[1])
+
+
 def test_emotion_pairs_read_the_folder_and_leave_out_the_benchmarks_properties(tmp_path):
     """Made-up comments in GoEmotions' layout: every pair's statement is a kept emotion's, a true
     pair's comment carries it, and a folder without the files is refused by name; with
@@ -536,6 +593,43 @@ def test_the_reader_only_command_writes_a_head_with_the_reader(tmp_path, capsys)
     config = json.loads((out / "config.json").read_text())["similarity_prior"]
     assert set(config["reader"]) == {"layers", "choices"} and config["reader"]["choices"] > 0
     assert PriorConfig.from_value(config).reader.blend is None  # no fallback: valid all the same
+
+
+@pytest.mark.public_datasets
+def test_the_reader_join_command_joins_a_reader_trained_from_another_seed_and_refits(tmp_path, capsys):
+    """``--reader-join DIR`` keeps the shipped reader's tensors, adds those of the reader in DIR
+    (trained over the same head with another ``--seed``) as ``reader.more.0.*``, counts the members
+    and refits the blend and choice weight; a folder without a reader, one over another head, and
+    ``--reader-only`` beside it are refused by name, and nothing is written."""
+    from safetensors.torch import load_file
+
+    from jevlaya_lab.decisions import bundled
+    from jevlaya_lab.decisions.training import cli as train_cli
+
+    other = tmp_path / "seed1"
+    assert train_cli.main(["--name", "mini-en", "--reader-only", "--reader-layers", "3", "--reader-steps", "2",
+                           "--reader-blend-rows", "64", "--seed", "1", "--out", str(other)]) == 0
+    capsys.readouterr()
+    for folders, extra, said in ((str(other), ["--reader-only"], "drop --reader-only"),
+                                 (str(tmp_path / "none"), [], "holds no head with a reader"),
+                                 (str(bundled.head_dir("mini-multi")), [], "differs from")):
+        assert train_cli.main(["--name", "mini-en", "--reader-join", folders, *extra,
+                               "--out", str(tmp_path / "no")]) == 1
+        assert said in capsys.readouterr().err
+    assert not (tmp_path / "no").exists()
+    joined = tmp_path / "joined"
+    assert train_cli.main(["--name", "mini-en", "--reader-join", str(other), "--reader-blend-rows", "128",
+                           "--out", str(joined)]) == 0
+    shipped = load_file(bundled.head_dir("mini-en") / "head.safetensors")
+    trained = {k: v for k, v in load_file(other / "head.safetensors").items() if k.startswith("reader.")}
+    written = load_file(joined / "head.safetensors")
+    assert all(torch.equal(written[k], v) for k, v in shipped.items())  # the first reader and the rest as shipped
+    more = {"reader." + k[len("reader.more.0."):]: v for k, v in written.items() if k.startswith("reader.more.0.")}
+    assert more.keys() == trained.keys() and all(torch.equal(more[k], v) for k, v in trained.items())
+    assert written.keys() == shipped.keys() | {k for k in written if k.startswith("reader.more.0.")}
+    config = json.loads((joined / "config.json").read_text())["similarity_prior"]["reader"]
+    assert config["members"] == 2 and config["layers"] == 3 and len(config["blend"]) == 3 and config["choices"] > 0
+    assert ReaderConfig.from_value(config).members == 2
 
 
 def test_mini_en_reads_a_users_statement_about_what_a_message_contains():

@@ -7,6 +7,7 @@
     jevlaya-lab train --name mini-en --fallback-only --ship  # refit only the unseen-statement fallback
     jevlaya-lab train --name mini-en --reader-only --emotions DIR --ship  # train the statement reader
     jevlaya-lab train --name mini-en --reader-refit --ship  # refit only how the shipped reader is blended
+    jevlaya-lab train --name mini-en --open --reader-join DIR1,DIR2 --ship  # join readers trained from other seeds
     jevlaya-lab train --name mini-multi --reader-only --emotions DIR --reader-layers 3 --reader-choices-only --ship
     jevlaya-lab train --name mini-multi --fallback-only --ship  # language blocks (--language-references 300) + fallback
     jevlaya-lab train --name mini-en --open --tune-encoder 24000 --ship  # the open part (decisions.open_questions)
@@ -32,7 +33,10 @@ against Spanish messages; ``--language-references 0`` drops them. ``--reader-onl
 checkpoint's statement reader (``training.reader``; 1500 steps took 8 minutes on an idle 2-core
 AVX-512 machine, and a three-layer reader's 1500 took 9 on an idle 2-core AVX2 one, its blend fit 4
 more) and writes its head with the reader's tensors (fp16) added; ``--reader-refit`` keeps the shipped
-reader and refits only its yes/no blend and choice weight (minutes). With ``--reader-choices-only``
+reader and refits only its yes/no blend and choice weight (minutes); ``--reader-join DIR,...`` does the
+same after joining the shipped reader with the readers of the heads in those folders, written by
+``--reader-only --seed N`` over the same head (the members' log-odds are averaged:
+``decisions.statement_reader``, "Members"; ``mini-en``'s open part ships three). With ``--reader-choices-only``
 the reader reads choice options only and yes/no statements keep their answer without it (no blend
 is fit, and a checkpoint without a fallback may carry it): ``mini-multi``'s reader, whose yes/no blend
 ranked its English dev statements below the cosine (that run took 34 minutes on the AVX2 machine, a
@@ -55,7 +59,7 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -131,6 +135,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="with --reader-only: held-out rows the blend is fit on")
     p.add_argument("--reader-refit", action="store_true",
                    help="only refit how the bundled --name checkpoint's reader is blended (yes/no blend, choice weight)")
+    p.add_argument("--reader-join", default=None, metavar="DIR[,DIR...]",
+                   help="refit as --reader-refit does, the bundled --name checkpoint's reader joined by the readers "
+                        "of these heads (each written by --reader-only over this very head, with another --seed): "
+                        "their log-odds are averaged (statement_reader, 'Members')")
     p.add_argument("--pool-cache", default=None,
                    help="file prefix keeping pooled vectors between runs over the same encoder (frozen, so reusable)")
     for f in fields(TrainConfig):
@@ -161,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if args.fallback_only:
         return _fallback_only(args, cfg, started)
-    if args.reader_only or args.reader_refit:
+    if args.reader_only or args.reader_refit or args.reader_join:
         return _reader_only(args, cfg, started)
     try:
         encoder, tokenizer, encoder_id = load_encoder(args.encoder or args.name)
@@ -322,6 +330,11 @@ def _reader_only(args: argparse.Namespace, cfg: Any, started: float) -> int:
         print("jevlaya-lab train: --reader-rewordings words the emotions' statements, so it needs --reader-only "
               "with --emotions DIR (a refit keeps the reader as it was trained)", file=sys.stderr)
         return 1
+    if args.reader_join and args.reader_only:
+        print("jevlaya-lab train: --reader-join joins readers already trained and refits them; drop --reader-only "
+              "(train each reader first with --reader-only --seed N --out DIR)", file=sys.stderr)
+        return 1
+    args.reader_refit = args.reader_refit or bool(args.reader_join)
     agent, heads = _bundled(args)
     config = json.loads((heads / "config.json").read_text())
     reader = agent.decision_model.reader
@@ -329,6 +342,13 @@ def _reader_only(args: argparse.Namespace, cfg: Any, started: float) -> int:
         print(f"jevlaya-lab train: --reader-refit: {args.name} has no reader to refit; train one with --reader-only",
               file=sys.stderr)
         return 1
+    if args.reader_join and reader is not None:
+        try:
+            reader = reader.joined(_readers_to_join(args.reader_join, agent, heads))
+        except ValueError as exc:
+            print(f"jevlaya-lab train: --reader-join: {exc}", file=sys.stderr)
+            return 1
+        agent.decision_model.reader = reader
     layers = reader.config.layers if args.reader_refit and reader is not None else args.reader_layers
     training = ReaderTraining(layers=layers, steps=args.reader_steps, blend_rows=args.reader_blend_rows,
                               negated=args.reader_negated, rewordings=args.reader_rewordings, seed=cfg.seed)
@@ -345,6 +365,7 @@ def _reader_only(args: argparse.Namespace, cfg: Any, started: float) -> int:
     except (DatasetError, FileNotFoundError) as exc:
         print(f"jevlaya-lab train: {exc}", file=sys.stderr)
         return 1
+    reader_config = replace(reader_config, members=reader.config.members)
     if reader_config.blend is None and not reader_config.choices:
         print("jevlaya-lab train: the reader reads choice options only (--reader-choices-only, or a shipped reader "
               "without a blend) and its fitted choice weight is 0, so it would read nothing; train it longer "
@@ -361,6 +382,41 @@ def _reader_only(args: argparse.Namespace, cfg: Any, started: float) -> int:
     print(f"statement reader {reader_config.to_value()}")
     print(f"head -> {out} ({time.perf_counter() - started:.0f}s)")
     return 0
+
+
+def _readers_to_join(folders: str, agent: Any, heads: Path) -> list[Any]:
+    """The readers of the heads in the comma-separated ``folders``, each over the very head in ``heads``
+    (every tensor but the reader's equal); a ``ValueError`` names the folder and what differs."""
+    from safetensors.torch import load_file
+
+    from jevlaya_lab.decisions.prior import PRIOR_KEY
+    from jevlaya_lab.decisions.statement_reader import ReaderConfig, StatementReader
+
+    own = {k: v for k, v in load_file(heads / "head.safetensors").items() if not k.startswith("reader.")}
+    readers = []
+    for folder in (Path(f) for f in folders.split(",") if f):
+        try:
+            tensors = load_file(folder / "head.safetensors")
+            value = json.loads((folder / "config.json").read_text())[PRIOR_KEY]["reader"]
+        except (OSError, KeyError, ValueError) as exc:
+            raise ValueError(f"{folder} holds no head with a reader ({exc}); give folders written by "
+                             "--reader-only --out DIR (or --ship in another checkout)") from None
+        for name, tensor in own.items():
+            if name not in tensors or not torch_equal(tensors[name], tensor):
+                raise ValueError(f"{folder}'s head differs from {heads} in {name}: join readers trained over this "
+                                 "very head (--reader-only on it, another --seed)")
+        reader = StatementReader(agent.decision_model.encoder, ReaderConfig.from_value(value))
+        reader.load_state_dict({k[len("reader."):]: v.float() for k, v in tensors.items() if k.startswith("reader.")})
+        readers.append(reader)
+    if not readers:
+        raise ValueError(f"{folders!r} names no folder; give DIR[,DIR...]")
+    return readers
+
+
+def torch_equal(a: Any, b: Any) -> bool:
+    import torch
+
+    return a.shape == b.shape and a.dtype == b.dtype and bool(torch.equal(a, b))
 
 
 if __name__ == "__main__":

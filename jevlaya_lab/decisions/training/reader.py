@@ -177,6 +177,17 @@ class ReaderTraining:
     rewordings: bool = False
     """Each emotion pair's statement drawn from the emotion's five wordings (:func:`emotion_pairs`)."""
     seed: int = 0
+    hold_out_seed: int = 0
+    """Which intents are held out (from :data:`READER_HOLD_OUT` of them), apart from ``seed``: readers
+    trained from several seeds hold out the same intents, so a joined reader's blend and choice weight
+    are fit on intents none of its members trained on (``statement_reader``, "Members")."""
+
+
+def reader_split(training: ReaderTraining, datasets: Sequence[str] | None = None
+                 ) -> tuple[dict[str, Intent], dict[str, Intent]]:
+    """``(trained, held out)`` intents of a reader (``training.hold_out_seed``, whatever its ``seed``):
+    it trains on the first, and its blend and choice weight are fit on the second."""
+    return split_intents(training.hold_out, training.hold_out_seed, datasets)
 
 
 def _utterances(intents: dict[str, Intent], data_dir: str | None) -> list[Any]:
@@ -397,7 +408,7 @@ def fit_reader_config(agent: Any, reader: StatementReader, training: ReaderTrain
     of choice options only) and its ``choices`` weight (on ``blend_rows / 32`` choice questions over
     the held-out intents), both fit on data the reader was not trained on; ``max_len`` tokens of a
     state for the similarity the blend reads."""
-    _, held = split_intents(training.hold_out, training.seed, datasets)
+    _, held = reader_split(training, datasets)
     questions = held_choice_questions(held, data_dir, max(1, training.blend_rows // 32), 12, training.seed)
     choices = fit_choice_weight(agent, reader, questions)
     if not statements:
@@ -429,7 +440,7 @@ def build_reader(agent: Any, training: ReaderTraining, *, data_dir: str | None, 
     :func:`fit_reader_config` (``max_len``: the states' tokens for the similarity it blends). ``datasets`` limits the intents to those datasets (a
     leave-one-dataset-out run); ``statements=False``: a reader of choice options only (no blend)."""
     rng = random.Random(training.seed)
-    trained, held = split_intents(training.hold_out, training.seed, datasets)
+    trained, held = reader_split(training, datasets)
     n = training.steps * training.batch
     pairs = intent_pairs(trained, data_dir, n if emotions is None else n // 2, rng)
     if emotions is not None:
