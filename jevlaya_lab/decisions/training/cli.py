@@ -36,7 +36,7 @@ more) and writes its head with the reader's tensors (fp16) added; ``--reader-ref
 reader and refits only its yes/no blend and choice weight (minutes); ``--reader-join DIR,...`` does the
 same after joining the shipped reader with the readers of the heads in those folders, written by
 ``--reader-only --seed N`` over the same head (the members' log-odds are averaged:
-``decisions.statement_reader``, "Members"; ``mini-en``'s open part ships three). With ``--reader-choices-only``
+``decisions.statement_reader``, "Members"). With ``--reader-choices-only``
 the reader reads choice options only and yes/no statements keep their answer without it (no blend
 is fit, and a checkpoint without a fallback may carry it): ``mini-multi``'s reader, whose yes/no blend
 ranked its English dev statements below the cosine (that run took 34 minutes on the AVX2 machine, a
@@ -402,7 +402,7 @@ def _readers_to_join(folders: str, agent: Any, heads: Path) -> list[Any]:
             raise ValueError(f"{folder} holds no head with a reader ({exc}); give folders written by "
                              "--reader-only --out DIR (or --ship in another checkout)") from None
         for name, tensor in own.items():
-            if name not in tensors or not torch_equal(tensors[name], tensor):
+            if name not in tensors or not _same_tensor(tensors[name], tensor):
                 raise ValueError(f"{folder}'s head differs from {heads} in {name}: join readers trained over this "
                                  "very head (--reader-only on it, another --seed)")
         reader = StatementReader(agent.decision_model.encoder, ReaderConfig.from_value(value))
@@ -413,7 +413,7 @@ def _readers_to_join(folders: str, agent: Any, heads: Path) -> list[Any]:
     return readers
 
 
-def torch_equal(a: Any, b: Any) -> bool:
+def _same_tensor(a: Any, b: Any) -> bool:
     import torch
 
     return a.shape == b.shape and a.dtype == b.dtype and bool(torch.equal(a, b))
