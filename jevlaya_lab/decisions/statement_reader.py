@@ -58,16 +58,14 @@ Every option of a read question is read, so the softmax compares like with like;
 with more than :data:`READ_MAX_OPTIONS` options is not read (each option costs a pass per state:
 a 150-label question would cost 150), and without the key (or at 0) no choice is read.
 
-**Members** (``"members": n``): ``n`` readers of the same size, trained alone from different
-seeds, read each pair over the same lower layers, and ``r`` is the mean of their log-odds; the
-tensors of the members after the first are ``reader.more.<j>.layers.<i>.*`` and
-``reader.more.<j>.out.*``. One reader's answers move with the seed it was trained from (on the
-user-question benchmark's dev half, by 0.018-0.028 balanced accuracy between two seeds of one
-recipe), and the mean of several moves less; each member costs its ``layers`` more per pair.
-``jevlaya-lab train --reader-join`` joins readers trained apart (:meth:`StatementReader.joined`).
-No bundled checkpoint ships members: ``mini-en``'s reader joined with its recipe's second seed
-ranked the dev statements a little better (AUC 0.854 -> 0.862) without answering them better at 0.5
-(balanced 0.784 -> 0.780; README, "Two readers joined").
+**Members** (``"members": n``): ``n`` readers of the same size, each trained alone from another
+random start, read each pair over the same lower layers, and ``r`` is the mean of their log-odds;
+the tensors of the members after the first are ``reader.more.<j>.layers.<i>.*`` and
+``reader.more.<j>.out.*``. Why: one reader's answers depend on its random start and the order of its
+training pairs, and a mean of several depends on them less; each member costs its ``layers`` more
+per pair. ``jevlaya-lab train --reader-join`` joins readers trained apart
+(:meth:`StatementReader.joined`). No bundled checkpoint holds members (README, "Two readers
+joined": they ranked a little better, and answered no better at 0.5).
 
 **Choices only** (``"reader": {"layers": 3, "choices": w}``, no ``blend``): no yes/no statement is
 read (it keeps its answer without the reader, so the checkpoint needs no fallback), only choice
