@@ -7,7 +7,7 @@
     jevlaya-lab train --name mini-en --fallback-only --ship  # refit only the unseen-statement fallback
     jevlaya-lab train --name mini-en --reader-only --emotions DIR --ship  # train the statement reader
     jevlaya-lab train --name mini-en --reader-refit --ship  # refit only how the shipped reader is blended
-    jevlaya-lab train --name mini-en --open --reader-join DIR1,DIR2 --ship  # join readers trained from other seeds
+    jevlaya-lab train --name mini-en --open --reader-join DIR1,DIR2 --ship  # join readers trained apart (--seed N)
     jevlaya-lab train --name mini-multi --reader-only --emotions DIR --reader-layers 3 --reader-choices-only --ship
     jevlaya-lab train --name mini-multi --fallback-only --ship  # language blocks (--language-references 300) + fallback
     jevlaya-lab train --name mini-en --open --tune-encoder 24000 --ship  # the open part (decisions.open_questions)
@@ -59,7 +59,7 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import fields, replace
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -365,7 +365,6 @@ def _reader_only(args: argparse.Namespace, cfg: Any, started: float) -> int:
     except (DatasetError, FileNotFoundError) as exc:
         print(f"jevlaya-lab train: {exc}", file=sys.stderr)
         return 1
-    reader_config = replace(reader_config, members=reader.config.members)
     if reader_config.blend is None and not reader_config.choices:
         print("jevlaya-lab train: the reader reads choice options only (--reader-choices-only, or a shipped reader "
               "without a blend) and its fitted choice weight is 0, so it would read nothing; train it longer "

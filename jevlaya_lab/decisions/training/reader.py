@@ -179,8 +179,8 @@ class ReaderTraining:
     seed: int = 0
     hold_out_seed: int = 0
     """Which intents are held out (from :data:`READER_HOLD_OUT` of them), apart from ``seed``: readers
-    trained from several seeds hold out the same intents, so a joined reader's blend and choice weight
-    are fit on intents none of its members trained on (``statement_reader``, "Members")."""
+    trained with several ``--seed`` values hold out the same intents, so a joined reader's blend and
+    choice weight are fit on intents none of its members trained on (``statement_reader``, "Members")."""
 
 
 def reader_split(training: ReaderTraining, datasets: Sequence[str] | None = None
@@ -411,10 +411,12 @@ def fit_reader_config(agent: Any, reader: StatementReader, training: ReaderTrain
     _, held = reader_split(training, datasets)
     questions = held_choice_questions(held, data_dir, max(1, training.blend_rows // 32), 12, training.seed)
     choices = fit_choice_weight(agent, reader, questions)
+    members = reader.config.members
     if not statements:
-        return ReaderConfig(training.layers, None, choices)
+        return ReaderConfig(training.layers, None, choices, members=members)
     return ReaderConfig(training.layers, _fit_statement_blend(agent, reader, training, held, data_dir=data_dir,
-                                                              written=written, max_len=max_len), choices)
+                                                              written=written, max_len=max_len), choices,
+                        members=members)
 
 
 def _fit_statement_blend(agent: Any, reader: StatementReader, training: ReaderTraining, held: dict[str, Intent], *,
