@@ -407,7 +407,7 @@ def fit_reader_config(agent: Any, reader: StatementReader, training: ReaderTrain
     ``blend_rows`` rows of each of :data:`BLEND_SOURCES`; not fit with ``statements=False``, a reader
     of choice options only) and its ``choices`` weight (on ``blend_rows / 32`` choice questions over
     the held-out intents), both fit on data the reader was not trained on; ``max_len`` tokens of a
-    state for the similarity the blend reads."""
+    state for the similarity the blend reads. The config counts ``reader``'s members."""
     _, held = reader_split(training, datasets)
     questions = held_choice_questions(held, data_dir, max(1, training.blend_rows // 32), 12, training.seed)
     choices = fit_choice_weight(agent, reader, questions)
